@@ -1,0 +1,23 @@
+"""The cut and filter model (§4, §5): cuts, query filters, vectorized evaluation with Spark
+SQL semantics, and the sound "which sides of a cut may hold matching rows" reasoning."""
+
+from pando_iceberg.expr.bind import bind
+from pando_iceberg.expr.cuts import Cut, CutOrigin, ExprCut, LiteralCut, cut_from_json
+from pando_iceberg.expr.errors import PandoExprError
+from pando_iceberg.expr.filters import JoinFilter, TableFilter, same_table
+from pando_iceberg.expr.sides import MAX_CONJUNCTIONS, Sides
+
+__all__ = [
+    "Cut",
+    "CutOrigin",
+    "ExprCut",
+    "JoinFilter",
+    "LiteralCut",
+    "MAX_CONJUNCTIONS",
+    "PandoExprError",
+    "Sides",
+    "TableFilter",
+    "bind",
+    "cut_from_json",
+    "same_table",
+]

@@ -1,0 +1,291 @@
+"""Binding: a sqlglot predicate over one table → its canonical form.
+
+Canonical means: unqualified lower-case columns that exist in the table's Arrow schema;
+literal-only subexpressions folded to one typed literal (`date '1994-01-01' + interval '1'
+year` → `date '1995-01-01'`); literals typed against the column they are compared with
+(Spark's coercions, e.g. a double literal against a decimal column compares
+`CAST(col AS DOUBLE)`); the term on the left of a comparison; IN lists sorted and
+deduplicated; column-vs-column comparisons with their operands in a fixed order. Equal
+predicates then get equal `.sql()` text, which is what cut keys and the structural
+reasoning in `sides.py` rely on.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from pando_iceberg.expr.errors import PandoExprError
+from pando_iceberg.expr.evaluate import Context, arrow_kind, eval_node
+from pando_iceberg.expr.values import (
+    NULL,
+    TypedValue,
+    fold,
+    parse_date,
+    parse_float,
+    parse_timestamp,
+    render,
+)
+
+DIALECT = "spark"
+
+# Expressions whose value changes between evaluations: a cut made of them would route rows
+# differently from how the query later filters them.
+_NONDETERMINISTIC = (exp.Rand, exp.Randn, exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentTime,
+                     exp.Uuid) + tuple(getattr(exp, n) for n in ("CurrentDatetime", "Unixtime") if hasattr(exp, n))
+
+_FLIP = {exp.LT: exp.GT, exp.GT: exp.LT, exp.LTE: exp.GTE, exp.GTE: exp.LTE, exp.EQ: exp.EQ, exp.NEQ: exp.NEQ}
+_CMP = tuple(_FLIP)
+
+_ACCEPTED = {
+    "int": "integer or decimal numbers (a double literal compares as double), integer strings",
+    "decimal": "integer or decimal numbers (a double literal compares as double), numeric strings",
+    "float": "numbers, 'NaN', 'Infinity'",
+    "string": "string literals",
+    "date": "date 'yyyy-mm-dd' literals or 'yyyy-mm-dd' strings",
+    "timestamp": "timestamp '...' literals, date literals, timestamp strings",
+    "timestamp_ntz": "timestamp_ntz '...' literals, date literals, timestamp strings",
+    "bool": "true / false",
+}
+
+
+class _Binder:
+    def __init__(self, schema: pa.Schema, table: str | None):
+        self.schema = schema
+        self.table = table
+        self.by_lower = {name.lower(): name for name in schema.names}
+        self.empty = Context(schema.empty_table())
+
+    def where(self) -> str:
+        return f"table {self.table!r}: " if self.table else ""
+
+    def fail(self, msg: str) -> PandoExprError:
+        return PandoExprError(self.where() + msg)
+
+    def kind_of(self, node: exp.Expression) -> str:
+        try:
+            return eval_node(node, self.empty).kind
+        except PandoExprError as e:
+            raise self.fail(str(e)) from None
+
+    # -------------------------------------------------------------- the walk
+
+    def bind(self, node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Paren):
+            return self.bind(node.this)
+        if isinstance(node, _NONDETERMINISTIC):
+            raise self.fail(f"non-deterministic expression {node.sql(DIALECT)} cannot be a cut")
+        if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)) or (
+                isinstance(node, exp.In) and node.args.get("query") is not None):
+            raise self.fail(f"subquery {node.sql(DIALECT)} is not a single-table predicate")
+        if isinstance(node, exp.Anonymous):
+            raise self.fail(f"unknown function (UDF?) {node.sql(DIALECT)}: its semantics are not modeled")
+        if isinstance(node, exp.Column):
+            name = node.name.lower()
+            if name not in self.by_lower:
+                raise self.fail(f"unknown column {node.sql(DIALECT)!r}; columns are: {', '.join(self.schema.names)}")
+            t = self.schema.field(self.by_lower[name]).type
+            if arrow_kind(t) is None:
+                raise self.fail(f"column {name!r} has type {t}, which predicates cannot use "
+                                "(accepted: integers, floats, decimals, strings, booleans, dates, timestamps)")
+            return exp.Column(this=exp.to_identifier(name))
+        if isinstance(node, exp.Interval):
+            self.literal_of(node)  # validates the interval; it is bound by its parent
+            return node
+        if True:
+            try:
+                const = fold(node)
+            except PandoExprError as e:
+                raise self.fail(str(e)) from None
+            if const is not None:
+                if const.kind == "interval":
+                    return node
+                return render(const)
+        if isinstance(node, exp.TsOrDsToDate):  # sqlglot's wrapper in year(d), month(d), ...
+            return self.bind(node.this)
+        if isinstance(node, exp.Not):
+            inner = self.bind(node.this)
+            if isinstance(inner, exp.Not):  # NOT NOT p ≡ p in three-valued logic
+                return inner.this
+            return exp.Not(this=inner)
+        if isinstance(node, _CMP):
+            return self.bind_comparison(node)
+        if isinstance(node, exp.Between):
+            term = self.bind(node.this)
+            low, high = self.literal_of(node.args["low"]), self.literal_of(node.args["high"])
+            if low is None or high is None:
+                lo_b, hi_b = self.bind(node.args["low"]), self.bind(node.args["high"])
+                return exp.Between(this=term, low=lo_b, high=hi_b)
+            term, (low, high) = self.coerce(term, [low, high], node)
+            return exp.Between(this=term, low=render(low, compared_to_float=True),
+                               high=render(high, compared_to_float=True))
+        if isinstance(node, exp.In):
+            term = self.bind(node.this)
+            values = [self.literal_of(e) for e in node.expressions]
+            if any(v is None for v in values):
+                raise self.fail(f"IN list must hold literals: {node.sql(DIALECT)}")
+            term, typed = self.coerce(term, values, node)  # type: ignore[arg-type]
+            return exp.In(this=term, expressions=[render(v, compared_to_float=True) for v in sort_values(typed)])
+        if isinstance(node, exp.Like):
+            term = self.bind(node.this)
+            pattern = self.literal_of(node.expression)
+            if pattern is None or pattern.kind != "string" or self.kind_of(term) != "string":
+                raise self.fail(f"LIKE needs a string expression and a string literal pattern: {node.sql(DIALECT)}")
+            return exp.Like(this=term, expression=exp.Literal.string(pattern.value))
+        if isinstance(node, exp.NullSafeEQ):
+            raise self.fail(f"null-safe equality {node.sql(DIALECT)} is not supported")
+        # Everything else: bind the children, then let the evaluator type-check it.
+        out = node.copy()
+        for key, value in list(out.args.items()):
+            if isinstance(value, exp.Expression) and not isinstance(value, (exp.DataType, exp.Var, exp.Identifier)):
+                out.set(key, self.bind(value))
+            elif isinstance(value, list):
+                out.set(key, [self.bind(v) if isinstance(v, exp.Expression) else v for v in value])
+        self.kind_of(out)
+        return out
+
+    def literal_of(self, node: exp.Expression) -> TypedValue | None:
+        try:
+            v = fold(node)
+        except PandoExprError as e:
+            raise self.fail(str(e)) from None
+        return None if v is None or v.kind == "interval" else v
+
+    def bind_comparison(self, node: exp.Expression) -> exp.Expression:
+        cls = type(node)
+        left_lit, right_lit = self.literal_of(node.this), self.literal_of(node.expression)
+        if left_lit is not None and right_lit is not None:
+            raise self.fail(f"constant predicate {node.sql(DIALECT)} references no column")
+        if left_lit is not None:  # literal on the left: flip so the term is on the left
+            return self.bind_comparison(_FLIP[cls](this=node.expression, expression=node.this))
+        term = self.bind(node.this)
+        if right_lit is not None:
+            term, (lit,) = self.coerce(term, [right_lit], node)
+            return cls(this=term, expression=render(lit, compared_to_float=True))
+        other = self.bind(node.expression)
+        self.kind_of(cls(this=term, expression=other))  # type check (raises on mismatch)
+        if term.sql(DIALECT) > other.sql(DIALECT):  # fixed operand order for structural matching
+            return _FLIP[cls](this=other, expression=term)
+        return cls(this=term, expression=other)
+
+    def coerce(self, term: exp.Expression, values: list[TypedValue], node: exp.Expression
+               ) -> tuple[exp.Expression, list[TypedValue]]:
+        """Type literals against the term they are compared with, as Spark would."""
+        kind = self.kind_of(term)
+        if kind in ("int", "decimal") and any(v.kind == "float" for v in values):
+            # Spark compares an int/decimal with a double literal as doubles.
+            term, kind = exp.Cast(this=term, to=exp.DataType.build("DOUBLE")), "float"
+        out = []
+        for v in values:
+            typed = _coerce_value(v, kind)
+            if typed is None:
+                what = f"column {term.name!r}" if isinstance(term, exp.Column) else f"expression {term.sql(DIALECT)}"
+                col_type = (str(self.schema.field(self.by_lower[term.name]).type)
+                            if isinstance(term, exp.Column) else kind)
+                raise self.fail(f"literal {_show(v)} cannot be compared with {what} of type {col_type} "
+                                f"in {node.sql(DIALECT)}; accepted: {_ACCEPTED.get(kind, kind)}")
+            out.append(typed)
+        return term, out
+
+
+def _show(v: TypedValue) -> str:
+    return f"'{v.value}'" if v.kind == "string" else f"{v.value!r} ({v.kind})"
+
+
+_INT_RE = re.compile(r"^\s*[+-]?\d+\s*$")
+
+
+def _coerce_value(v: TypedValue, kind: str) -> TypedValue | None:
+    if v.kind == "null":
+        return NULL
+    if kind == "int":
+        if v.kind in ("int", "decimal"):
+            return v
+        if v.kind == "string" and _INT_RE.match(v.value):
+            return TypedValue("int", int(v.value))
+    elif kind == "decimal":
+        if v.kind in ("int", "decimal"):
+            return v
+        if v.kind == "string":
+            try:
+                d = Decimal(v.value.strip())
+                return TypedValue("decimal", d) if d.is_finite() else None
+            except InvalidOperation:
+                return None
+    elif kind == "float":
+        if v.kind in ("int", "decimal", "float"):
+            return TypedValue("float", float(v.value))
+        if v.kind == "string":
+            f = parse_float(v.value)
+            return None if f is None else TypedValue("float", f)
+    elif kind == "string":
+        if v.kind == "string":
+            return v
+    elif kind == "date":
+        if v.kind == "date":
+            return v
+        if v.kind == "string":
+            days = parse_date(v.value)
+            return None if days is None else TypedValue("date", days)
+    elif kind in ("timestamp", "timestamp_ntz"):
+        if v.kind in ("timestamp", "timestamp_ntz"):
+            return TypedValue(kind, v.value)  # session time zone is UTC: the same micros
+        if v.kind == "date":
+            return TypedValue(kind, v.value * 86_400_000_000)
+        if v.kind == "string":
+            micros = parse_timestamp(v.value, ntz=kind == "timestamp_ntz")
+            return None if micros is None else TypedValue(kind, micros)
+    elif kind == "bool":
+        if v.kind == "bool":
+            return v
+        if v.kind == "string" and v.value.strip().lower() in ("true", "false"):
+            return TypedValue("bool", v.value.strip().lower() == "true")
+    return None
+
+
+def value_sort_key(v: TypedValue):
+    """A total order on literals of one kind (NULL last, NaN above every double)."""
+    import math
+
+    if v.kind == "null":
+        return (2, 0)
+    if v.kind == "float" and math.isnan(v.value):
+        return (1, 0)
+    val = v.value
+    if v.kind == "float" and val == 0:
+        val = 0.0
+    return (0, val)
+
+
+def sort_values(values: list[TypedValue]) -> list[TypedValue]:
+    seen, out = set(), []
+    for v in sorted(values, key=value_sort_key):
+        k = value_sort_key(v)
+        if k not in seen:
+            seen.add(k)
+            out.append(v)
+    return out
+
+
+def parse_predicate(sql: str | exp.Expression) -> exp.Expression:
+    if isinstance(sql, exp.Expression):
+        return sql
+    try:
+        return sqlglot.parse_one(sql, read=DIALECT)
+    except sqlglot.errors.ParseError as e:
+        raise PandoExprError(f"cannot parse predicate {sql!r}: {e}") from None
+
+
+def bind(expr: str | exp.Expression, schema: pa.Schema, table: str | None = None) -> exp.Expression:
+    """The canonical form of a single-table predicate; raises PandoExprError if it cannot
+    be modeled."""
+    binder = _Binder(schema, table)
+    bound = binder.bind(parse_predicate(expr))
+    kind = binder.kind_of(bound)
+    if kind not in ("bool", "null"):
+        raise binder.fail(f"{bound.sql(DIALECT)} is a {kind} expression, not a predicate")
+    return bound

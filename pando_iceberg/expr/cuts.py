@@ -1,0 +1,152 @@
+"""Cuts (§4): the predicates in the nodes of a partitioning tree.
+
+A cut splits a table's rows into its TRUE side and its NOT-TRUE side; a row whose cut is
+NULL goes to the NOT-TRUE side (three-valued logic). `ExprCut` is any single-table
+predicate; `LiteralCut` is a join-induced cut `col IN (SELECT pk FROM dim WHERE p)`
+materialized as the key set it had when the layout was made (§7).
+"""
+
+from __future__ import annotations
+
+import base64
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from sqlglot import exp
+
+from pando_iceberg.expr import keys as keyset
+from pando_iceberg.expr.bind import DIALECT, bind
+from pando_iceberg.expr.errors import PandoExprError
+from pando_iceberg.expr.evaluate import evaluate_predicate
+from pando_iceberg.expr.sides import NT, T, TooComplex, to_dnf
+
+
+class Cut(ABC):
+    key: str
+    columns: frozenset[str]
+
+    @abstractmethod
+    def evaluate(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
+        """True exactly where the cut is TRUE (FALSE and NULL → False)."""
+
+    @abstractmethod
+    def to_json(self) -> dict:
+        ...
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cut) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.key!r})"
+
+
+def _schema_to_b64(schema: pa.Schema) -> str:
+    return base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+
+def _schema_from_b64(text: str) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
+
+
+class ExprCut(Cut):
+    """A single-table predicate, in canonical form (see bind.py)."""
+
+    def __init__(self, expr: str | exp.Expression, schema: pa.Schema, table: str | None = None):
+        self.expr = bind(expr, schema, table)
+        self.key = self.expr.sql(DIALECT)
+        self.columns = frozenset(c.name for c in self.expr.find_all(exp.Column))
+        by_lower = {f.name.lower(): f for f in schema}
+        # Only the referenced columns: enough to evaluate and to reason, and small in JSON.
+        self.schema = pa.schema([by_lower[c] for c in sorted(self.columns)])
+        self.table = table
+        self._dnf: dict[str, Any] = {}
+
+    def evaluate(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
+        return evaluate_predicate(self.expr, table)
+
+    def dnf(self, polarity: str):
+        """DNF of this cut being TRUE (T) or NOT TRUE (NT); None if too complex."""
+        if polarity not in self._dnf:
+            try:
+                self._dnf[polarity] = to_dnf(self.expr, polarity)
+            except TooComplex:
+                self._dnf[polarity] = None
+        return self._dnf[polarity]
+
+    def to_json(self) -> dict:
+        return {"type": "expr", "key": self.key, "sql": self.key, "schema": _schema_to_b64(self.schema)}
+
+
+@dataclass(frozen=True)
+class CutOrigin:
+    """Where a literal cut's keys come from: `SELECT dim_pk FROM dim_table WHERE predicate`
+    at dimension snapshot `snapshot_id` (None if unknown). `predicate` is TableFilter SQL;
+    it may contain nested `col IN (SELECT pk FROM dim2 WHERE ...)` parts (multi-hop)."""
+
+    dim_table: str
+    dim_pk: str
+    predicate: str
+    snapshot_id: int | None = None
+
+    def to_json(self) -> dict:
+        return {"dim_table": self.dim_table, "dim_pk": self.dim_pk, "predicate": self.predicate,
+                "snapshot_id": self.snapshot_id}
+
+
+class LiteralCut(Cut):
+    """`column IN keys`, the literal version of a join-induced cut (§7)."""
+
+    def __init__(self, column: str, keys: Any, origin: CutOrigin | dict):
+        self.column = column.lower()
+        self.keys = keyset.normalize_keys(keys)
+        self.origin = origin if isinstance(origin, CutOrigin) else CutOrigin(**origin)
+        self.columns = frozenset({self.column})
+        snap = f" @snapshot={self.origin.snapshot_id}" if self.origin.snapshot_id is not None else ""
+        self.key = (f"{self.column} IN (SELECT {self.origin.dim_pk} FROM {self.origin.dim_table} "
+                    f"WHERE {self.origin.predicate}){snap} #keys={len(self.keys)}:{keyset.keys_digest(self.keys)}")
+        self._sorted: np.ndarray | None = None
+
+    def evaluate(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
+        names = {n.lower(): n for n in table.schema.names}
+        if self.column not in names:
+            raise PandoExprError(f"column {self.column!r} of literal cut is not in the evaluated table "
+                                 f"(columns: {', '.join(table.schema.names)})")
+        return keyset.member_mask(table.column(names[self.column]), self.keys)
+
+    def keys_to_bytes(self) -> bytes:
+        return keyset.keys_to_bytes(self.keys)
+
+    @staticmethod
+    def keys_from_bytes(data: bytes) -> keyset.KeySet:
+        return keyset.keys_from_bytes(data)
+
+    def to_json(self) -> dict:
+        # The key set is stored apart (a Puffin blob), addressed by this cut's key.
+        return {"type": "literal", "key": self.key, "column": self.column, "origin": self.origin.to_json(),
+                "num_keys": len(self.keys)}
+
+
+def cut_from_json(d: dict, literal_keys: dict[str, object] | None = None) -> Cut:
+    kind = d.get("type")
+    if kind == "expr":
+        cut: Cut = ExprCut(d["sql"], _schema_from_b64(d["schema"]))
+    elif kind == "literal":
+        if literal_keys is None or d["key"] not in literal_keys:
+            raise PandoExprError(f"the key set of literal cut {d['key']!r} was not supplied")
+        raw = literal_keys[d["key"]]
+        keys = keyset.keys_from_bytes(raw) if isinstance(raw, (bytes, bytearray, memoryview)) else raw
+        cut = LiteralCut(d["column"], keys, CutOrigin(**d["origin"]))
+    else:
+        raise PandoExprError(f"unknown cut type {kind!r} (expected 'expr' or 'literal')")
+    if "key" in d and d["key"] != cut.key:
+        raise PandoExprError(f"cut key mismatch after deserialization: {d['key']!r} != {cut.key!r}")
+    return cut
+
+
+__all__ = ["Cut", "ExprCut", "LiteralCut", "CutOrigin", "cut_from_json", "T", "NT"]

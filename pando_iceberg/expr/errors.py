@@ -1,0 +1,7 @@
+"""Errors of the cut/filter model."""
+
+
+class PandoExprError(ValueError):
+    """A predicate cannot be modeled: unknown column, untypable literal, unsupported or
+    non-deterministic expression. The message names the table (when known), the column,
+    the literal and what would be accepted."""

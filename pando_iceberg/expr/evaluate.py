@@ -1,0 +1,558 @@
+"""Vectorized evaluation of canonical single-table predicates with Spark SQL semantics.
+
+Every (sub)expression evaluates to a `Vec`: numpy data plus a validity mask (strings stay
+Arrow arrays). Three-valued logic is carried by the mask: a predicate row is TRUE when
+`valid & data`, FALSE when `valid & ~data`, NULL when `~valid`. Floats follow Spark's
+total order (NaN above +inf, NaN = NaN, -0.0 = 0.0); decimals are compared exactly as
+unscaled integers; strings by code point (= UTF-8 byte order, which Arrow uses).
+
+No Python loop runs per row; the only per-element Python work is numpy object arithmetic
+for decimals whose unscaled values would overflow int64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from pando_iceberg.expr.errors import PandoExprError
+from pando_iceberg.expr.values import NUMERIC_KINDS, TypedValue, fold
+
+_I64_MAX = 2**63 - 1
+
+
+@dataclass
+class Vec:
+    kind: str
+    data: Any  # numpy array, or a pa.LargeStringArray for strings
+    valid: np.ndarray
+    scale: int = 0  # decimals: data holds unscaled integers
+
+
+def arrow_kind(t: pa.DataType) -> tuple[str, int] | None:
+    """The evaluation kind (and decimal scale) of an Arrow column type, None if unsupported."""
+    if pa.types.is_integer(t):
+        return "int", 0
+    if pa.types.is_floating(t):
+        return "float", 0
+    if pa.types.is_decimal(t):
+        return "decimal", t.scale
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string", 0
+    if pa.types.is_boolean(t):
+        return "bool", 0
+    if pa.types.is_date(t):
+        return "date", 0
+    if pa.types.is_timestamp(t):
+        return ("timestamp" if t.tz is not None else "timestamp_ntz"), 0
+    return None
+
+
+def _valid_of(arr: pa.Array) -> np.ndarray:
+    if arr.null_count == 0:
+        return np.ones(len(arr), dtype=bool)
+    return arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+def column_vec(arr: pa.Array | pa.ChunkedArray) -> Vec:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    t = arr.type
+    kind_scale = arrow_kind(t)
+    if kind_scale is None:
+        raise PandoExprError(f"column type {t} is not supported in predicates")
+    kind, scale = kind_scale
+    valid = _valid_of(arr)
+    if kind == "int":
+        data = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    elif kind == "float":
+        data = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    elif kind == "bool":
+        data = pc.fill_null(arr, False).to_numpy(zero_copy_only=False).astype(bool, copy=False)
+    elif kind == "string":
+        data = arr.cast(pa.large_string())
+    elif kind == "date":
+        data = arr.cast(pa.date32()).cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    elif kind in ("timestamp", "timestamp_ntz"):
+        raw = arr.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        factor = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}[t.unit]
+        data = raw // 1000 if factor is None else raw * factor
+    else:  # decimal: read the unscaled 128-bit integers from the buffer
+        data = _decimal_unscaled(arr)
+    return Vec(kind, data, valid, scale)
+
+
+def _decimal_unscaled(arr: pa.Array) -> np.ndarray:
+    n, off = len(arr), arr.offset
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    width = arr.type.byte_width // 8  # decimal128 → 2 words, decimal256 → 4
+    words = np.frombuffer(arr.buffers()[1], dtype=np.uint64)[off * width:(off + n) * width].reshape(n, width)
+    if width == 2 and arr.type.precision <= 18:
+        out = words[:, 0].view(np.int64).copy()  # fits in the low word (two's complement)
+    else:
+        out = np.zeros(n, dtype=object)
+        for i in range(width - 1, -1, -1):  # a loop over words, not rows
+            out = out * (2**64) + words[:, i].astype(object)
+        sign = 2 ** (64 * width)
+        out = np.where(out >= sign // 2, out - sign, out)
+    valid = _valid_of(arr)
+    out[~valid] = 0
+    return out
+
+
+class Context:
+    """The rows being evaluated, with columns converted lazily (once per batch)."""
+
+    def __init__(self, table: pa.Table | pa.RecordBatch):
+        self.table = table
+        self.n = table.num_rows
+        self._by_lower = {name.lower(): name for name in table.schema.names}
+        self._cache: dict[str, Vec] = {}
+
+    def column(self, name: str) -> Vec:
+        if name not in self._cache:
+            actual = self._by_lower.get(name.lower())
+            if actual is None:
+                raise PandoExprError(f"column {name!r} is not in the evaluated table "
+                                     f"(columns: {', '.join(self.table.schema.names)})")
+            self._cache[name] = column_vec(self.table.column(actual))
+        return self._cache[name]
+
+
+# ---------------------------------------------------------------- literals
+
+
+def literal_vec(v: TypedValue, n: int) -> Vec:
+    valid = np.full(n, v.kind != "null")
+    if v.kind == "null":
+        return Vec("null", np.zeros(n, dtype=bool), valid)
+    if v.kind == "int":
+        if abs(v.value) > _I64_MAX:
+            return Vec("decimal", np.full(n, v.value, dtype=object), valid, 0)
+        return Vec("int", np.full(n, v.value, dtype=np.int64), valid)
+    if v.kind == "decimal":
+        d: Decimal = v.value
+        scale = max(0, -d.as_tuple().exponent)
+        unscaled = int(d.scaleb(scale))
+        dtype = np.int64 if abs(unscaled) <= _I64_MAX else object
+        return Vec("decimal", np.full(n, unscaled, dtype=dtype), valid, scale)
+    if v.kind == "float":
+        return Vec("float", np.full(n, v.value, dtype=np.float64), valid)
+    if v.kind == "bool":
+        return Vec("bool", np.full(n, v.value, dtype=bool), valid)
+    if v.kind == "string":
+        return Vec("string", pa.repeat(pa.scalar(v.value, pa.large_string()), n), valid)
+    if v.kind in ("date", "timestamp", "timestamp_ntz"):
+        return Vec(v.kind, np.full(n, v.value, dtype=np.int64), valid)
+    raise PandoExprError(f"a {v.kind} literal cannot be evaluated on its own")
+
+
+# ---------------------------------------------------------------- numeric helpers
+
+
+def _to_float(v: Vec) -> np.ndarray:
+    if v.kind == "float":
+        return v.data
+    if v.kind == "int":
+        return v.data.astype(np.float64)
+    if v.kind == "decimal":  # Spark casts decimal to double for mixed comparisons
+        return (v.data.astype(np.float64) if v.data.dtype != object
+                else np.array([float(x) for x in v.data], dtype=np.float64)) / (10.0**v.scale)
+    raise PandoExprError(f"cannot use a {v.kind} value as a number")
+
+
+def _rescale(data: np.ndarray, k: int) -> np.ndarray:
+    if k == 0:
+        return data
+    factor = 10**k
+    if data.dtype != object:
+        peak = int(np.abs(data).max()) if len(data) else 0
+        if peak * factor <= _I64_MAX and factor <= _I64_MAX:
+            return data * np.int64(factor)
+        data = data.astype(object)
+    return data * factor
+
+
+def _exact_pair(a: Vec, b: Vec) -> tuple[np.ndarray, np.ndarray, int]:
+    """Unscaled integers of two int/decimal vectors at a common scale."""
+    scale = max(a.scale, b.scale)
+    x, y = _rescale(a.data, scale - a.scale), _rescale(b.data, scale - b.scale)
+    if (x.dtype == object) != (y.dtype == object):
+        x, y = x.astype(object), y.astype(object)
+    return x, y, scale
+
+
+def _float_compare(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spark's total order on doubles: NaN is the largest value and NaN = NaN."""
+    nx, ny = np.isnan(x), np.isnan(y)
+    with np.errstate(invalid="ignore"):
+        if op == "=":
+            return (x == y) | (nx & ny)
+        if op == "<":
+            return (x < y) | (~nx & ny)
+        if op == "<=":
+            return (x <= y) | ny
+        if op == ">":
+            return (x > y) | (nx & ~ny)
+        if op == ">=":
+            return (x >= y) | nx
+    raise AssertionError(op)
+
+
+_NP_CMP = {"=": np.equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
+_PC_CMP = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
+
+
+def compare(op: str, a: Vec, b: Vec) -> Vec:
+    valid = a.valid & b.valid
+    n = len(valid)
+    if op in ("<>", "!="):
+        eq = compare("=", a, b)
+        return Vec("bool", ~eq.data, eq.valid)
+    if a.kind == "null" or b.kind == "null":
+        return Vec("bool", np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
+    if a.kind in NUMERIC_KINDS and b.kind in NUMERIC_KINDS:
+        if "float" in (a.kind, b.kind):
+            data = _float_compare(op, _to_float(a), _to_float(b))
+        else:
+            x, y, _ = _exact_pair(a, b)
+            data = np.asarray(_NP_CMP[op](x, y), dtype=bool)
+        return Vec("bool", data & valid, valid)
+    if a.kind != b.kind:
+        raise PandoExprError(f"cannot compare a {a.kind} value with a {b.kind} value")
+    if a.kind == "string":
+        res = _PC_CMP[op](a.data, b.data)
+        data = res.fill_null(False).to_numpy(zero_copy_only=False)
+        return Vec("bool", data & valid, valid)
+    data = np.asarray(_NP_CMP[op](a.data, b.data), dtype=bool)
+    return Vec("bool", data & valid, valid)
+
+
+def logic_and(a: Vec, b: Vec) -> Vec:
+    a_false, b_false = a.valid & ~a.data, b.valid & ~b.data
+    valid = (a.valid & b.valid) | a_false | b_false
+    return Vec("bool", a.data & b.data & a.valid & b.valid, valid)
+
+
+def logic_or(a: Vec, b: Vec) -> Vec:
+    a_true, b_true = a.valid & a.data, b.valid & b.data
+    valid = (a.valid & b.valid) | a_true | b_true
+    return Vec("bool", a_true | b_true, valid)
+
+
+def logic_not(a: Vec) -> Vec:
+    return Vec("bool", ~a.data & a.valid, a.valid)
+
+
+def _bool_of(v: Vec, what: str) -> Vec:
+    if v.kind == "null":
+        return Vec("bool", np.zeros(len(v.valid), dtype=bool), v.valid)
+    if v.kind != "bool":
+        raise PandoExprError(f"{what} must be a boolean, got a {v.kind} value")
+    return v
+
+
+def arith(op: str, a: Vec, b: Vec) -> Vec:
+    valid = a.valid & b.valid
+    n = len(valid)
+    if a.kind == "null" or b.kind == "null":
+        return Vec("null", np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
+    if a.kind == "date" and b.kind == "int" and op in "+-":  # Spark: date ± int days
+        return Vec("date", a.data + b.data if op == "+" else a.data - b.data, valid)
+    if a.kind not in NUMERIC_KINDS or b.kind not in NUMERIC_KINDS:
+        raise PandoExprError(f"cannot apply {op} to a {a.kind} and a {b.kind} value")
+    if op == "/":
+        if "decimal" in (a.kind, b.kind) and "float" not in (a.kind, b.kind):
+            raise PandoExprError("decimal division is not supported (Spark rounds its result type)")
+        x, y = _to_float(a), _to_float(b)
+        zero = y == 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            data = np.where(zero, 0.0, x / np.where(zero, 1.0, y))
+        return Vec("float", data, valid & ~zero)  # x / 0 is NULL in Spark
+    if "float" in (a.kind, b.kind):
+        x, y = _to_float(a), _to_float(b)
+        with np.errstate(over="ignore", invalid="ignore"):
+            data = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](x, y)
+        return Vec("float", data, valid)
+    if a.kind == "int" and b.kind == "int":
+        with np.errstate(over="ignore"):
+            data = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](a.data, b.data)
+        return Vec("int", data, valid)
+    if op == "*":
+        x, y = a.data, b.data
+        if x.dtype != object and y.dtype != object:
+            px = int(np.abs(x).max()) if n else 0
+            py = int(np.abs(y).max()) if n else 0
+            if px * py > _I64_MAX:
+                x, y = x.astype(object), y.astype(object)
+        elif x.dtype != y.dtype:
+            x, y = x.astype(object), y.astype(object)
+        return Vec("decimal", x * y, valid, a.scale + b.scale)
+    x, y, scale = _exact_pair(a, b)
+    if x.dtype != object:
+        peak = int(max(np.abs(x).max(), np.abs(y).max())) if n else 0
+        if peak > _I64_MAX // 2:
+            x, y = x.astype(object), y.astype(object)
+    return Vec("decimal", x + y if op == "+" else x - y, valid, scale)
+
+
+def _civil(days: np.ndarray, part: str) -> np.ndarray:
+    d = days.astype("datetime64[D]")
+    if part == "YEAR":
+        return d.astype("datetime64[Y]").astype(np.int64) + 1970
+    months = d.astype("datetime64[M]")
+    if part == "MONTH":
+        return months.astype(np.int64) % 12 + 1
+    if part == "QUARTER":
+        return (months.astype(np.int64) % 12) // 3 + 1
+    if part in ("DAY", "DAYOFMONTH"):
+        return (d - months.astype("datetime64[D]")).astype(np.int64) + 1
+    raise PandoExprError(f"unsupported date part {part}")
+
+
+def _date_part(part: str, v: Vec) -> Vec:
+    if v.kind == "date":
+        days = v.data
+    elif v.kind in ("timestamp", "timestamp_ntz"):
+        days = v.data // 86_400_000_000  # session time zone is UTC
+    else:
+        raise PandoExprError(f"cannot extract {part} from a {v.kind} value")
+    return Vec("int", _civil(days, part), v.valid)
+
+
+def _substring(v: Vec, pos: int, length: int | None) -> Vec:
+    """Spark's substring(s, pos, len): 1-based, pos 0 acts as 1, negative pos counts from
+    the end; slicing is by code point."""
+    if v.kind != "string":
+        raise PandoExprError(f"substring needs a string, got a {v.kind} value")
+    if length is not None and length <= 0:
+        sliced = pc.utf8_slice_codeunits(v.data, start=0, stop=0)
+    elif pos > 0:
+        start = pos - 1
+        sliced = pc.utf8_slice_codeunits(v.data, start=start, stop=None if length is None else start + length)
+    elif pos == 0:
+        sliced = pc.utf8_slice_codeunits(v.data, start=0, stop=length)
+    else:
+        stop = None if length is None or pos + length >= 0 else pos + length
+        sliced = pc.utf8_slice_codeunits(v.data, start=pos, stop=stop)
+    return Vec("string", sliced, v.valid)
+
+
+def _cast(v: Vec, to: exp.DataType) -> Vec:
+    name = to.this.name
+    if name in ("DOUBLE", "FLOAT"):
+        if v.kind in NUMERIC_KINDS:
+            return Vec("float", _to_float(v), v.valid)
+    elif name in ("BIGINT", "INT", "SMALLINT", "TINYINT"):
+        if v.kind == "int":
+            return v
+    elif name == "DATE":
+        if v.kind == "date":
+            return v
+        if v.kind in ("timestamp", "timestamp_ntz"):
+            return Vec("date", v.data // 86_400_000_000, v.valid)
+    elif name in ("TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ") and v.kind == "date":
+        return Vec("timestamp", v.data * 86_400_000_000, v.valid)
+    elif name == "TIMESTAMPNTZ" and v.kind == "date":
+        return Vec("timestamp_ntz", v.data * 86_400_000_000, v.valid)
+    elif name in ("VARCHAR", "STRING", "TEXT") and v.kind == "string":
+        return v
+    raise PandoExprError(f"unsupported CAST of a {v.kind} column expression to {to.sql('spark')}")
+
+
+def _case(branches: list[tuple[Vec, Vec]], default: Vec) -> Vec:
+    values = [val for _, val in branches] + [default]
+    kinds = {val.kind for val in values if val.kind != "null"}
+    if len(kinds) > 1 and not kinds <= set(NUMERIC_KINDS):
+        raise PandoExprError(f"CASE branches of mixed types {sorted(kinds)}")
+    kind = kinds.pop() if len(kinds) == 1 else ("float" if "float" in kinds else "decimal" if kinds else "null")
+    n = len(default.valid)
+    if kind == "null":
+        return Vec("null", np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
+    if kind == "string":
+        conds = [c.valid & c.data for c, _ in branches]
+        strs = [val.data if val.kind == "string" else pa.nulls(n, pa.large_string()) for val in values]
+        choice = np.select(conds, list(range(len(branches))), default=len(branches)).astype(np.int8)
+        data = pc.choose(pa.array(choice), *strs)
+        valid = np.select(conds, [val.valid for val in values[:-1]], default=default.valid)
+        return Vec("string", data, valid)
+    if kind == "decimal":
+        scale = max(val.scale for val in values)
+        datas = [(_rescale(val.data, scale - val.scale) if val.kind != "null" else np.zeros(n, dtype=np.int64))
+                 for val in values]
+        if any(d.dtype == object for d in datas):
+            datas = [d.astype(object) for d in datas]
+    elif kind == "float":
+        datas = [(_to_float(val) if val.kind != "null" else np.zeros(n)) for val in values]
+        scale = 0
+    else:
+        datas = [val.data if val.kind != "null" else np.zeros(n, dtype=default.data.dtype if
+                 default.kind != "null" else np.int64) for val in values]
+        scale = 0
+    conds = [c.valid & c.data for c, _ in branches]
+    data = np.select(conds, datas[:-1], default=datas[-1])
+    valid = np.select(conds, [val.valid for val in values[:-1]], default=default.valid)
+    return Vec(kind, data, valid, scale)
+
+
+def _in_list(term: Vec, values: list[TypedValue]) -> Vec:
+    n = len(term.valid)
+    has_null = any(v.kind == "null" for v in values)
+    hit = np.zeros(n, dtype=bool)
+    for v in values:  # a loop over the IN list, not over rows
+        if v.kind != "null":
+            eq = compare("=", term, literal_vec(v, n))
+            hit |= eq.data & eq.valid
+    valid = term.valid & (hit | (not has_null))
+    return Vec("bool", hit, valid)
+
+
+def _like(term: Vec, pattern: str, escape: str | None = None) -> Vec:
+    if term.kind != "string":
+        raise PandoExprError(f"LIKE needs a string, got a {term.kind} value")
+    if escape not in (None, "\\"):
+        pattern = pattern.replace("\\", "\\\\")
+        out, i = [], 0
+        while i < len(pattern):
+            ch = pattern[i]
+            if ch == escape and i + 1 < len(pattern):
+                out.append("\\" + pattern[i + 1])
+                i += 2
+                continue
+            out.append(ch)
+            i += 1
+        pattern = "".join(out)
+    res = pc.match_like(term.data, pattern)
+    return Vec("bool", res.fill_null(False).to_numpy(zero_copy_only=False) & term.valid, term.valid.copy())
+
+
+_CMP_OPS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+_DATE_PARTS = {exp.Year: "YEAR", exp.Month: "MONTH", exp.Day: "DAY", exp.DayOfMonth: "DAY", exp.Quarter: "QUARTER"}
+
+
+def _unwrap_date_arg(node: exp.Expression) -> exp.Expression:
+    return node.this if isinstance(node, exp.TsOrDsToDate) else node
+
+
+def int_arg(node: exp.Expression | None, what: str) -> int | None:
+    if node is None:
+        return None
+    v = fold(node)
+    if v is None or v.kind != "int":
+        raise PandoExprError(f"{what} must be an integer literal, got {node.sql('spark')}")
+    return int(v.value)
+
+
+def eval_node(node: exp.Expression, ctx: Context) -> Vec:
+    """Evaluate a canonical (bound) expression."""
+    n = ctx.n
+    const = fold(node)
+    if const is not None:
+        return literal_vec(const, n)
+    if isinstance(node, exp.Paren):
+        return eval_node(node.this, ctx)
+    if isinstance(node, exp.Column):
+        return ctx.column(node.name)
+    if type(node) in _CMP_OPS:
+        return compare(_CMP_OPS[type(node)], eval_node(node.this, ctx), eval_node(node.expression, ctx))
+    if isinstance(node, exp.And):
+        return logic_and(_bool_of(eval_node(node.this, ctx), "AND operand"),
+                         _bool_of(eval_node(node.expression, ctx), "AND operand"))
+    if isinstance(node, exp.Or):
+        return logic_or(_bool_of(eval_node(node.this, ctx), "OR operand"),
+                        _bool_of(eval_node(node.expression, ctx), "OR operand"))
+    if isinstance(node, exp.Not):
+        return logic_not(_bool_of(eval_node(node.this, ctx), "NOT operand"))
+    if isinstance(node, exp.Is):
+        inner = eval_node(node.this, ctx)
+        if isinstance(node.expression, exp.Null):
+            return Vec("bool", ~inner.valid, np.ones(n, dtype=bool))
+        raise PandoExprError(f"unsupported IS predicate {node.sql('spark')}")
+    if isinstance(node, exp.Between):
+        term = eval_node(node.this, ctx)
+        return logic_and(compare(">=", term, eval_node(node.args["low"], ctx)),
+                         compare("<=", term, eval_node(node.args["high"], ctx)))
+    if isinstance(node, exp.In):
+        if node.args.get("query") is not None:
+            raise PandoExprError("IN (subquery) is not a single-table predicate")
+        values = [fold(e) for e in node.expressions]
+        if any(v is None for v in values):
+            raise PandoExprError(f"IN list must hold literals: {node.sql('spark')}")
+        return _in_list(eval_node(node.this, ctx), values)  # type: ignore[arg-type]
+    if isinstance(node, exp.Like):
+        pattern = fold(node.expression)
+        if pattern is None or pattern.kind != "string":
+            raise PandoExprError(f"LIKE pattern must be a string literal: {node.sql('spark')}")
+        return _like(eval_node(node.this, ctx), pattern.value)
+    if isinstance(node, exp.Escape) and isinstance(node.this, exp.Like):
+        pattern, esc = fold(node.this.expression), fold(node.expression)
+        if pattern is None or esc is None or pattern.kind != "string" or esc.kind != "string":
+            raise PandoExprError(f"LIKE pattern must be a string literal: {node.sql('spark')}")
+        return _like(eval_node(node.this.this, ctx), pattern.value, esc.value)
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
+        op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}[type(node)]
+        b_const = fold(node.expression)
+        if b_const is not None and b_const.kind == "interval":
+            a = eval_node(node.this, ctx)
+            iv = b_const.value if op == "+" else -b_const.value
+            if a.kind == "date" and not iv.months and not iv.micros:
+                return Vec("date", a.data + iv.days, a.valid)
+            if a.kind in ("timestamp", "timestamp_ntz") and not iv.months:
+                return Vec(a.kind, a.data + iv.days * 86_400_000_000 + iv.micros, a.valid)
+            raise PandoExprError(f"unsupported interval arithmetic on a column: {node.sql('spark')}")
+        return arith(op, eval_node(node.this, ctx), eval_node(node.expression, ctx))
+    if isinstance(node, exp.Neg):
+        a = eval_node(node.this, ctx)
+        if a.kind not in NUMERIC_KINDS:
+            raise PandoExprError(f"cannot negate a {a.kind} value")
+        return Vec(a.kind, -a.data, a.valid, a.scale)
+    if isinstance(node, exp.Abs):
+        a = eval_node(node.this, ctx)
+        if a.kind not in NUMERIC_KINDS:
+            raise PandoExprError(f"abs needs a number, got a {a.kind} value")
+        return Vec(a.kind, np.abs(a.data) if a.data.dtype != object else np.array([abs(x) for x in a.data],
+                   dtype=object), a.valid, a.scale)
+    if isinstance(node, exp.Extract):
+        return _date_part(node.this.name.upper(), eval_node(node.expression, ctx))
+    if type(node) in _DATE_PARTS:
+        return _date_part(_DATE_PARTS[type(node)], eval_node(_unwrap_date_arg(node.this), ctx))
+    if isinstance(node, exp.Substring):
+        pos = int_arg(node.args.get("start"), "substring position")
+        return _substring(eval_node(node.this, ctx), 1 if pos is None else pos,
+                          int_arg(node.args.get("length"), "substring length"))
+    if isinstance(node, exp.Length):
+        a = eval_node(node.this, ctx)
+        if a.kind != "string":
+            raise PandoExprError(f"length needs a string, got a {a.kind} value")
+        return Vec("int", pc.utf8_length(a.data).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
+                   a.valid)
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        return _cast(eval_node(node.this, ctx), node.args["to"])
+    if isinstance(node, exp.Case):
+        if node.this is not None:
+            raise PandoExprError("CASE <expr> WHEN ... is not supported; use CASE WHEN <predicate>")
+        branches = [(_bool_of(eval_node(b.this, ctx), "CASE condition"), eval_node(b.args["true"], ctx))
+                    for b in node.args["ifs"]]
+        default = node.args.get("default")
+        return _case(branches, eval_node(default, ctx) if default is not None else literal_vec(TypedValue("null", None), n))
+    if isinstance(node, exp.If):
+        cond = _bool_of(eval_node(node.this, ctx), "IF condition")
+        other = node.args.get("false")
+        return _case([(cond, eval_node(node.args["true"], ctx))],
+                     eval_node(other, ctx) if other is not None else literal_vec(TypedValue("null", None), n))
+    if isinstance(node, exp.Boolean):
+        return literal_vec(TypedValue("bool", bool(node.this)), n)
+    raise PandoExprError(f"unsupported expression {node.sql('spark')!r} ({type(node).__name__})")
+
+
+def evaluate_predicate(node: exp.Expression, table: pa.Table | pa.RecordBatch) -> np.ndarray:
+    """True exactly where the predicate is TRUE (FALSE and NULL give False)."""
+    v = _bool_of(eval_node(node, Context(table)), "a predicate")
+    return np.asarray(v.data & v.valid, dtype=bool)

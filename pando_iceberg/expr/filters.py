@@ -1,0 +1,296 @@
+"""A query's filter on one table, and the question of §5: may a row that satisfies the
+filter lie on a cut's TRUE side? on its NOT-TRUE side?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from pando_iceberg.expr import keys as keyset
+from pando_iceberg.expr.bind import DIALECT, bind, parse_predicate
+from pando_iceberg.expr.cuts import Cut, CutOrigin, ExprCut, LiteralCut
+from pando_iceberg.expr.domain import Domain
+from pando_iceberg.expr.errors import PandoExprError
+from pando_iceberg.expr.evaluate import evaluate_predicate
+from pando_iceberg.expr.sides import (
+    NT,
+    T,
+    UNKNOWN,
+    AtomTable,
+    Sides,
+    TooComplex,
+    dnf_satisfiable,
+    to_dnf,
+)
+
+
+def same_table(a: str, b: str) -> bool:
+    """Table names match case-insensitively, or by their last part (`tpch.orders` ~ `orders`)."""
+    a, b = a.lower(), b.lower()
+    return a == b or a.split(".")[-1] == b.split(".")[-1]
+
+
+@dataclass
+class JoinFilter:
+    """This table's `column` must be IN the `dim_pk` values of the rows of `dim_table` that
+    satisfy `dim_filter` (an inner FK→PK equi-join). `dim_keys`, when known, is that key
+    set computed at query time."""
+
+    column: str
+    dim_table: str
+    dim_pk: str
+    dim_filter: "TableFilter"
+    dim_keys: Any = None
+
+    def __post_init__(self) -> None:
+        self.column = self.column.lower()
+        self.dim_pk = self.dim_pk.lower()
+        if self.dim_keys is not None:
+            self.dim_keys = keyset.normalize_keys(self.dim_keys)
+
+    def to_sql(self) -> str:
+        return f"{self.column} IN (SELECT {self.dim_pk} FROM {self.dim_table} WHERE {self.dim_filter.to_sql()})"
+
+
+class TableFilter:
+    """expr (single-table part, canonical) AND all `joins`."""
+
+    def __init__(self, expr: str | exp.Expression | None, schema: pa.Schema | None,
+                 joins: list[JoinFilter] | tuple = (), table: str | None = None):
+        self.schema = schema
+        self.table = table
+        if expr is None or (isinstance(expr, exp.Boolean) and expr.this):
+            self.expr: exp.Expression = exp.true()
+        else:
+            if schema is None:
+                raise PandoExprError("a TableFilter with a predicate needs the table's schema")
+            self.expr = bind(expr, schema, table)
+        self.joins = list(joins)
+        if schema is not None:
+            names = {n.lower() for n in schema.names}
+            for j in self.joins:
+                if j.column not in names:
+                    raise PandoExprError(f"{'table ' + repr(table) + ': ' if table else ''}unknown join column "
+                                         f"{j.column!r}; columns are: {', '.join(schema.names)}")
+        self._atoms: AtomTable | None = None
+        self._dnf: Any = False
+
+    # -------------------------------------------------------------- construction
+
+    @classmethod
+    def true(cls, schema: pa.Schema | None = None, table: str | None = None) -> "TableFilter":
+        return cls(None, schema, table=table)
+
+    @classmethod
+    def from_sql(cls, sql: str | exp.Expression, schema: pa.Schema, table: str | None = None,
+                 schemas: dict[str, pa.Schema] | None = None) -> "TableFilter":
+        """Parse a filter. Top-level conjuncts `col IN (SELECT pk FROM dim WHERE p)` become
+        JoinFilters (their dimension schema is looked up in `schemas`)."""
+        node = parse_predicate(sql)
+        plain, joins = [], []
+        for conj in _conjuncts(node):
+            sub = conj.args.get("query") if isinstance(conj, exp.In) else None
+            if sub is None:
+                plain.append(conj)
+                continue
+            joins.append(_join_from_subquery(conj, sub, schemas or {}, table))
+        expr = exp.and_(*plain) if plain else None
+        return cls(expr, schema, joins, table)
+
+    # -------------------------------------------------------------- basics
+
+    def to_sql(self) -> str:
+        parts = [] if self.is_true_expr() else [self.expr.sql(DIALECT)]
+        parts += [j.to_sql() for j in self.joins]
+        if not parts:
+            return "TRUE"
+        return " AND ".join(f"({p})" if len(parts) > 1 and " OR " in p.upper() else p for p in parts)
+
+    def is_true_expr(self) -> bool:
+        return isinstance(self.expr, exp.Boolean) and bool(self.expr.this)
+
+    def __repr__(self) -> str:
+        return f"TableFilter({self.to_sql()!r})"
+
+    def evaluate(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
+        """Rows satisfying the single-table part (joins are not evaluated here)."""
+        if self.is_true_expr():
+            return np.ones(table.num_rows, dtype=bool)
+        return evaluate_predicate(self.expr, table)
+
+    def conjuncts(self) -> list[exp.Expression]:
+        return [] if self.is_true_expr() else _conjuncts(self.expr)
+
+    def candidate_cuts(self) -> list[ExprCut]:
+        """§6.1: the filter decomposed into simple predicates. Conjunctions are split; an
+        OR group stays one cut; a negation is cut by its positive form (same two sides)."""
+        out: dict[str, ExprCut] = {}
+        for conj in self.conjuncts():
+            while isinstance(conj, exp.Not) and not isinstance(conj.this, (exp.And, exp.Or)):
+                conj = conj.this
+            if isinstance(conj, exp.Boolean) or (isinstance(conj, exp.Not) and isinstance(conj.this, exp.Boolean)):
+                continue
+            cut = ExprCut(conj, self.schema, self.table)  # type: ignore[arg-type]
+            out.setdefault(cut.key, cut)
+        return list(out.values())
+
+    # -------------------------------------------------------------- reasoning
+
+    def _atom_table(self, fallback: pa.Schema | None = None) -> AtomTable | None:
+        if self._atoms is None:
+            schema = self.schema if self.schema is not None else fallback
+            if schema is None:
+                return None
+            self._atoms = AtomTable(schema)
+        return self._atoms
+
+    def _own_dnf(self):
+        if self._dnf is False:
+            try:
+                self._dnf = to_dnf(self.expr, T)
+            except TooComplex:
+                self._dnf = None
+        return self._dnf
+
+    def _join_extra(self, atoms: AtomTable) -> list[tuple[str, str, Domain]]:
+        # A row with a NULL foreign key never joins, so it never satisfies this filter.
+        return [(exp.column(j.column).sql(DIALECT), atoms.kind(exp.column(j.column)), Domain.non_null())
+                for j in self.joins]
+
+    def is_unsatisfiable(self) -> bool:
+        """True only if no row can satisfy the single-table part (cheap check)."""
+        atoms, dnf = self._atom_table(), self._own_dnf()
+        if atoms is None or dnf is None:
+            return False
+        return not dnf_satisfiable(atoms, dnf, [[]], self._join_extra(atoms))
+
+    def sides(self, cut: Cut) -> Sides:
+        """May a row satisfying this filter be on the cut's TRUE side / NOT-TRUE side?
+        Sound: False only when proven impossible."""
+        try:
+            if isinstance(cut, ExprCut):
+                return self._sides_expr(cut)
+            if isinstance(cut, LiteralCut):
+                return self._sides_literal(cut)
+        except (PandoExprError, TooComplex):
+            return UNKNOWN
+        return UNKNOWN
+
+    def _sides_expr(self, cut: ExprCut) -> Sides:
+        atoms = self._atom_table(cut.schema)
+        if atoms is None:
+            return UNKNOWN
+        names = {n.lower() for n in atoms.schema.names}
+        if not cut.columns <= names:
+            atoms = AtomTable(cut.schema)  # the filter cannot constrain columns it lacks
+            own: Any = [[]]
+            extra: list = []
+        else:
+            own = self._own_dnf()
+            extra = self._join_extra(atoms)
+        c_true, c_not_true = cut.dnf(T), cut.dnf(NT)
+        may_true = True if own is None or c_true is None else dnf_satisfiable(atoms, own, c_true, extra)
+        may_not = True if own is None or c_not_true is None else dnf_satisfiable(atoms, own, c_not_true, extra)
+        return Sides(may_true, may_not)
+
+    def _satisfiable_with(self, extra_nonnull: list[str]) -> bool:
+        atoms, own = self._atom_table(), self._own_dnf()
+        if atoms is None or own is None:
+            return True
+        names = {n.lower() for n in atoms.schema.names}
+        extra = self._join_extra(atoms) + [
+            (exp.column(c).sql(DIALECT), atoms.kind(exp.column(c)), Domain.non_null())
+            for c in extra_nonnull if c in names]
+        return dnf_satisfiable(atoms, own, [[]], extra)
+
+    def _find_join(self, column: str, dim_table: str, dim_pk: str) -> JoinFilter | None:
+        for j in self.joins:
+            if j.column == column.lower() and same_table(j.dim_table, dim_table) and j.dim_pk == dim_pk.lower():
+                return j
+        return None
+
+    def _sides_literal(self, cut: LiteralCut) -> Sides:
+        any_row = self._satisfiable_with([])
+        if not any_row:
+            return Sides(False, False)
+        # The TRUE side needs a non-NULL key.
+        keyed_row = self._satisfiable_with([cut.column])
+        join = self._find_join(cut.column, cut.origin.dim_table, cut.origin.dim_pk)
+        if join is None:
+            return Sides(keyed_row, True)
+        if join.dim_keys is not None:
+            # Rows were routed by the cut's key set, and a row satisfying this filter has its
+            # key in the query's key set: exact.
+            return Sides(keyed_row and keyset.keys_intersect(join.dim_keys, cut.keys),
+                         not keyset.keys_subset(join.dim_keys, cut.keys))
+        # Compare the dimension predicates: a row is on the TRUE side iff the dimension row
+        # it joins (unique, pk) satisfies the origin predicate.
+        origin = TableFilter.from_sql(cut.origin.predicate, join.dim_filter.schema, cut.origin.dim_table,
+                                      schemas=join.dim_filter.dim_schemas())
+        s = join.dim_filter.filter_sides(origin)
+        return Sides(keyed_row and s.may_true, s.may_not_true)
+
+    def dim_schemas(self) -> dict[str, pa.Schema]:
+        out: dict[str, pa.Schema] = {}
+        for j in self.joins:
+            if j.dim_filter.schema is not None:
+                out[j.dim_table] = j.dim_filter.schema
+            out.update(j.dim_filter.dim_schemas())
+        return out
+
+    def filter_sides(self, other: "TableFilter") -> Sides:
+        """Like sides(), with a whole filter (expr AND joins) of the same table as the cut."""
+        if not self._satisfiable_with([]):
+            return Sides(False, False)
+        if other.is_true_expr():
+            expr_sides = Sides(True, False)
+        else:
+            expr_sides = self._sides_expr(ExprCut(other.expr, other.schema, other.table))  # type: ignore[arg-type]
+        may_true, may_not = expr_sides.may_true, expr_sides.may_not_true
+        for jc in other.joins:
+            jq = self._find_join(jc.column, jc.dim_table, jc.dim_pk)
+            if jq is None:
+                may_not = True  # the row may fail to join the cut's dimension rows
+                continue
+            s = jq.dim_filter.filter_sides(jc.dim_filter)
+            may_true = may_true and s.may_true
+            may_not = may_not or s.may_not_true
+        return Sides(may_true, may_not)
+
+
+def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    if isinstance(node, exp.Paren):
+        return _conjuncts(node.this)
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    return [node]
+
+
+def _join_from_subquery(conj: exp.In, sub: exp.Expression, schemas: dict[str, pa.Schema],
+                        table: str | None) -> JoinFilter:
+    select = sub.this if isinstance(sub, exp.Subquery) else sub
+    if not isinstance(select, exp.Select) or len(select.expressions) != 1 or not isinstance(conj.this, exp.Column):
+        raise PandoExprError(f"unsupported IN subquery {conj.sql(DIALECT)}: expected "
+                             "col IN (SELECT pk FROM dim WHERE ...)")
+    from_ = select.args.get("from") or select.args.get("from_")
+    tables = list(from_.find_all(exp.Table)) if from_ is not None else []
+    if len(tables) != 1 or select.args.get("joins") or not isinstance(select.expressions[0], exp.Column):
+        raise PandoExprError(f"unsupported IN subquery {conj.sql(DIALECT)}: expected one dimension table")
+    tbl = tables[0]
+    dim = ".".join(p.name for p in tbl.parts)
+    schema = next((s for name, s in schemas.items() if same_table(name, dim)), None)
+    if schema is None:
+        raise PandoExprError(f"no schema for dimension table {dim!r} in {conj.sql(DIALECT)}")
+    where = select.args.get("where")
+    dim_filter = TableFilter.from_sql(where.this, schema, dim, schemas) if where is not None else TableFilter.true(
+        schema, dim)
+    return JoinFilter(conj.this.name, dim, select.expressions[0].name, dim_filter)
+
+
+__all__ = ["TableFilter", "JoinFilter", "same_table"]
+_ = (field, sqlglot)

@@ -1,0 +1,152 @@
+"""Key sets of literal cuts (§7): the primary-key values of the dimension rows that satisfy
+a dimension predicate. Integer keys are compressed bitmaps (roaring, portable
+serialization); other keys are sorted numpy arrays."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyroaring import BitMap, BitMap64
+
+from pando_iceberg.expr.errors import PandoExprError
+
+KeySet = Union[BitMap, BitMap64, np.ndarray]
+
+_MAGIC = b"PLK1"
+_ROARING32, _ROARING64, _INT64, _STRINGS = b"R", b"Q", b"I", b"S"
+
+
+def normalize_keys(keys: Any) -> KeySet:
+    """Integer keys → BitMap (or BitMap64 above 32 bits; a sorted int64 array if some are
+    negative); other keys → a sorted array of unique values. NULL keys are dropped: a NULL
+    never joins."""
+    if isinstance(keys, (BitMap, BitMap64)):
+        return keys
+    if isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        keys = keys.drop_null().to_numpy(zero_copy_only=False)
+    arr = np.asarray(list(keys) if isinstance(keys, (set, frozenset)) else keys)
+    if arr.dtype == object:
+        arr = np.asarray([k for k in arr if k is not None])
+        if arr.dtype == object and all(isinstance(k, (int, np.integer)) for k in arr):
+            arr = arr.astype(np.int64)
+    if arr.size == 0:
+        return BitMap()
+    if np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool:
+        arr = arr.astype(np.int64) if arr.dtype != np.uint64 else arr
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo >= 0 and hi < 2**32:
+            return BitMap(arr.astype(np.uint32))
+        if lo >= 0:
+            return BitMap64(arr.astype(np.uint64))
+        return np.unique(arr.astype(np.int64))
+    if arr.dtype.kind in "US" or arr.dtype == object:
+        return np.asarray(sorted(set(str(k) for k in arr.tolist())), dtype=object)
+    raise PandoExprError(f"literal cut keys of dtype {arr.dtype} are not supported (integers or strings)")
+
+
+def keys_array(keys: KeySet) -> np.ndarray:
+    if isinstance(keys, BitMap):
+        return np.asarray(keys.to_array(), dtype=np.int64)
+    if isinstance(keys, BitMap64):
+        return np.asarray(keys.to_array(), dtype=np.uint64)
+    return keys
+
+
+def keys_len(keys: KeySet) -> int:
+    return len(keys)
+
+
+def is_integer_keys(keys: KeySet) -> bool:
+    return isinstance(keys, (BitMap, BitMap64)) or np.issubdtype(keys.dtype, np.integer)
+
+
+def keys_intersect(a: KeySet, b: KeySet) -> bool:
+    if type(a) is type(b) and isinstance(a, (BitMap, BitMap64)):
+        return a.intersect(b)
+    if is_integer_keys(a) != is_integer_keys(b):
+        return False
+    if is_integer_keys(a):
+        x, y = keys_array(a), keys_array(b)
+        if x.dtype != y.dtype:
+            x, y = x.astype(object), y.astype(object)
+        return bool(np.isin(x, y).any())
+    return bool(set(keys_array(a).tolist()) & set(keys_array(b).tolist()))
+
+
+def keys_subset(a: KeySet, b: KeySet) -> bool:
+    """Is every key of a in b?"""
+    if type(a) is type(b) and isinstance(a, (BitMap, BitMap64)):
+        return a.issubset(b)
+    if len(a) == 0:
+        return True
+    if is_integer_keys(a) != is_integer_keys(b):
+        return False
+    if is_integer_keys(a):
+        x, y = keys_array(a), keys_array(b)
+        if x.dtype != y.dtype:
+            x, y = x.astype(object), y.astype(object)
+        return bool(np.isin(x, y).all())
+    return set(keys_array(a).tolist()) <= set(keys_array(b).tolist())
+
+
+def keys_to_bytes(keys: KeySet) -> bytes:
+    if isinstance(keys, BitMap):
+        return _MAGIC + _ROARING32 + keys.serialize()
+    if isinstance(keys, BitMap64):
+        return _MAGIC + _ROARING64 + keys.serialize()
+    if np.issubdtype(keys.dtype, np.integer):
+        return _MAGIC + _INT64 + keys.astype("<i8").tobytes()
+    return _MAGIC + _STRINGS + json.dumps(keys.tolist(), ensure_ascii=False).encode()
+
+
+def keys_from_bytes(data: bytes) -> KeySet:
+    if data[:4] != _MAGIC:
+        raise PandoExprError("not a serialized literal-cut key set (bad magic)")
+    tag, body = data[4:5], data[5:]
+    if tag == _ROARING32:
+        return BitMap.deserialize(body)
+    if tag == _ROARING64:
+        return BitMap64.deserialize(body)
+    if tag == _INT64:
+        return np.frombuffer(body, dtype="<i8").astype(np.int64)
+    if tag == _STRINGS:
+        return np.asarray(json.loads(body.decode()), dtype=object)
+    raise PandoExprError(f"unknown key set encoding {tag!r}")
+
+
+def keys_digest(keys: KeySet) -> str:
+    return hashlib.sha256(keys_to_bytes(keys)).hexdigest()[:16]
+
+
+def member_mask(values: pa.Array | pa.ChunkedArray, keys: KeySet) -> np.ndarray:
+    """Vectorized `value IN keys`; NULL values give False."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    valid = values.is_valid().to_numpy(zero_copy_only=False)
+    if len(keys) == 0:
+        return np.zeros(len(values), dtype=bool)
+    if pa.types.is_integer(values.type):
+        if not is_integer_keys(keys):
+            return np.zeros(len(values), dtype=bool)
+        vals = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
+        ks = keys_array(keys)
+        if ks.dtype == np.uint64:  # BitMap64: compare in uint64, negatives are never members
+            neg = vals < 0
+            vals = np.where(neg, 0, vals).astype(np.uint64)
+            valid = valid & ~neg
+        else:
+            vals = vals.astype(np.int64)
+        idx = np.searchsorted(ks, vals)
+        idx[idx >= len(ks)] = 0
+        return (ks[idx] == vals) & valid
+    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_string_view(values.type):
+        if is_integer_keys(keys):
+            return np.zeros(len(values), dtype=bool)
+        hit = pc.is_in(values.cast(pa.large_string()), value_set=pa.array(keys_array(keys).tolist(), pa.large_string()))
+        return hit.fill_null(False).to_numpy(zero_copy_only=False) & valid
+    raise PandoExprError(f"literal cuts on a {values.type} column are not supported (integers or strings)")

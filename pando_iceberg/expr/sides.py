@@ -1,0 +1,388 @@
+"""Filter × cut → which sides of the cut may hold rows that satisfy the filter (§5).
+
+At a tree node with cut C, a query with filter F skips the TRUE child if no row can satisfy
+F ∧ C, and the NOT-TRUE child if no row can satisfy F ∧ (NOT C OR C IS NULL). This module
+decides those two satisfiability questions, soundly: "unsatisfiable" is answered only when
+proven, anything unknown counts as satisfiable.
+
+How: both formulas are put in disjunctive normal form over *literals* (atom, polarity),
+where the polarity says what the atom evaluates to in three-valued logic: T (TRUE),
+F (FALSE), NT (FALSE or NULL), NF (TRUE or NULL). NOT swaps T↔F and NT↔NF; De Morgan holds
+for each polarity, so no information is lost by the rewriting. A conjunction of literals is
+then proven empty by one of:
+- constraint atoms ("term ∈ domain": comparisons with literals, BETWEEN, IN lists, LIKE,
+  IS NULL, boolean columns): the domains of each term are intersected (domain.py);
+- column-vs-column comparisons: the possible order relations {<, =, >, NULL} between the
+  two operands are intersected;
+- any other atom (opaque, compared structurally by its canonical SQL): the possible truth
+  values {T, F, N} are intersected;
+- NULL-intolerant atoms that must be TRUE or FALSE force their columns to be non-NULL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+from sqlglot import exp
+
+from pando_iceberg.expr.domain import DISCRETE_KINDS, Domain, Span, key_of
+from pando_iceberg.expr.errors import PandoExprError
+from pando_iceberg.expr.evaluate import Context, eval_node
+from pando_iceberg.expr.values import fold
+
+DIALECT = "spark"
+
+# Above this many conjunctions a DNF is not expanded and the answer is "unknown".
+MAX_CONJUNCTIONS = 64
+
+
+class Sides(NamedTuple):
+    may_true: bool
+    may_not_true: bool
+
+
+UNKNOWN = Sides(True, True)
+
+T, F, NT, NF = "T", "F", "NT", "NF"
+_NEGATE = {T: F, F: T, NT: NF, NF: NT}
+# Truth values an atom may take under each polarity ("N" = NULL).
+_ALLOWED = {T: frozenset("T"), F: frozenset("F"), NT: frozenset("FN"), NF: frozenset("TN")}
+
+
+class TooComplex(Exception):
+    pass
+
+
+Literal = tuple[exp.Expression, str]
+Dnf = list[list[Literal]]
+
+
+def to_dnf(node: exp.Expression, polarity: str = T, cap: int = MAX_CONJUNCTIONS) -> Dnf:
+    """Conjunctions (lists of literals) whose disjunction is equivalent to `node` having
+    `polarity`. [] = never, [[]] = always. Raises TooComplex above `cap` conjunctions."""
+    if isinstance(node, exp.Paren):
+        return to_dnf(node.this, polarity, cap)
+    if isinstance(node, exp.Not):
+        return to_dnf(node.this, _NEGATE[polarity], cap)
+    if isinstance(node, (exp.And, exp.Or)):
+        # AND is TRUE / NOT-FALSE when all parts are; FALSE / NOT-TRUE when any part is.
+        all_parts = (polarity in (T, NF)) == isinstance(node, exp.And)
+        left, right = to_dnf(node.this, polarity, cap), to_dnf(node.expression, polarity, cap)
+        if not all_parts:
+            out = left + right
+        else:
+            if len(left) * len(right) > cap:
+                raise TooComplex()
+            out = [a + b for a in left for b in right]
+        if len(out) > cap:
+            raise TooComplex()
+        return out
+    if isinstance(node, exp.Boolean):
+        truth = "T" if node.this else "F"
+        return [[]] if truth in _ALLOWED[polarity] else []
+    if isinstance(node, exp.Null):
+        return [[]] if "N" in _ALLOWED[polarity] else []
+    return [[(node, polarity)]]
+
+
+# ---------------------------------------------------------------- atoms
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """term ∈ true_dom when the atom is TRUE, term ∈ false_dom when FALSE. An inexact
+    constraint's domains are supersets (general LIKE patterns)."""
+
+    term: str
+    kind: str
+    true_dom: Domain
+    false_dom: Domain
+    exact: bool
+    term_columns: frozenset[str]
+    term_is_column: bool
+    term_null_intolerant: bool
+
+    def domain(self, polarity: str) -> Domain:
+        if polarity == T:
+            return self.true_dom
+        if polarity == F:
+            return self.false_dom
+        if not self.exact:
+            return Domain.everything()
+        return (self.true_dom if polarity == NT else self.false_dom).complement()
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A comparison of two terms: base op in {<, <=, =}, possibly negated."""
+
+    left: str
+    right: str
+    op: str
+    negated: bool
+    columns: frozenset[str]
+    kinds: tuple[str, str]
+    null_intolerant: tuple[bool, bool]
+    side_columns: tuple[frozenset[str], frozenset[str]]
+
+
+@dataclass(frozen=True)
+class Opaque:
+    key: str
+    columns: frozenset[str]
+    null_intolerant: bool
+
+
+_REL_TRUTH = {
+    "<": {"LT": "T", "EQ": "F", "GT": "F", "NULL": "N"},
+    "<=": {"LT": "T", "EQ": "T", "GT": "F", "NULL": "N"},
+    "=": {"LT": "F", "EQ": "T", "GT": "F", "NULL": "N"},
+}
+_FLIP_TRUTH = {"T": "F", "F": "T", "N": "N"}
+
+# Expressions that are NULL whenever any input is NULL (so a non-NULL result proves all
+# their columns non-NULL). CASE, IF, COALESCE, IS, AND, OR are not in this list.
+_NULL_INTOLERANT = (exp.Column, exp.Literal, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Abs,
+                    exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Like, exp.Extract, exp.Year,
+                    exp.Month, exp.Day, exp.DayOfMonth, exp.Quarter, exp.Substring, exp.Length, exp.Cast,
+                    exp.TryCast, exp.Between, exp.In, exp.Not, exp.Paren, exp.Var, exp.DataType,
+                    exp.DataTypeParam, exp.Identifier, exp.Interval, exp.TsOrDsToDate)
+
+
+def null_intolerant(node: exp.Expression) -> bool:
+    for n in node.walk():
+        if not isinstance(n, _NULL_INTOLERANT):
+            return False
+        if isinstance(n, exp.In) and any(isinstance(e, exp.Null) for e in n.expressions):
+            return False
+    return True
+
+
+def _columns(node: exp.Expression) -> frozenset[str]:
+    return frozenset(c.name for c in node.find_all(exp.Column))
+
+
+_CMP_OPS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+_PAIR_BASE = {"<": ("<", False), "<=": ("<=", False), "=": ("=", False),
+              ">=": ("<", True), ">": ("<=", True), "<>": ("=", True)}
+
+
+def _cmp_domains(op: str, key: Any) -> tuple[Domain, Domain]:
+    point = Span(key, True, key, True)
+    below_open, below_closed = Span(None, False, key, False), Span(None, False, key, True)
+    above_open, above_closed = Span(key, False, None, False), Span(key, True, None, False)
+    table = {
+        "=": ((point,), (below_open, above_open)),
+        "<>": ((below_open, above_open), (point,)),
+        "<": ((below_open,), (above_closed,)),
+        "<=": ((below_closed,), (above_open,)),
+        ">": ((above_open,), (below_closed,)),
+        ">=": ((above_closed,), (below_open,)),
+    }
+    t, f = table[op]
+    return Domain(t, False), Domain(f, False)
+
+
+def _string_successor(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with `prefix`."""
+    chars = list(prefix)
+    while chars:
+        if ord(chars[-1]) < 0x10FFFF:
+            chars[-1] = chr(ord(chars[-1]) + 1)
+            return "".join(chars)
+        chars.pop()
+    return None
+
+
+def like_prefix(pattern: str) -> tuple[str, str]:
+    """(literal prefix, shape) of a LIKE pattern with escape '\\'. shape: 'exact' (no
+    wildcard), 'prefix' (prefix followed only by '%'s), 'general'."""
+    prefix, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            prefix.append(pattern[i + 1])
+            i += 2
+            continue
+        if ch in "%_":
+            rest = pattern[i:]
+            return "".join(prefix), ("prefix" if set(rest) == {"%"} else "general")
+        prefix.append(ch)
+        i += 1
+    return "".join(prefix), "exact"
+
+
+class AtomTable:
+    """Classifies the atoms of one table's predicates (cached by canonical SQL)."""
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.ctx = Context(schema.empty_table())
+        self._cache: dict[str, Constraint | Pair | Opaque] = {}
+        self._kinds: dict[str, str] = {}
+
+    def kind(self, node: exp.Expression) -> str:
+        key = node.sql(DIALECT)
+        if key not in self._kinds:
+            self._kinds[key] = eval_node(node, self.ctx).kind
+        return self._kinds[key]
+
+    def classify(self, node: exp.Expression) -> Constraint | Pair | Opaque:
+        key = node.sql(DIALECT)
+        if key not in self._cache:
+            try:
+                self._cache[key] = self._classify(node)
+            except (PandoExprError, ValueError, TypeError, ArithmeticError):
+                self._cache[key] = Opaque(key, _columns(node), null_intolerant(node))
+        return self._cache[key]
+
+    def _constraint(self, term: exp.Expression, t: Domain, f: Domain, exact: bool = True) -> Constraint:
+        return Constraint(term.sql(DIALECT), self.kind(term), t, f, exact, _columns(term),
+                          isinstance(term, exp.Column), null_intolerant(term))
+
+    def _classify(self, node: exp.Expression) -> Constraint | Pair | Opaque:
+        opaque = Opaque(node.sql(DIALECT), _columns(node), null_intolerant(node))
+        if type(node) in _CMP_OPS:
+            op = _CMP_OPS[type(node)]
+            lit = fold(node.expression)
+            if lit is None:
+                if fold(node.this) is not None:
+                    return opaque
+                base, negated = _PAIR_BASE[op]
+                return Pair(node.this.sql(DIALECT), node.expression.sql(DIALECT), base, negated, _columns(node),
+                            (self.kind(node.this), self.kind(node.expression)),
+                            (null_intolerant(node.this), null_intolerant(node.expression)),
+                            (_columns(node.this), _columns(node.expression)))
+            kind = self.kind(node.this)
+            if lit.kind == "null":
+                return self._constraint(node.this, Domain.empty(), Domain.empty())
+            return self._constraint(node.this, *_cmp_domains(op, key_of(lit, kind)))
+        if isinstance(node, exp.Between):
+            lo, hi = fold(node.args["low"]), fold(node.args["high"])
+            if lo is None or hi is None:
+                return opaque
+            kind = self.kind(node.this)
+            t, f = Domain.non_null(), Domain.empty()
+            for op, lit in ((">=", lo), ("<=", hi)):
+                if lit.kind == "null":
+                    t = Domain.empty()
+                else:
+                    ti, fi = _cmp_domains(op, key_of(lit, kind))
+                    t, f = t.intersect(ti), f.union(fi)
+            return self._constraint(node.this, t, f)
+        if isinstance(node, exp.In) and node.args.get("query") is None:
+            values = [fold(e) for e in node.expressions]
+            if any(v is None for v in values):
+                return opaque
+            kind = self.kind(node.this)
+            t = Domain.points([key_of(v, kind) for v in values if v.kind != "null"])  # type: ignore[union-attr]
+            has_null = any(v.kind == "null" for v in values)  # type: ignore[union-attr]
+            f = Domain.empty() if has_null else Domain(t.complement().spans, False)
+            return self._constraint(node.this, t, f)
+        if isinstance(node, exp.Like):
+            pattern = fold(node.expression)
+            if pattern is None or pattern.kind != "string":
+                return opaque
+            prefix, shape = like_prefix(pattern.value)
+            if shape == "exact":
+                t = Domain.points([prefix])
+            else:
+                succ = _string_successor(prefix)
+                t = Domain((Span(prefix, True, succ, False) if succ is not None else Span(prefix, True, None, False),),
+                           False)
+            if shape == "general":
+                return self._constraint(node.this, t, Domain.non_null(), exact=False)
+            return self._constraint(node.this, t, Domain(t.complement().spans, False))
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            return self._constraint(node.this, Domain.only_null(), Domain.non_null())
+        if isinstance(node, exp.Column) and self.kind(node) == "bool":
+            return self._constraint(node, Domain.points([1]), Domain.points([0]))
+        return opaque
+
+
+# ---------------------------------------------------------------- satisfiability
+
+
+@dataclass
+class _State:
+    atoms: AtomTable
+    domains: dict[str, tuple[str, Domain]] = field(default_factory=dict)
+    truths: dict[str, frozenset[str]] = field(default_factory=dict)
+    relations: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    pair_info: dict[tuple[str, str], Pair] = field(default_factory=dict)
+    non_null: set[str] = field(default_factory=set)  # column names proven non-NULL
+
+    def restrict(self, term: str, kind: str, dom: Domain) -> None:
+        old = self.domains.get(term)
+        self.domains[term] = (kind, dom if old is None else old[1].intersect(dom))
+
+    def add(self, node: exp.Expression, polarity: str) -> None:
+        atom = self.atoms.classify(node)
+        if isinstance(atom, Constraint):
+            dom = atom.domain(polarity)
+            self.restrict(atom.term, atom.kind, dom)
+            if not dom.null and atom.term_null_intolerant:
+                self.non_null |= atom.term_columns
+        elif isinstance(atom, Pair):
+            rels = frozenset(r for r, truth in _REL_TRUTH[atom.op].items()
+                             if (_FLIP_TRUTH[truth] if atom.negated else truth) in _ALLOWED[polarity])
+            key = (atom.left, atom.right)
+            self.relations[key] = self.relations.get(key, frozenset(_REL_TRUTH["<"])) & rels
+            self.pair_info[key] = atom
+        else:
+            allowed = _ALLOWED[polarity]
+            self.truths[atom.key] = self.truths.get(atom.key, frozenset("TFN")) & allowed
+            if "N" not in allowed and atom.null_intolerant:
+                self.non_null |= atom.columns
+
+    def satisfiable(self) -> bool:
+        if any(not t for t in self.truths.values()):
+            return False
+        for key, rels in self.relations.items():
+            if not rels:
+                return False
+            pair = self.pair_info[key]
+            if "NULL" not in rels:  # both operands are non-NULL
+                for term, kind in zip(key, pair.kinds):
+                    self.restrict(term, kind, Domain.non_null())
+                for cols, tolerant in zip(pair.side_columns, pair.null_intolerant):
+                    if tolerant:
+                        self.non_null |= cols
+        names = _lower_names(self.atoms.schema)
+        for col in self.non_null:
+            if col in names:
+                column = exp.column(col)
+                self.restrict(column.sql(DIALECT), self.atoms.kind(column), Domain.non_null())
+        for term, (kind, dom) in self.domains.items():
+            if dom.is_empty(kind in DISCRETE_KINDS):
+                return False
+        # A pair that must be NULL while both operands are non-NULL is empty.
+        for key, rels in self.relations.items():
+            if rels == {"NULL"} and all(not self.domains.get(t, ("", Domain.everything()))[1].null for t in key):
+                return False
+        return True
+
+
+def _lower_names(schema: pa.Schema) -> set[str]:
+    return {n.lower() for n in schema.names}
+
+
+def conjunction_satisfiable(atoms: AtomTable, literals: list[Literal],
+                            extra: list[tuple[str, str, Domain]] = ()) -> bool:
+    state = _State(atoms)
+    for node, polarity in literals:
+        state.add(node, polarity)
+    for term, kind, dom in extra:
+        state.restrict(term, kind, dom)
+    return state.satisfiable()
+
+
+def dnf_satisfiable(atoms: AtomTable, left: Dnf, right: Dnf,
+                    extra: list[tuple[str, str, Domain]] = ()) -> bool:
+    """Is (OR left) AND (OR right) satisfiable (soundly: True unless proven empty)?"""
+    if len(left) * len(right) > MAX_CONJUNCTIONS * MAX_CONJUNCTIONS:
+        return True
+    return any(conjunction_satisfiable(atoms, a + b, extra) for a in left for b in right)
+

@@ -1,0 +1,81 @@
+"""Pando's layout engine (VLDB 2023, §4–§7): pure Python + numpy, no Spark, no Iceberg.
+
+    trees  = build_trees(sample, cuts, queries, k, min_leaf_rows)   # §6.1 top-down
+    assign = assign_blocks(trees, sample, queries, b_on_sample)      # §6.2 bottom-up
+    layout = Layout.from_assignment(assign)                          # + truncation
+    obs    = ObservedKTuples.combine(layout.observed_ktuples(batch) for batch in table)
+    layout.finalize(obs)                                             # leaf maps from full data
+    block  = layout.route(batch)                                     # §7, per row
+    ids, why = layout.blocks_for(filter)                             # §5 planning
+    blob   = layout.to_bytes();  Layout.from_bytes(blob, cut_from_json=...)
+
+Cuts and filters are duck-typed (see ``pando_iceberg.expr``): a cut has ``.key``,
+``.evaluate(table) -> bool array`` (TRUE only; NULL/FALSE → False) and ``.to_json()``; a filter
+has ``.sides(cut) -> (may_true, may_not_true)``.
+"""
+
+from typing import Any, Iterable, Sequence
+
+from .bottomup import BlockAssignment, assign_blocks, merge_blocks, route_ktuples
+from .cost import (
+    SideMatrix,
+    WeightedQuery,
+    io_cost,
+    lower_bound,
+    normalize_queries,
+    side_matrix,
+    workload_cost,
+)
+from .layout import Layout, ObservedKTuples, ScanExplanation, TreeScan
+from .serialize import FORMAT_VERSION, SUPPORTED_VERSIONS, LayoutFormatError
+from .topdown import build_trees, evaluate_cuts
+from .tree import Decision, KTuple, PartitionTree, cut_table
+
+Block = int  #: a block id: blocks are numbered 0..B-1; a block becomes one data file
+
+__all__ = [
+    "Block",
+    "BlockAssignment",
+    "Decision",
+    "FORMAT_VERSION",
+    "KTuple",
+    "Layout",
+    "LayoutFormatError",
+    "ObservedKTuples",
+    "PartitionTree",
+    "SUPPORTED_VERSIONS",
+    "ScanExplanation",
+    "SideMatrix",
+    "TreeScan",
+    "WeightedQuery",
+    "assign_blocks",
+    "build_layout",
+    "build_trees",
+    "cut_table",
+    "evaluate_cuts",
+    "io_cost",
+    "lower_bound",
+    "merge_blocks",
+    "normalize_queries",
+    "route_ktuples",
+    "side_matrix",
+    "workload_cost",
+]
+
+
+def build_layout(
+    sample: Any,
+    cuts: Sequence[Any],
+    queries: Iterable[Any],
+    k: int,
+    min_block_rows: float,
+    min_leaf_rows: int | None = None,
+    max_ktuples: int | None = 10_000,
+) -> Layout:
+    """Both phases on a sample. ``min_block_rows`` is b scaled to the sample; the top-down
+    threshold defaults to b for k = 1 (MTO) and b / 2 otherwise. Not finalized."""
+    queries = list(queries)
+    if min_leaf_rows is None:
+        min_leaf_rows = int(min_block_rows) if k == 1 else max(1, int(min_block_rows) // 2)
+    trees = build_trees(sample, cuts, queries, k, min_leaf_rows, max_ktuples)
+    return Layout.from_assignment(assign_blocks(trees, sample, queries, min_block_rows))

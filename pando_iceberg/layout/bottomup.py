@@ -1,0 +1,302 @@
+"""Bottom-up block assignment (§6.2).
+
+1. Route the sample rows down every tree → a k-tuple per row.
+2. All rows with the same k-tuple form one block (the trees cannot tell them apart).
+3–5. Repeatedly merge the pair of blocks whose merge adds the least I/O cost, until every block
+   has ≥ b rows. Then truncate the trees (collapse cuts whose children point to the same blocks).
+
+Cost of a merge. A block's cost (cost.py) is rows(B) × Σ{w_q : q scans B}, and q scans B iff
+every tree t returns B for q, i.e. iff for every t one of B's k-tuples has a leaf that q reaches
+in t. So per block we keep, per tree, a bitset over queries R_t(B) = OR over its k-tuples, and
+merging B_i, B_j gives R_t = R_t(i) | R_t(j), scan = AND_t R_t. The workload cost is the sum
+of independent per-block terms, so the added cost of a merge is exact and local:
+    Δ(i, j) = cost(i ∪ j) − cost(i) − cost(j)  (≥ 0).
+
+Scaling (the paper: quadratic in the number of k-tuples). Only blocks below b need a partner.
+For a small block i we compute Δ(i, ·) against all blocks at once (numpy over packed uint64
+bitsets) and keep its m best partners in a candidate list plus a floor: every block not in the
+list has Δ ≥ floor. A heap holds each small block's best candidate, invalidated lazily by
+version counters. A newly merged block M is compared to every block once (Δ is symmetric) and
+offered to the lists it beats, so a list's head is always the true best partner; only a list
+that runs empty is recomputed. No all-pairs recomputation per round.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .cost import SideMatrix, WeightedPopcount, normalize_queries, pack_query_bits, reach_matrix, side_matrix
+from .tree import PartitionTree, cut_table
+
+__all__ = ["assign_blocks", "BlockAssignment", "merge_blocks", "route_ktuples", "distinct_ktuples"]
+
+
+def route_ktuples(trees: Sequence[PartitionTree], table: Any, masks: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """n × k int32: the leaf node id of every row in every tree (§6.2 step 1)."""
+    n = table.num_rows
+    if masks is None:
+        cuts, _ = cut_table(trees)
+        masks = {c.key: np.asarray(c.evaluate(table), dtype=bool) for c in cuts}
+    out = np.empty((n, len(trees)), dtype=np.int32)
+    for t, tree in enumerate(trees):
+        out[:, t] = tree.route(masks, n)
+    return out
+
+
+def distinct_ktuples(kt: np.ndarray, num_nodes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of an n × k matrix of node ids (sorted) and the inverse index per row.
+
+    Mixed-radix int64 codes when they fit (fast 1-d unique), else a lexicographic unique."""
+    n, k = kt.shape
+    radix = 1
+    for m in num_nodes:
+        radix *= max(1, int(m))
+    if radix < 2**62:
+        code = np.zeros(n, dtype=np.int64)
+        for t in range(k):
+            code = code * int(num_nodes[t]) + kt[:, t]
+        u, inv = np.unique(code, return_inverse=True)
+        out = np.empty((len(u), k), dtype=np.int32)
+        for t in range(k - 1, -1, -1):
+            out[:, t] = u % int(num_nodes[t])
+            u = u // int(num_nodes[t])
+        return out, inv.astype(np.int64).reshape(-1)
+    u, inv = np.unique(kt, axis=0, return_inverse=True)
+    return u.astype(np.int32), inv.astype(np.int64).reshape(-1)
+
+
+@dataclass
+class BlockAssignment:
+    """Result of §6.2 on the sample."""
+
+    trees: list[PartitionTree]  # non-truncated: route inserts (§7)
+    ktuples: np.ndarray  # K × k int32 leaf node ids, distinct
+    ktuple_block: np.ndarray  # K int32 block id per k-tuple
+    ktuple_rows: np.ndarray  # K int64 sample rows per k-tuple
+    block_rows: np.ndarray  # B int64 sample rows per block
+    row_block: np.ndarray  # n int32 block of every sample row
+    cost: float  # the workload's cost on the sample (cost.py model), after merging
+    merges: int = 0
+    stats: dict = field(default_factory=dict)
+
+
+class _Merger:
+    """Greedy least-added-cost merging of blocks until each has ≥ b rows (§6.2 steps 3-5)."""
+
+    def __init__(self, bits: np.ndarray, rows: np.ndarray, weigh: WeightedPopcount, b: float, candidates: int = 8):
+        self.bits = bits  # k × N × W uint64, R_t per block slot
+        self.rows = rows.astype(np.int64).copy()
+        self.weigh = weigh
+        self.b = b
+        self.m = candidates
+        n = len(rows)
+        self.n = n
+        self.alive = np.ones(n, dtype=bool)
+        self.version = np.zeros(n, dtype=np.int64)
+        self.cost = self._cost_of(np.arange(n))
+        self.members: list[list[int]] = [[i] for i in range(n)]
+        self.cand: list[list[tuple[float, int, int]] | None] = [None] * n  # sorted (Δ, j, ver_j)
+        self.floor = np.full(n, np.inf)  # every block not in cand[i] has Δ(i, ·) ≥ floor[i]
+        self.heap: list[tuple[float, int, int, int, int, int]] = []
+        self.merges = 0
+        self.full_recomputes = 0
+
+    def _scan(self, idx: np.ndarray | slice) -> np.ndarray:
+        s = self.bits[0][idx].copy()
+        for t in range(1, self.bits.shape[0]):
+            s &= self.bits[t][idx]
+        return s
+
+    def _cost_of(self, idx: np.ndarray) -> np.ndarray:
+        return self.rows[idx].astype(np.float64) * self.weigh(self._scan(idx))
+
+    def _deltas(self, ids: np.ndarray) -> np.ndarray:
+        """len(ids) × N: Δ of merging each block in ``ids`` with every block (inf if invalid)."""
+        acc = self.bits[0][ids][:, None, :] | self.bits[0][None, :, :]
+        for t in range(1, self.bits.shape[0]):
+            acc &= self.bits[t][ids][:, None, :] | self.bits[t][None, :, :]
+        size = self.rows[ids][:, None] + self.rows[None, :]
+        d = size * self.weigh(acc) - self.cost[ids][:, None] - self.cost[None, :]
+        d[:, ~self.alive] = np.inf
+        d[np.arange(len(ids)), ids] = np.inf
+        return d
+
+    def _set_list(self, i: int, d: np.ndarray) -> None:
+        """Candidate list of i from a full row of Δ."""
+        finite = np.flatnonzero(np.isfinite(d))
+        if len(finite) > self.m:
+            part = finite[np.argpartition(d[finite], self.m)[: self.m + 1]]
+            order = np.lexsort((part, d[part]))
+            top, rest = part[order[: self.m]], part[order[self.m]]
+            self.floor[i] = d[rest]
+        else:
+            top = finite[np.lexsort((finite, d[finite]))]
+            self.floor[i] = np.inf
+        self.cand[i] = [(float(d[j]), int(j), int(self.version[j])) for j in top]
+        self.full_recomputes += 1
+
+    def _valid(self, entry: tuple[float, int, int]) -> bool:
+        return bool(self.alive[entry[1]]) and self.version[entry[1]] == entry[2]
+
+    def _push_best(self, i: int) -> None:
+        """Push i's true best partner; recompute its list if none of it is still valid."""
+        lst = self.cand[i]
+        while lst and not self._valid(lst[0]):
+            lst.pop(0)
+        if not lst:
+            if self.alive.sum() < 2:
+                return
+            self._set_list(i, self._deltas(np.array([i]))[0])
+            lst = self.cand[i]
+            if not lst:
+                return
+        d, j, vj = lst[0]
+        heapq.heappush(self.heap, (d, int(self.rows[i] + self.rows[j]), i, j, int(self.version[i]), vj))
+
+    def _small(self, i: int) -> bool:
+        return bool(self.alive[i]) and self.rows[i] < self.b
+
+    def run(self) -> None:
+        small = np.flatnonzero(self.rows < self.b)
+        words = self.bits.shape[0] * self.bits.shape[2]
+        batch = max(1, int(4_000_000 // max(1, self.n * words)))
+        for s in range(0, len(small), batch):
+            ids = small[s : s + batch]
+            dd = self._deltas(ids)
+            for r, i in enumerate(ids):
+                self._set_list(int(i), dd[r])
+        for i in small:
+            self._push_best(int(i))
+        while self.heap:
+            d, _, i, j, vi, vj = heapq.heappop(self.heap)
+            if not self._small(i) or self.version[i] != vi:
+                continue  # stale: i merged or grew since
+            lst = self.cand[i]
+            head_ok = lst and self._valid(lst[0]) and lst[0][1] == j and lst[0][2] == vj
+            if not head_ok:
+                if not (self.alive[j] and self.version[j] == vj):
+                    self._push_best(i)  # partner gone: next valid candidate (or recompute)
+                continue
+            self._merge(i, j)
+
+    def _merge(self, i: int, j: int) -> None:
+        s, o = min(i, j), max(i, j)
+        self.bits[:, s] |= self.bits[:, o]
+        self.rows[s] += self.rows[o]
+        self.rows[o] = 0
+        self.alive[o] = False
+        self.version[s] += 1
+        self.version[o] += 1
+        self.cost[s] = self._cost_of(np.array([s]))[0]
+        self.cost[o] = 0.0
+        self.members[s].extend(self.members[o])
+        self.members[o] = []
+        self.cand[o] = None
+        self.cand[s] = None
+        self.floor[o] = -np.inf  # never offered anything again
+        self.merges += 1
+        if self.alive.sum() < 2:
+            return
+        d = self._deltas(np.array([s]))[0]
+        if self.rows[s] < self.b:
+            self._set_list(s, d)
+            self._push_best(s)
+        else:
+            self.floor[s] = -np.inf
+        # Offer the new block to every small block whose list it beats (Δ is symmetric).
+        offer = np.flatnonzero(self.alive & (self.rows < self.b) & (d < self.floor))
+        for i in offer:
+            i = int(i)
+            if i == s:
+                continue
+            lst = self.cand[i]
+            if lst is None:
+                continue
+            lst[:] = [e for e in lst if self._valid(e)]
+            old_head = lst[0] if lst else None
+            bisect.insort(lst, (float(d[i]), s, int(self.version[s])))
+            while len(lst) > self.m:
+                dropped = lst.pop()
+                self.floor[i] = min(self.floor[i], dropped[0])
+            if lst[0] != old_head:
+                self._push_best(i)
+
+
+def merge_blocks(
+    returned: np.ndarray, rows: np.ndarray, weights: np.ndarray, min_block_rows: float, candidates: int = 8
+) -> tuple[np.ndarray, dict]:
+    """Merge k-tuples into blocks (§6.2 steps 2-5).
+
+    returned: k × K × Q bool — tree t returns k-tuple κ's leaf for query q.
+    rows: K sample rows per k-tuple. Returns the block id of every k-tuple (blocks numbered
+    in order of their smallest k-tuple) and statistics.
+    """
+    k, nk, _ = returned.shape
+    bits = np.stack([pack_query_bits(returned[t]) for t in range(k)]) if nk else np.zeros((k, 0, 1), np.uint64)
+    merger = _Merger(bits, rows, WeightedPopcount(weights), float(min_block_rows), candidates)
+    if nk:
+        merger.run()
+    block_of = np.empty(nk, dtype=np.int32)
+    slots = np.flatnonzero(merger.alive) if nk else np.array([], dtype=np.int64)
+    for b, slot in enumerate(slots):
+        block_of[merger.members[slot]] = b
+    stats = {
+        "ktuples": nk,
+        "blocks": len(slots),
+        "merges": merger.merges,
+        "full_recomputes": merger.full_recomputes,
+        "cost": float(merger.cost[slots].sum()) if nk else 0.0,
+    }
+    return block_of, stats
+
+
+def ktuple_returns(
+    trees: Sequence[PartitionTree], ktuples: np.ndarray, sides: SideMatrix, cut_column: dict[str, int]
+) -> np.ndarray:
+    """k × K × Q bool: tree t returns (reaches the leaf of) k-tuple κ for query q."""
+    out = np.zeros((len(trees), len(ktuples), sides.num_queries), dtype=bool)
+    for t, tree in enumerate(trees):
+        reach = reach_matrix(tree, sides, cut_column)  # Q × nodes
+        out[t] = reach[:, ktuples[:, t]].T
+    return out
+
+
+def assign_blocks(
+    trees: Sequence[PartitionTree],
+    sample: Any,
+    queries: Iterable[Any],
+    min_block_rows: float,
+    *,
+    sides: SideMatrix | None = None,
+    candidates: int = 8,
+) -> BlockAssignment:
+    """§6.2 on ``sample``; ``min_block_rows`` is b already scaled to the sample.
+
+    ``sides``, if given, is over ``cut_table(trees)``'s cut order."""
+    trees = list(trees)
+    filters, weights = normalize_queries(queries)
+    cuts, cut_column = cut_table(trees)
+    if sides is None:
+        sides = side_matrix(filters, cuts)
+    kt = route_ktuples(trees, sample)
+    uniq, inv = distinct_ktuples(kt, [t.num_nodes for t in trees])
+    kt_rows = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
+    returned = ktuple_returns(trees, uniq, sides, cut_column)
+    block_of, stats = merge_blocks(returned, kt_rows, weights, min_block_rows, candidates)
+    block_rows = np.bincount(block_of, weights=kt_rows, minlength=stats["blocks"]).astype(np.int64)
+    return BlockAssignment(
+        trees=trees,
+        ktuples=uniq,
+        ktuple_block=block_of,
+        ktuple_rows=kt_rows,
+        block_rows=block_rows,
+        row_block=block_of[inv] if len(inv) else np.zeros(0, dtype=np.int32),
+        cost=stats["cost"],
+        merges=stats["merges"],
+        stats=stats,
+    )

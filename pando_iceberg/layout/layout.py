@@ -1,0 +1,353 @@
+"""Layout: k trees + the k-tuple → block map + the leaf → block sets used for planning.
+
+Two views of the trees are kept (§6.2, §7):
+- the non-truncated trees and the k-tuple → block map route rows to blocks (rewrite, inserts);
+- the truncated trees and their leaf → block sets plan scans (§5).
+
+Soundness of planning. A leaf points to block B iff some row routed to B reached that leaf.
+The sample alone cannot promise that for the full table (rows with k-tuples never seen in the
+sample exist), so after routing the full table the caller aggregates the distinct
+(block, k-tuple) pairs it actually produced (``observed_ktuples`` per batch,
+``ObservedKTuples.combine`` across batches) and calls ``finalize``: every leaf's block set is
+recomputed from those pairs, then the trees are truncated again.
+
+Unseen k-tuples (§7 leaves this open; our rule). A row whose k-tuple is not in the map goes to
+the block of the nearest known k-tuple: fewest trees whose leaf differs; ties → the largest
+total depth of the common root path of the differing-or-not leaves (Σ_t depth(LCA)); ties →
+the smallest block id. It is computed once per distinct unseen k-tuple and cached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .bottomup import BlockAssignment, distinct_ktuples, route_ktuples
+from .cost import normalize_queries, side_matrix, workload_cost
+from .tree import Decision, PartitionTree, cut_table
+
+__all__ = ["Layout", "ObservedKTuples", "ScanExplanation", "TreeScan"]
+
+
+@dataclass
+class ObservedKTuples:
+    """Distinct (block, k-tuple) pairs produced by routing, with their row counts."""
+
+    blocks: np.ndarray  # P int32
+    ktuples: np.ndarray  # P × k int32
+    rows: np.ndarray  # P int64
+
+    @staticmethod
+    def combine(parts: Iterable["ObservedKTuples"]) -> "ObservedKTuples":
+        parts = list(parts)
+        if not parts:
+            raise ValueError("ObservedKTuples.combine needs at least one part")
+        k = parts[0].ktuples.shape[1]
+        blocks = np.concatenate([p.blocks for p in parts]).astype(np.int64)
+        kts = np.concatenate([p.ktuples for p in parts]).astype(np.int64)
+        rows = np.concatenate([p.rows for p in parts]).astype(np.int64)
+        if len(blocks) == 0:
+            return ObservedKTuples(np.zeros(0, np.int32), np.zeros((0, k), np.int32), np.zeros(0, np.int64))
+        key = np.concatenate([blocks[:, None], kts], axis=1)
+        u, inv = np.unique(key, axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        return ObservedKTuples(
+            u[:, 0].astype(np.int32), u[:, 1:].astype(np.int32), np.bincount(inv, weights=rows, minlength=len(u)).astype(np.int64)
+        )
+
+    def pairs(self) -> set[tuple[int, tuple[int, ...]]]:
+        return {(int(b), tuple(int(x) for x in kt)) for b, kt in zip(self.blocks, self.ktuples)}
+
+
+@dataclass
+class TreeScan:
+    """What one tree said about a filter (§5)."""
+
+    tree: int
+    leaves: list[int]
+    blocks: np.ndarray
+    decisions: list[Decision]
+
+    def to_text(self) -> str:
+        why = ", ".join(
+            f"node {d.node} [{d.cut_key}] skips {d.skipped}" for d in self.decisions
+        ) or "no cut decided (all leaves reached)"
+        return f"tree {self.tree}: leaves {self.leaves} → {len(self.blocks)} blocks; {why}"
+
+
+@dataclass
+class ScanExplanation:
+    trees: list[TreeScan]
+    blocks: np.ndarray
+    total_blocks: int
+    unsatisfiable_by: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_text(self) -> str:
+        head = f"{len(self.blocks)} of {self.total_blocks} blocks"
+        if self.unsatisfiable_by is not None:
+            return f"{head}: the filter cannot be satisfied (no row can be TRUE or NOT-TRUE on cut {self.unsatisfiable_by})"
+        return "\n".join([head + " (intersection over trees)"] + [t.to_text() for t in self.trees] + self.notes)
+
+    __str__ = to_text
+
+
+class Layout:
+    def __init__(
+        self,
+        trees: Sequence[PartitionTree],
+        ktuples: np.ndarray,
+        ktuple_block: np.ndarray,
+        block_rows: np.ndarray,
+        *,
+        ktuple_observed: np.ndarray | None = None,
+        finalized: bool = False,
+        cuts: Sequence[Any] | None = None,
+    ):
+        self.trees = list(trees)
+        self.k = len(self.trees)
+        if self.k < 1:
+            raise ValueError("a layout needs at least one tree")
+        if cuts is None:
+            self.cuts, self.cut_index = cut_table(self.trees)
+        else:
+            self.cuts = list(cuts)
+            self.cut_index = {c.key: i for i, c in enumerate(self.cuts)}
+        self.ktuples = np.asarray(ktuples, dtype=np.int32).reshape(-1, self.k)
+        self.ktuple_block = np.asarray(ktuple_block, dtype=np.int32)
+        self.block_rows = np.asarray(block_rows, dtype=np.int64)
+        self.ktuple_observed = (
+            np.ones(len(self.ktuples), dtype=bool) if ktuple_observed is None else np.asarray(ktuple_observed, dtype=bool)
+        )
+        self.finalized = finalized
+        self._check_map()
+        self._index = {tuple(int(x) for x in kt): i for i, kt in enumerate(self.ktuples)}
+        self._unseen: dict[tuple[int, ...], int] = {}
+        self._anc: list[np.ndarray] | None = None
+        self._plan_from_map()
+
+    # --- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def from_assignment(cls, assignment: BlockAssignment) -> "Layout":
+        """The layout of the sample (not finalized: leaf maps come from the sample only)."""
+        return cls(assignment.trees, assignment.ktuples, assignment.ktuple_block, assignment.block_rows)
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.block_rows)
+
+    def _check_map(self) -> None:
+        if len(self.ktuple_block) != len(self.ktuples) or len(self.ktuple_observed) != len(self.ktuples):
+            raise ValueError("k-tuple map arrays have different lengths")
+        if len(self.ktuple_block) and (self.ktuple_block.min() < 0 or self.ktuple_block.max() >= self.num_blocks):
+            raise ValueError(f"k-tuple map points outside the {self.num_blocks} blocks")
+        for t, tree in enumerate(self.trees):
+            col = self.ktuples[:, t]
+            if len(col) and (col.min() < 0 or col.max() >= tree.num_nodes):
+                raise ValueError(f"tree {t}: k-tuple leaf id outside its {tree.num_nodes} nodes")
+            if len(col) and any(not tree.is_leaf(int(x)) for x in np.unique(col)):
+                raise ValueError(f"tree {t}: a k-tuple names an inner node, not a leaf")
+
+    def _plan_from_map(self) -> None:
+        """Leaf → block sets from the observed (block, k-tuple) pairs, then truncation (§6.2)."""
+        obs = self.ktuple_observed
+        self.full_leaf_blocks: list[dict[int, np.ndarray]] = []
+        self.truncated: list[PartitionTree] = []
+        self.leaf_blocks: list[dict[int, np.ndarray]] = []
+        for t, tree in enumerate(self.trees):
+            lb = _group(self.ktuples[obs, t], self.ktuple_block[obs])
+            self.full_leaf_blocks.append(lb)
+            tt, tlb = tree.truncate(lb)
+            self.truncated.append(tt)
+            self.leaf_blocks.append(tlb)
+
+    # --- routing (§7) ----------------------------------------------------------------------
+
+    def route_ktuples(self, table: Any) -> np.ndarray:
+        """n × k leaf node ids in the non-truncated trees."""
+        masks = {c.key: np.asarray(c.evaluate(table), dtype=bool) for c in self.cuts}
+        return route_ktuples(self.trees, table, masks)
+
+    def _blocks_of(self, kt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Distinct k-tuples of kt, their block, and the inverse index."""
+        uniq, inv = distinct_ktuples(kt, [t.num_nodes for t in self.trees])
+        blocks = np.empty(len(uniq), dtype=np.int32)
+        for i, row in enumerate(uniq):
+            key = tuple(int(x) for x in row)
+            j = self._index.get(key)
+            blocks[i] = self.ktuple_block[j] if j is not None else self._nearest(key)
+        return uniq, blocks, inv
+
+    def route(self, table: Any) -> np.ndarray:
+        """Block id per row (int32), vectorized; unseen k-tuples by the nearest-k-tuple rule."""
+        if table.num_rows == 0:
+            return np.zeros(0, dtype=np.int32)
+        _, blocks, inv = self._blocks_of(self.route_ktuples(table))
+        return blocks[inv]
+
+    def observed_ktuples(self, table: Any) -> ObservedKTuples:
+        """Distinct (block, k-tuple) pairs of this batch with row counts (for ``finalize``)."""
+        if table.num_rows == 0:
+            return ObservedKTuples(np.zeros(0, np.int32), np.zeros((0, self.k), np.int32), np.zeros(0, np.int64))
+        uniq, blocks, inv = self._blocks_of(self.route_ktuples(table))
+        return ObservedKTuples(blocks, uniq, np.bincount(inv, minlength=len(uniq)).astype(np.int64))
+
+    def _ancestors(self) -> list[np.ndarray]:
+        if self._anc is None:
+            self._anc = []
+            for tree in self.trees:
+                dmax = max(tree.depth)
+                anc = np.full((tree.num_nodes, dmax + 1), -1, dtype=np.int32)
+                for n in range(tree.num_nodes):
+                    for d, a in enumerate(tree.path(n)):
+                        anc[n, d] = a
+                self._anc.append(anc)
+        return self._anc
+
+    def _nearest(self, key: tuple[int, ...]) -> int:
+        """Block of the nearest known k-tuple (module docstring); cached per k-tuple."""
+        hit = self._unseen.get(key)
+        if hit is not None:
+            return hit
+        if len(self.ktuples) == 0:
+            raise ValueError("the layout has no k-tuple map: cannot route rows")
+        anc = self._ancestors()
+        u = np.asarray(key, dtype=np.int32)
+        differ = (self.ktuples != u[None, :]).sum(axis=1)
+        shared = np.zeros(len(self.ktuples), dtype=np.int64)
+        for t in range(self.k):
+            a_u = anc[t][u[t]]
+            same = (anc[t][self.ktuples[:, t]] == a_u[None, :]) & (a_u[None, :] >= 0)
+            shared += np.cumprod(same, axis=1).sum(axis=1) - 1  # depth of the LCA
+        best = np.lexsort((self.ktuple_block, -shared, differ))[0]
+        block = int(self.ktuple_block[best])
+        self._unseen[key] = block
+        return block
+
+    def finalize(self, observed: ObservedKTuples | Iterable[tuple[int, Sequence[int]]]) -> "Layout":
+        """Replace the sample's leaf → block sets by those of the full routed data (§7).
+
+        ``observed``: what routing the FULL table produced (``observed_ktuples`` combined over
+        all batches), or an iterable of (block, k-tuple) pairs. New k-tuples join the map with
+        the block they were routed to, so later routing agrees; block row counts become the
+        observed ones when counts are given. Returns self.
+        """
+        if not isinstance(observed, ObservedKTuples):
+            pairs = list(observed)
+            observed = ObservedKTuples(
+                np.array([p[0] for p in pairs], dtype=np.int32),
+                np.array([list(p[1]) for p in pairs], dtype=np.int32).reshape(-1, self.k),
+                np.zeros(len(pairs), dtype=np.int64),
+            )
+            counts_known = False
+        else:
+            counts_known = True
+        kts = np.asarray(observed.ktuples, dtype=np.int32).reshape(-1, self.k)
+        blocks = np.asarray(observed.blocks, dtype=np.int32)
+        if len(blocks) and (blocks.min() < 0 or blocks.max() >= self.num_blocks):
+            raise ValueError(f"observed pairs name blocks outside 0..{self.num_blocks - 1}")
+        observed_flag = np.zeros(len(self.ktuples), dtype=bool)
+        new_kt: list[np.ndarray] = []
+        new_block: dict[tuple[int, ...], int] = {}
+        for b, row in zip(blocks, kts):
+            key = tuple(int(x) for x in row)
+            j = self._index.get(key)
+            mapped = int(self.ktuple_block[j]) if j is not None else new_block.get(key)
+            if mapped is not None and mapped != int(b):
+                raise ValueError(
+                    f"k-tuple {key} was routed to block {int(b)} but the layout maps it to block "
+                    f"{mapped}: the pairs come from a different layout"
+                )
+            if j is not None:
+                observed_flag[j] = True
+            elif key not in new_block:
+                new_block[key] = int(b)
+                new_kt.append(row)
+        if new_kt:
+            self.ktuples = np.concatenate([self.ktuples, np.asarray(new_kt, dtype=np.int32)])
+            extra = np.asarray([new_block[tuple(int(x) for x in r)] for r in new_kt], dtype=np.int32)
+            self.ktuple_block = np.concatenate([self.ktuple_block, extra])
+            observed_flag = np.concatenate([observed_flag, np.ones(len(new_kt), dtype=bool)])
+        self.ktuple_observed = observed_flag
+        self._check_map()
+        self._index = {tuple(int(x) for x in kt): i for i, kt in enumerate(self.ktuples)}
+        if counts_known:
+            self.block_rows = np.bincount(blocks, weights=observed.rows, minlength=self.num_blocks).astype(np.int64)
+        self.finalized = True
+        self._unseen.clear()
+        self._plan_from_map()
+        return self
+
+    # --- planning (§5) ---------------------------------------------------------------------
+
+    def blocks_for(self, filter: Any, *, truncated: bool = True) -> tuple[np.ndarray, ScanExplanation]:
+        """Block ids a filter must scan: per tree the union over reached leaves, then ∩."""
+        cache: dict[str, tuple[bool, bool]] = {}
+
+        def sides(cut: Any) -> tuple[bool, bool]:
+            got = cache.get(cut.key)
+            if got is None:
+                t, n = filter.sides(cut)
+                got = cache[cut.key] = (bool(t), bool(n))
+            return got
+
+        for cut in self.cuts:
+            if sides(cut) == (False, False):
+                empty = np.zeros(0, dtype=np.int32)
+                return empty, ScanExplanation([], empty, self.num_blocks, unsatisfiable_by=cut.key)
+        trees = self.truncated if truncated else self.trees
+        leaf_blocks = self.leaf_blocks if truncated else self.full_leaf_blocks
+        keep = np.ones(self.num_blocks, dtype=bool)
+        scans = []
+        for t, (tree, lb) in enumerate(zip(trees, leaf_blocks)):
+            leaves, decisions = tree.reach(sides)
+            mask = np.zeros(self.num_blocks, dtype=bool)
+            for leaf in leaves:
+                b = lb.get(leaf)
+                if b is not None and len(b):
+                    mask[b] = True
+            keep &= mask
+            scans.append(TreeScan(t, leaves, np.flatnonzero(mask).astype(np.int32), decisions))
+        blocks = np.flatnonzero(keep).astype(np.int32)
+        notes = [] if self.finalized else ["layout not finalized: leaf → block sets come from the sample only"]
+        return blocks, ScanExplanation(scans, blocks, self.num_blocks, notes=notes)
+
+    def cost(self, queries: Iterable[Any], *, truncated: bool = True, per_query: bool = False) -> Any:
+        """The workload's I/O cost on this layout (cost.py), in rows of ``block_rows``."""
+        filters, weights = normalize_queries(queries)
+        sides = side_matrix(filters, self.cuts)
+        trees = self.truncated if truncated else self.trees
+        lb = self.leaf_blocks if truncated else self.full_leaf_blocks
+        return workload_cost(trees, lb, self.block_rows, sides, self.cut_index, weights, per_query=per_query)
+
+    # --- serialization (see serialize.py) --------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        from .serialize import layout_to_bytes
+
+        return layout_to_bytes(self)
+
+    @classmethod
+    def from_bytes(
+        cls,
+        data: bytes,
+        cut_from_json: Callable[[dict, Any], Any] | None = None,
+        literal_keys: Any = None,
+    ) -> "Layout":
+        from .serialize import layout_from_bytes
+
+        return layout_from_bytes(data, cut_from_json=cut_from_json, literal_keys=literal_keys)
+
+
+def _group(leaves: np.ndarray, blocks: np.ndarray) -> dict[int, np.ndarray]:
+    """leaf → sorted distinct blocks, from parallel arrays."""
+    if len(leaves) == 0:
+        return {}
+    pairs = np.unique(np.stack([leaves.astype(np.int64), blocks.astype(np.int64)], axis=1), axis=0)
+    ids, starts = np.unique(pairs[:, 0], return_index=True)
+    ends = np.append(starts[1:], len(pairs))
+    return {int(l): pairs[s:e, 1].astype(np.int32) for l, s, e in zip(ids, starts, ends)}
+

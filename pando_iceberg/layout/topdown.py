@@ -1,0 +1,298 @@
+"""Top-down construction of k partitioning trees (§6.1).
+
+Greedy, one cut at a time: start with k root-only trees; repeatedly apply the (tree, leaf, cut)
+whose split lowers the workload's I/O cost the most when all k trees are used together (§5: a
+query scans what every tree returns); every sample row is its own block in this phase. A cut is
+considered only if both children keep ≥ ``min_leaf_rows`` sample rows; stop when no split has a
+positive benefit, or when the split would create more than ``max_ktuples`` distinct k-tuples on
+the sample (the paper sets its threshold so that the bottom-up phase sees < 10,000 k-tuples).
+
+How the benefit is computed without re-evaluating the cost model per candidate:
+Scan[q, r] = AND over trees of "q reaches the leaf of row r". Splitting leaf l of tree t by cut c
+only changes Scan on rows of l, and only for queries decisive on c, so
+
+    benefit(t, l, c) = Σ_q w_q · |Scan_q ∧ rows(l) ∧ skipped_side(q, c)|
+
+where skipped side = the TRUE rows of c if q cannot be TRUE on c, the NOT-TRUE rows if q cannot
+be NOT-TRUE (a query not reaching l in t has Scan_q ∧ rows(l) = ∅ already, so no reach test).
+Per splittable leaf we cache A[q, c] = |Scan_q ∧ rows(l) ∧ TRUE(c)| (one float32 matrix product
+over the leaf's rows) and S[q] = |Scan_q ∧ rows(l)|; then
+    benefit = Σ_q w_q (¬may_true[q,c] · A[q,c] + ¬may_not_true[q,c] · (S[q] − A[q,c])).
+After a split only the rows of l and the decisive queries change Scan, so the caches of the
+other trees' leaves are corrected by the delta (D @ masksᵀ over those rows), and the split
+leaf's two children are computed fresh from their rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .cost import SideMatrix, normalize_queries, side_matrix
+from .tree import PartitionTree
+
+__all__ = ["build_trees", "TopDown", "evaluate_cuts"]
+
+
+def evaluate_cuts(cuts: Sequence[Any], table: Any) -> np.ndarray:
+    """C × n bool: cut c is TRUE on row r (NULL / FALSE → False)."""
+    n = table.num_rows
+    out = np.zeros((len(cuts), n), dtype=bool)
+    for i, cut in enumerate(cuts):
+        m = np.asarray(cut.evaluate(table), dtype=bool)
+        if m.shape != (n,):
+            raise ValueError(f"cut {cut.key!r}: evaluate() returned shape {m.shape}, expected ({n},)")
+        out[i] = m
+    return out
+
+
+@dataclass
+class _Leaf:
+    """Cached counts of a splittable leaf (see module docstring)."""
+
+    rows: np.ndarray  # sample row indices
+    A: np.ndarray | None = None  # Q × C float32
+    S: np.ndarray | None = None  # Q float64
+    N: np.ndarray | None = None  # C int: rows of the leaf TRUE on each cut
+    best_cut: int = -1
+    best_benefit: float = 0.0
+
+
+@dataclass
+class TopDownStats:
+    splits: int = 0
+    initial_cost: float = 0.0
+    final_cost: float = 0.0
+    ktuples: int = 1
+    stopped_by: str = ""
+    history: list[tuple[int, int, int, float]] = field(default_factory=list)  # (tree, leaf, cut, benefit)
+
+
+class TopDown:
+    """The §6.1 greedy over precomputed cut masks (C × n) and sides (Q × C)."""
+
+    def __init__(
+        self,
+        masks: np.ndarray,
+        sides: SideMatrix,
+        weights: np.ndarray,
+        k: int,
+        min_leaf_rows: int,
+        max_ktuples: int | None = None,
+    ):
+        if k < 1:
+            raise ValueError(f"k (number of trees) must be >= 1, got {k}")
+        c, n = masks.shape
+        if sides.may_true.shape != (len(weights), c):
+            raise ValueError(f"side matrix shape {sides.may_true.shape} does not match {len(weights)} queries × {c} cuts")
+        # Unsatisfiable and zero-weight queries cost nothing on any layout: leave them out.
+        keep = (weights > 0) & ~sides.unsatisfiable
+        self.w = weights[keep]
+        self.may_true = sides.may_true[keep]
+        self.may_not = sides.may_not_true[keep]
+        self.k, self.n, self.c = k, n, c
+        self.min_leaf = max(1, int(min_leaf_rows))
+        self.max_ktuples = max_ktuples
+        self.masks = masks
+        self.masks_t = np.ascontiguousarray(masks.T, dtype=np.float32)  # n × C for row subsets
+        not_true = ~self.may_true
+        not_not = ~self.may_not
+        self.w_not_true = self.w[:, None] * not_true  # Q × C
+        self.w_not_not = self.w[:, None] * not_not
+        self.w_diff = self.w_not_true - self.w_not_not
+        self.scan = np.ones((len(self.w), n), dtype=bool)
+        self.trees = [PartitionTree() for _ in range(k)]
+        self.leaf_of = np.zeros((k, n), dtype=np.int32)
+        self.leaves: list[dict[int, _Leaf]] = [{0: _Leaf(np.arange(n))} for _ in range(k)]
+        self.kcode = np.zeros(n, dtype=np.int64)  # dense k-tuple id per sample row
+        self.num_ktuples = 1 if n else 0
+        self.stats = TopDownStats(ktuples=self.num_ktuples)
+        if len(self.w) and self._splittable(n):
+            a = (self.scan.astype(np.float32) @ self.masks_t)
+            s = self.scan.sum(axis=1).astype(np.float64)
+            cnt = masks.sum(axis=1)
+            for t in range(k):
+                leaf = self.leaves[t][0]
+                leaf.A, leaf.S, leaf.N = a.copy() if t else a, s.copy(), cnt
+                self._score(leaf)
+
+    def _splittable(self, rows: int) -> bool:
+        return rows >= 2 * self.min_leaf
+
+    def _score(self, leaf: _Leaf) -> None:
+        assert leaf.A is not None and leaf.S is not None and leaf.N is not None
+        benefit = (self.w_diff * leaf.A).sum(axis=0) + leaf.S @ self.w_not_not
+        size = len(leaf.rows)
+        valid = (leaf.N >= self.min_leaf) & (size - leaf.N >= self.min_leaf)
+        benefit = np.where(valid, benefit, -np.inf)
+        j = int(np.argmax(benefit)) if len(benefit) else -1
+        if j >= 0 and benefit[j] > 1e-9:
+            leaf.best_cut, leaf.best_benefit = j, float(benefit[j])
+        else:
+            leaf.best_cut, leaf.best_benefit = -1, 0.0
+
+    def _fill(self, rows: np.ndarray) -> _Leaf:
+        leaf = _Leaf(rows)
+        if len(self.w) and self._splittable(len(rows)):
+            sub = self.masks_t[rows]
+            scan = self.scan[:, rows]
+            leaf.A = scan.astype(np.float32) @ sub
+            leaf.S = scan.sum(axis=1).astype(np.float64)
+            leaf.N = sub.sum(axis=0).astype(np.int64)
+            self._score(leaf)
+        return leaf
+
+    def current_cost(self) -> float:
+        return float(self.w @ self.scan.sum(axis=1))
+
+    def _best(self) -> tuple[int, int, int, float] | None:
+        best = None
+        for t in range(self.k):
+            for node, leaf in self.leaves[t].items():
+                if leaf.best_cut < 0:
+                    continue
+                key = (-leaf.best_benefit, t, node, leaf.best_cut)
+                if best is None or key < best:
+                    best = key
+        if best is None:
+            return None
+        return best[1], best[2], best[3], -best[0]
+
+    def _new_ktuples(self, rows_true: np.ndarray, rows_false: np.ndarray) -> np.ndarray:
+        """k-tuple ids present on both sides of the split: each becomes two k-tuples."""
+        return np.intersect1d(self.kcode[rows_true], self.kcode[rows_false])
+
+    def run(self) -> list[PartitionTree]:
+        self.stats.initial_cost = self.current_cost()
+        while True:
+            choice = self._best()
+            if choice is None:
+                self.stats.stopped_by = "no split with positive benefit"
+                break
+            t, node, c, benefit = choice
+            rows = self.leaves[t][node].rows
+            m = self.masks[c, rows]
+            rows_t, rows_f = rows[m], rows[~m]
+            both = self._new_ktuples(rows_t, rows_f)
+            if self.max_ktuples is not None and self.num_ktuples + len(both) > self.max_ktuples:
+                self.stats.stopped_by = f"max_ktuples={self.max_ktuples} reached"
+                break
+            self._apply(t, node, c, rows_t, rows_f)
+            # Rows on the NOT-TRUE side of a split k-tuple get a fresh k-tuple id.
+            if len(both):
+                moved = rows_f[np.isin(self.kcode[rows_f], both)]
+                _, inv = np.unique(self.kcode[moved], return_inverse=True)
+                self.kcode[moved] = self.num_ktuples + inv
+                self.num_ktuples += len(both)
+            self.stats.splits += 1
+            self.stats.history.append((t, node, c, benefit))
+        self.stats.ktuples = self.num_ktuples
+        self.stats.final_cost = self.current_cost()
+        return self.trees
+
+    def _apply(self, t: int, node: int, c: int, rows_t: np.ndarray, rows_f: np.ndarray) -> None:
+        # Scan delta: decisive queries stop scanning the skipped side's rows of this leaf.
+        skip_true = np.flatnonzero(~self.may_true[:, c])
+        skip_not = np.flatnonzero(~self.may_not[:, c])
+        d_true = self.scan[np.ix_(skip_true, rows_t)] if len(skip_true) else None
+        d_not = self.scan[np.ix_(skip_not, rows_f)] if len(skip_not) else None
+        if d_true is not None:
+            self.scan[np.ix_(skip_true, rows_t)] = False
+        if d_not is not None:
+            self.scan[np.ix_(skip_not, rows_f)] = False
+
+        # Other trees: subtract the delta from the caches of the leaves holding those rows.
+        for t2 in range(self.k):
+            if t2 == t:
+                continue
+            touched: set[int] = set()
+            for qs, rows, delta in ((skip_true, rows_t, d_true), (skip_not, rows_f, d_not)):
+                if delta is None or not delta.any():
+                    continue
+                lf = self.leaf_of[t2, rows]
+                order = np.argsort(lf, kind="stable")
+                ids, starts = np.unique(lf[order], return_index=True)
+                ends = np.append(starts[1:], len(order))
+                for leaf_id, s, e in zip(ids, starts, ends):
+                    leaf = self.leaves[t2][int(leaf_id)]
+                    if leaf.A is None:
+                        continue
+                    sel = order[s:e]
+                    dd = delta[:, sel]
+                    if not dd.any():
+                        continue
+                    leaf.A[qs] -= dd.astype(np.float32) @ self.masks_t[rows[sel]]
+                    leaf.S[qs] -= dd.sum(axis=1)
+                    touched.add(int(leaf_id))
+            for leaf_id in touched:
+                self._score(self.leaves[t2][leaf_id])
+
+        # The split tree: replace the leaf by its two children.
+        tree = self.trees[t]
+        tn, fn = tree.split(node, _CutRef(c))
+        del self.leaves[t][node]
+        self.leaf_of[t, rows_t] = tn
+        self.leaf_of[t, rows_f] = fn
+        self.leaves[t][tn] = self._fill(rows_t)
+        self.leaves[t][fn] = self._fill(rows_f)
+
+
+@dataclass(frozen=True)
+class _CutRef:
+    """Placeholder node content while building (index into the candidate list)."""
+
+    index: int
+
+    @property
+    def key(self) -> str:
+        return f"#{self.index}"
+
+
+def build_trees(
+    sample: Any,
+    cuts: Sequence[Any],
+    queries: Iterable[Any],
+    k: int,
+    min_leaf_rows: int,
+    max_ktuples: int | None = 10_000,
+    *,
+    masks: np.ndarray | None = None,
+    sides: SideMatrix | None = None,
+    stats: dict | None = None,
+) -> list[PartitionTree]:
+    """§6.1: k partitioning trees over ``cuts`` for the workload ``queries`` on ``sample``.
+
+    ``queries``: filters, ``(filter, weight)`` pairs or ``WeightedQuery``. With k = 1 and
+    ``min_leaf_rows`` = b this is the qd-tree / MTO greedy tree. ``masks`` (C × n) and
+    ``sides`` may be passed precomputed. If ``stats`` is a dict it receives the run's numbers.
+    """
+    filters, weights = normalize_queries(queries)
+    cuts = list(cuts)
+    keys = [c.key for c in cuts]
+    if len(set(keys)) != len(keys):
+        dup = sorted({x for x in keys if keys.count(x) > 1})[:3]
+        raise ValueError(f"candidate cuts must have unique keys; duplicated: {dup}")
+    if masks is None:
+        masks = evaluate_cuts(cuts, sample)
+    if sides is None:
+        sides = side_matrix(filters, cuts)
+    td = TopDown(np.asarray(masks, dtype=bool), sides, weights, k, min_leaf_rows, max_ktuples)
+    trees = td.run()
+    # Swap the index placeholders for the real cut objects.
+    for tree in trees:
+        tree.node_cut = [None if ref is None else cuts[ref.index] for ref in tree.node_cut]
+    if stats is not None:
+        stats.update(
+            splits=td.stats.splits,
+            initial_cost=td.stats.initial_cost,
+            final_cost=td.stats.final_cost,
+            ktuples=td.stats.ktuples,
+            stopped_by=td.stats.stopped_by,
+            history=list(td.stats.history),
+            scan=td.scan,
+            kept_queries=np.flatnonzero((weights > 0) & ~sides.unsatisfiable),
+        )
+    return trees
+

@@ -100,8 +100,11 @@ class _Merger:
         self.version = np.zeros(n, dtype=np.int64)
         self.cost = self._cost_of(np.arange(n))
         self.members: list[list[int]] = [[i] for i in range(n)]
-        self.cand: list[list[tuple[float, int, int]] | None] = [None] * n  # sorted (Δ, j, ver_j)
-        self.floor = np.full(n, np.inf)  # every block not in cand[i] has Δ(i, ·) ≥ floor[i]
+        # cand[i]: i's best partners as sorted (Δ, rows_j, j, version_j) — the heap's tie order.
+        # floor_key[i]: every block not in cand[i] sorts at or after it; floor[i] is its Δ.
+        self.cand: list[list[tuple[float, int, int, int]] | None] = [None] * n
+        self.floor = np.full(n, np.inf)
+        self.floor_key: list[tuple[float, int, int]] = [(np.inf, 0, 0)] * n
         self.heap: list[tuple[float, int, int, int, int, int]] = []
         self.merges = 0
         self.full_recomputes = 0
@@ -130,18 +133,22 @@ class _Merger:
         """Candidate list of i from a full row of Δ."""
         finite = np.flatnonzero(np.isfinite(d))
         if len(finite) > self.m:
-            part = finite[np.argpartition(d[finite], self.m)[: self.m + 1]]
-            order = np.lexsort((part, d[part]))
+            # Everything tied with the (m+1)-th Δ is kept for the exact (Δ, rows, id) order.
+            kth = np.partition(d[finite], self.m)[self.m]
+            part = finite[d[finite] <= kth]
+            order = np.lexsort((part, self.rows[part], d[part]))
             top, rest = part[order[: self.m]], part[order[self.m]]
             self.floor[i] = d[rest]
+            self.floor_key[i] = (float(d[rest]), int(self.rows[rest]), int(rest))
         else:
-            top = finite[np.lexsort((finite, d[finite]))]
+            top = finite[np.lexsort((finite, self.rows[finite], d[finite]))]
             self.floor[i] = np.inf
-        self.cand[i] = [(float(d[j]), int(j), int(self.version[j])) for j in top]
+            self.floor_key[i] = (np.inf, 0, 0)
+        self.cand[i] = [(float(d[j]), int(self.rows[j]), int(j), int(self.version[j])) for j in top]
         self.full_recomputes += 1
 
-    def _valid(self, entry: tuple[float, int, int]) -> bool:
-        return bool(self.alive[entry[1]]) and self.version[entry[1]] == entry[2]
+    def _valid(self, entry: tuple[float, int, int, int]) -> bool:
+        return bool(self.alive[entry[2]]) and self.version[entry[2]] == entry[3]
 
     def _push_best(self, i: int) -> None:
         """Push i's true best partner; recompute its list if none of it is still valid."""
@@ -155,7 +162,7 @@ class _Merger:
             lst = self.cand[i]
             if not lst:
                 return
-        d, j, vj = lst[0]
+        d, _, j, vj = lst[0]
         heapq.heappush(self.heap, (d, int(self.rows[i] + self.rows[j]), i, j, int(self.version[i]), vj))
 
     def _small(self, i: int) -> bool:
@@ -177,7 +184,7 @@ class _Merger:
             if not self._small(i) or self.version[i] != vi:
                 continue  # stale: i merged or grew since
             lst = self.cand[i]
-            head_ok = lst and self._valid(lst[0]) and lst[0][1] == j and lst[0][2] == vj
+            head_ok = lst and self._valid(lst[0]) and lst[0][2] == j and lst[0][3] == vj
             if not head_ok:
                 if not (self.alive[j] and self.version[j] == vj):
                     self._push_best(i)  # partner gone: next valid candidate (or recompute)
@@ -209,20 +216,21 @@ class _Merger:
         else:
             self.floor[s] = -np.inf
         # Offer the new block to every small block whose list it beats (Δ is symmetric).
-        offer = np.flatnonzero(self.alive & (self.rows < self.b) & (d < self.floor))
+        offer = np.flatnonzero(self.alive & (self.rows < self.b) & (d <= self.floor))
         for i in offer:
             i = int(i)
-            if i == s:
-                continue
+            entry = (float(d[i]), int(self.rows[s]), s, int(self.version[s]))
             lst = self.cand[i]
-            if lst is None:
+            if i == s or lst is None or entry[:3] >= self.floor_key[i]:
                 continue
             lst[:] = [e for e in lst if self._valid(e)]
             old_head = lst[0] if lst else None
-            bisect.insort(lst, (float(d[i]), s, int(self.version[s])))
+            bisect.insort(lst, entry)
             while len(lst) > self.m:
                 dropped = lst.pop()
-                self.floor[i] = min(self.floor[i], dropped[0])
+                if dropped[:3] < self.floor_key[i]:
+                    self.floor_key[i] = dropped[:3]
+                    self.floor[i] = dropped[0]
             if lst[0] != old_head:
                 self._push_best(i)
 

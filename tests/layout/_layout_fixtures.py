@@ -97,25 +97,26 @@ class Box:
         return out
 
 
-def fig2_table(n: int = 500, seed: int = 0, outliers: int = 25) -> pa.Table:
-    """Two correlated columns (Y ≈ X + noise) with a few outliers, as in Fig. 2a."""
+def fig2_table(seed: int = 0) -> pa.Table:
+    """Fig. 2a: 500 tuples, Y ≈ X + noise (400 tuples, 100 per quarter of the diagonal) and 100
+    outliers whose X and Y lie in different quarters (8-9 per off-diagonal cell)."""
     rng = np.random.default_rng(seed)
-    x = rng.uniform(0, 100, n)
-    y = np.clip(x + rng.normal(0, 3, n), 0, 100)
-    idx = rng.choice(n, outliers, replace=False)
-    y[idx] = rng.uniform(0, 100, outliers)
-    return pa.table({"x": x, "y": y})
+    xs, ys = [], []
+    for q in range(4):
+        x = rng.uniform(25 * q, 25 * q + 25, 100)
+        xs.append(x)
+        ys.append(np.clip(x + rng.normal(0, 3, 100), 25 * q, 25 * q + 24.99))
+    cells = [(a, b) for a in range(4) for b in range(4) if a != b]
+    for i, (a, b) in enumerate(cells):
+        c = 9 if i < 4 else 8
+        xs.append(25 * a + rng.uniform(0, 25, c))
+        ys.append(25 * b + rng.uniform(0, 25, c))
+    return pa.table({"x": np.concatenate(xs), "y": np.concatenate(ys)})
 
 
-def fig2_workload(num: int = 200, width: float = 4.0, seed: int = 1) -> list[Box]:
-    """Half narrow ranges on X, half on Y, uniformly placed."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(num):
-        lo = float(np.round(rng.uniform(0, 100 - width), 1))
-        col = "x" if i % 2 == 0 else "y"
-        out.append(Box.of(**{col: (lo, lo + width)}))
-    return out
+def fig2_workload() -> list[Box]:
+    """Half the queries a narrow range on X, half on Y, uniformly over the data space."""
+    return [Box.of(**{c: (5 * j, 5 * j + 4.9)}) for j in range(20) for c in ("x", "y")]
 
 
 def candidate_cuts(filters: list[Box]) -> list:

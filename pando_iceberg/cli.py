@@ -1,0 +1,182 @@
+"""The ``pando`` command. Every sub-command has ``--help``; ``--json`` gives machine output.
+
+Exit codes: 0 success, 1 the operation failed (Spark/Iceberg error, wrong result), 2 bad
+input (usage, configuration, SQL that does not parse, unknown table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from . import __version__
+from .config import ConfigError, PandoConfig, load_config
+from .output import emit
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_BAD_INPUT):
+        super().__init__(message)
+        self.code = code
+
+
+def _progress(args) -> Callable[[str], None]:
+    quiet = args.json or not sys.stderr.isatty()
+
+    def say(msg: str) -> None:
+        if not quiet:
+            print(f"… {msg}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def _config(args) -> PandoConfig:
+    return load_config(config_file=args.config, home=args.home,
+                       overrides={"spark": {"master": args.master}})
+
+
+def cmd_init(args) -> int:
+    from .catalog import load_catalog
+
+    cfg = _config(args)
+    cat = load_catalog(cfg)  # creates the embedded catalog.db and warehouse
+    d = cfg.describe()
+    rows = [("home", d["home"]), ("config", d["source"]), ("catalog", f"{d['catalog']['name']} ({d['catalog']['type']})"),
+            ("catalog uri", d["catalog"]["uri"]), ("warehouse", d["catalog"]["warehouse"]),
+            ("spark master", d["spark"]["master"]), ("namespaces", ", ".join(".".join(n) for n in cat.list_namespaces()) or "-")]
+    emit(["setting", "value"], rows, args.json, title="pando lakehouse ready")
+    return EXIT_OK
+
+
+def cmd_tables(args) -> int:
+    from .catalog import load_catalog
+
+    cat = load_catalog(_config(args))
+    rows = []
+    for ns in cat.list_namespaces():
+        for ident in cat.list_tables(ns):
+            tbl = cat.load_table(ident)
+            snap = tbl.current_snapshot()
+            summary = snap.summary if snap else None
+            rows.append((".".join(ident), int(summary.get("total-records", 0)) if summary else 0,
+                         int(summary.get("total-data-files", 0)) if summary else 0,
+                         tbl.properties.get("pando.layout-id", "")))
+    emit(["table", "rows", "data_files", "pando_layout"], rows, args.json)
+    return EXIT_OK
+
+
+def cmd_sql(args) -> int:
+    from .spark.session import spark_session
+
+    cfg = _config(args)
+    with spark_session(cfg) as spark:
+        t0 = time.time()
+        df = spark.sql(args.statement)
+        rows = [tuple(r) for r in df.limit(args.limit + 1).collect()]
+        elapsed = time.time() - t0
+        truncated = len(rows) > args.limit
+        emit(df.columns, rows[: args.limit], args.json,
+             extra={"seconds": round(elapsed, 3), **({"truncated_at": args.limit} if truncated else {})})
+    return EXIT_OK
+
+
+def cmd_load_tpch(args) -> int:
+    from .spark.session import spark_session
+    from .tpch import expected_row_count, load_tpch
+
+    cfg = _config(args)
+    with spark_session(cfg) as spark:
+        t0 = time.time()
+        loaded = load_tpch(spark, args.sf, namespace=args.namespace, replace=args.replace, progress=_progress(args))
+        rows = [(f"{args.namespace}.{t.table}", t.rows, expected_row_count(t.table, args.sf), t.files, round(t.seconds, 1))
+                for t in loaded]
+        emit(["table", "rows", "expected_rows", "data_files", "seconds"], rows, args.json,
+             extra={"scale_factor": args.sf, "total_seconds": round(time.time() - t0, 1)})
+        bad = [r for r in rows if r[2] is not None and r[1] != r[2]]
+        if bad:
+            raise CliError(f"row counts differ from TPC-H's for {[r[0] for r in bad]}", EXIT_FAILED)
+    return EXIT_OK
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(_config(args), sf=args.sf, as_json=args.json, progress=_progress(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # Global options may stand before or after the sub-command; SUPPRESS keeps a sub-parser's
+    # missing value from overwriting one given before it.
+    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    common.add_argument("--home", help="embedded lakehouse directory (default: $PANDO_HOME or ./.pando)")
+    common.add_argument("--config", help="pando.yaml to use (default: $PANDO_CONFIG, <home>/pando.yaml, ./pando.yaml)")
+    common.add_argument("--master", help="Spark master: local[*] (default), local[N], spark://host:port")
+    common.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+    p = argparse.ArgumentParser(prog="pando", description="Pando learned multi-tree layouts for Apache Iceberg tables.",
+                                parents=[common])
+    p.add_argument("--version", action="version", version=f"pando-iceberg {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    s = sub.add_parser("init", parents=[common], help="create the embedded lakehouse (catalog + warehouse)")
+    s.set_defaults(func=cmd_init)
+    s = sub.add_parser("tables", parents=[common], help="list the catalog's tables with rows, files and layout")
+    s.set_defaults(func=cmd_tables)
+    s = sub.add_parser("sql", parents=[common], help="run a Spark SQL statement and print its result")
+    s.add_argument("statement", help="Spark SQL text")
+    s.add_argument("--limit", type=int, default=100, help="print at most this many rows (default 100)")
+    s.set_defaults(func=cmd_sql)
+    s = sub.add_parser("load-tpch", parents=[common], help="generate TPC-H and load all 8 tables as Iceberg tables")
+    s.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1)")
+    s.add_argument("--namespace", default="tpch", help="namespace for the tables (default tpch)")
+    s.add_argument("--replace", action="store_true", help="drop and reload tables that exist")
+    s.set_defaults(func=cmd_load_tpch)
+    s = sub.add_parser("demo", parents=[common], help="the main job on the embedded lakehouse (see README)")
+    s.add_argument("--sf", type=float, default=0.1, help="TPC-H scale factor (default 0.1)")
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for name, default in (("home", None), ("config", None), ("master", None), ("json", False)):
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    try:
+        return args.func(args)
+    except CliError as e:
+        print(f"pando: error: {e}", file=sys.stderr)
+        return e.code
+    except ConfigError as e:
+        print(f"pando: configuration error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as e:  # noqa: BLE001 - the CLI's contract is a message and an exit code
+        if os.environ.get("PANDO_DEBUG"):
+            raise
+        code, msg = _classify(e)
+        print(f"pando: error: {msg}", file=sys.stderr)
+        return code
+
+
+def _classify(e: Exception) -> tuple[int, str]:
+    name = type(e).__name__
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else name
+    if name in ("ParseException", "AnalysisException", "NoSuchTableError", "NoSuchNamespaceError"):
+        return EXIT_BAD_INPUT, f"{name}: {msg}"
+    if name == "SparkSqlError":
+        kind = getattr(e, "kind", "")
+        return (EXIT_BAD_INPUT if kind in ("ParseException", "AnalysisException") else EXIT_FAILED), msg
+    if name == "SparkSetupError":
+        return EXIT_BAD_INPUT, msg
+    return EXIT_FAILED, f"{name}: {msg}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

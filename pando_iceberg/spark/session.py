@@ -1,0 +1,167 @@
+"""Spark session factory: Iceberg runtime + SQL extensions, the configured catalog, 2-core defaults.
+
+Everything that starts a JVM goes through :func:`spark_session` so jars, loopback binding and
+the catalog are set in exactly one place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+from ..config import ConfigError, PandoConfig, ensure_local_dirs, prepare_embedded_catalog
+
+ICEBERG_JAR_PACKAGE = "snowpark_connect_deps_iceberg"
+ICEBERG_JAR_PREFIX = "iceberg-spark-runtime-3.5_2.12-"
+
+
+class SparkSetupError(RuntimeError):
+    """Spark cannot start: the message says which prerequisite is missing and how to get it."""
+
+
+class SparkSqlError(RuntimeError):
+    """A Spark/Iceberg error, with its message captured while the JVM was still running."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+
+
+def iceberg_runtime_jar() -> Path:
+    """The Iceberg Spark runtime jar shipped by the pinned PyPI package (found, never hard-coded)."""
+    try:
+        jars = importlib.resources.files(ICEBERG_JAR_PACKAGE) / "jars"
+    except ModuleNotFoundError:
+        raise SparkSetupError(f"Python package {ICEBERG_JAR_PACKAGE!r} is missing; run scripts/bootstrap.sh "
+                              "(it installs snowpark-connect-deps-iceberg==1.0.2)") from None
+    found = sorted(p for p in jars.iterdir() if p.name.startswith(ICEBERG_JAR_PREFIX) and p.name.endswith(".jar"))
+    if not found:
+        raise SparkSetupError(f"no {ICEBERG_JAR_PREFIX}*.jar inside {jars}; reinstall snowpark-connect-deps-iceberg==1.0.2")
+    return Path(str(found[-1]))
+
+
+def java_executable() -> str:
+    """Java 17 for Spark's JVM: $JAVA_HOME/bin/java or `java` on PATH, else a clear error."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        cand = Path(java_home) / "bin" / "java"
+        if cand.exists():
+            return str(cand)
+        raise SparkSetupError(f"JAVA_HOME={java_home!r} has no bin/java; unset it or point it at a Java 17 install "
+                              "(Debian: apt-get install openjdk-17-jre-headless)")
+    java = shutil.which("java")
+    if java is None:
+        raise SparkSetupError("Java is missing: Spark needs a Java 17 runtime on PATH or in JAVA_HOME "
+                              "(Debian: apt-get install openjdk-17-jre-headless; scripts/bootstrap.sh does this)")
+    return java
+
+
+def build_conf(cfg: PandoConfig, app_name: str = "pando-iceberg", quiet: bool = True) -> dict[str, str]:
+    """Every Spark setting of a pando session, as a plain dict (inspectable without a JVM)."""
+    jars = [str(iceberg_runtime_jar())]
+    for jar in cfg.jdbc_driver_jars():
+        if not Path(jar).exists():
+            pkg = "libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni" if "sqlite" in jar else "libpostgresql-jdbc-java"
+            raise SparkSetupError(f"JDBC driver {jar} for catalog.uri is missing (Debian: apt-get install {pkg}; "
+                                  "scripts/bootstrap.sh does this)")
+        jars.append(jar)
+    conf = {
+        "spark.app.name": app_name,
+        "spark.master": cfg.spark.master,
+        "spark.jars": ",".join(jars),
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.driver.memory": cfg.spark.driver_memory,
+        "spark.sql.shuffle.partitions": str(cfg.spark.shuffle_partitions),
+        "spark.default.parallelism": str(cfg.spark.shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        # Servers bind to loopback only (STACK.md: network hygiene).
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false" if quiet else "true",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # Iceberg writes: keep local parallelism small and files sorted within tasks only when asked.
+        "spark.sql.iceberg.handle-timestamp-without-timezone": "true",
+    }
+    if quiet:
+        log4j = Path(__file__).with_name("log4j2.properties")
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+        conf["spark.executor.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    conf.update(cfg.spark_conf())
+    conf.update({k: str(v) for k, v in cfg.spark.conf.items()})
+    return conf
+
+
+def start_spark(cfg: PandoConfig, app_name: str = "pando-iceberg", quiet: bool = True):
+    """Start (or return the already running) SparkSession for this configuration."""
+    java = java_executable()
+    try:
+        subprocess.run([java, "-version"], check=True, capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise SparkSetupError(f"Java at {java!r} does not run ({e}); install openjdk-17-jre-headless") from None
+    if cfg.embedded:
+        prepare_embedded_catalog(cfg)
+    elif cfg.local_warehouse is not None:
+        ensure_local_dirs(cfg)
+    conf = build_conf(cfg, app_name, quiet)
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Executors' Python must be this interpreter (it has pando_iceberg and pyarrow).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    if quiet:
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@contextlib.contextmanager
+def spark_session(cfg: PandoConfig, app_name: str = "pando-iceberg", quiet: bool = True) -> Iterator[object]:
+    """``with spark_session(cfg) as spark:`` — starts Spark and always stops it on exit."""
+    from pyspark.errors.exceptions.captured import CapturedException
+
+    spark = start_spark(cfg, app_name, quiet)
+    try:
+        yield spark
+    except CapturedException as e:
+        # str() of a captured exception needs the JVM, which is about to stop.
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        kind = type(e).__name__
+        if "initialized without view support" in first:
+            # Iceberg's JDBC catalog (V0 schema) answers a lookup of a missing table this way.
+            kind, first = "AnalysisException", ("a table or view named in the statement does not exist "
+                                                "(Iceberg's JDBC catalog has no views; check the table names with `pando tables`)")
+        raise SparkSqlError(kind, first) from None
+    finally:
+        stop_spark(spark)
+
+
+def stop_spark(spark) -> None:
+    """Stop the session and the py4j gateway so a later start gets a fresh JVM with new settings."""
+    from pyspark import SparkContext
+
+    spark.stop()
+    gw = SparkContext._gateway
+    if gw is not None:
+        try:
+            gw.shutdown()
+        except Exception:  # the JVM may already be gone
+            pass
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+
+
+__all__ = ["ConfigError", "SparkSetupError", "SparkSqlError", "build_conf", "iceberg_runtime_jar", "java_executable",
+           "spark_session", "start_spark", "stop_spark"]

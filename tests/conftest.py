@@ -1,0 +1,46 @@
+"""Shared fixtures: one embedded lakehouse and one Spark session per test run.
+
+Spark is real (local[2], Iceberg runtime, JDBC catalog on SQLite) and pyiceberg points at the
+same catalog: nothing the product drives is mocked.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture(scope="session")
+def lakehouse_cfg(tmp_path_factory):
+    from pando_iceberg.config import load_config
+
+    home = tmp_path_factory.mktemp("lakehouse")
+    return load_config(home=home, env={}, overrides={"spark": {"master": "local[2]", "driver_memory": "2g"}})
+
+
+@pytest.fixture(scope="session")
+def spark(lakehouse_cfg):
+    from pando_iceberg.spark.session import start_spark, stop_spark
+
+    session = start_spark(lakehouse_cfg, app_name="pando-tests")
+    yield session
+    stop_spark(session)
+
+
+@pytest.fixture(scope="session")
+def catalog(lakehouse_cfg):
+    from pando_iceberg.catalog import load_catalog
+
+    return load_catalog(lakehouse_cfg)
+
+
+@pytest.fixture(scope="session")
+def tpch(spark):
+    """TPC-H SF 0.01 loaded once into namespace ``tpch`` (read-only for tests)."""
+    from pando_iceberg.tpch import load_tpch
+
+    loaded = load_tpch(spark, 0.01, namespace="tpch")
+    return {t.table: t for t in loaded}

@@ -77,6 +77,10 @@ class _Binder:
     def bind(self, node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Paren):
             return self.bind(node.this)
+        if node.args.get("negate"):  # sqlglot spells `s NOT LIKE p` as Like(negate=True)
+            positive = node.copy()
+            positive.set("negate", None)
+            return self.bind(exp.Not(this=positive))
         if isinstance(node, _NONDETERMINISTIC):
             raise self.fail(f"non-deterministic expression {node.sql(DIALECT)} cannot be a cut")
         if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)) or (

@@ -23,6 +23,10 @@ from pando_iceberg.expr.values import TypedValue
 DISCRETE_KINDS = frozenset({"int", "date", "timestamp", "timestamp_ntz", "bool"})
 
 
+def is_discrete(kind: str) -> bool:
+    return kind in DISCRETE_KINDS or kind.startswith("decimal:")
+
+
 def key_of(v: TypedValue, kind: str) -> Any:
     """The universe key of a literal already typed against a term of `kind`."""
     if kind == "float":
@@ -34,6 +38,8 @@ def key_of(v: TypedValue, kind: str) -> Any:
         return (1, Fraction(f))
     if kind in ("int", "decimal"):
         return Fraction(v.value)
+    if kind.startswith("decimal:"):  # a decimal column: count in units of its scale
+        return Fraction(v.value) * 10 ** int(kind[8:])
     if kind == "bool":
         return int(bool(v.value))
     return v.value

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 from sqlglot import exp
 
-from pando_iceberg.expr.domain import DISCRETE_KINDS, Domain, Span, key_of
+from pando_iceberg.expr.domain import Domain, Span, is_discrete, key_of
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.evaluate import Context, eval_node
 from pando_iceberg.expr.values import fold
@@ -222,14 +222,28 @@ class AtomTable:
         self.ctx = Context(schema.empty_table())
         self._cache: dict[str, Constraint | Pair | Opaque] = {}
         self._kinds: dict[str, str] = {}
+        self._by_id: dict[int, tuple[exp.Expression, Any]] = {}
 
     def kind(self, node: exp.Expression) -> str:
+        """The term's kind; a decimal column's is "decimal:<scale>", a discrete universe
+        (its values are multiples of 10^-scale)."""
         key = node.sql(DIALECT)
         if key not in self._kinds:
-            self._kinds[key] = eval_node(node, self.ctx).kind
+            v = eval_node(node, self.ctx)
+            self._kinds[key] = f"decimal:{v.scale}" if v.kind == "decimal" and isinstance(node, exp.Column) else v.kind
         return self._kinds[key]
 
     def classify(self, node: exp.Expression) -> Constraint | Pair | Opaque:
+        # DNFs are cached, so the same node objects come back: look them up by identity
+        # first (rendering SQL is the expensive part), then by canonical SQL.
+        hit = self._by_id.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        atom = self._classify_by_sql(node)
+        self._by_id[id(node)] = (node, atom)
+        return atom
+
+    def _classify_by_sql(self, node: exp.Expression) -> Constraint | Pair | Opaque:
         key = node.sql(DIALECT)
         if key not in self._cache:
             try:
@@ -356,7 +370,7 @@ class _State:
                 column = exp.column(col)
                 self.restrict(column.sql(DIALECT), self.atoms.kind(column), Domain.non_null())
         for term, (kind, dom) in self.domains.items():
-            if dom.is_empty(kind in DISCRETE_KINDS):
+            if dom.is_empty(is_discrete(kind)):
                 return False
         # A pair that must be NULL while both operands are non-NULL is empty.
         for key, rels in self.relations.items():

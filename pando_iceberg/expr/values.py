@@ -392,6 +392,17 @@ def fold(node: exp.Expression) -> TypedValue | None:
     return None
 
 
+_TYPES: dict[str, exp.DataType] = {}
+
+
+def _dtype(name: str) -> exp.DataType:
+    """A cached DataType (building one parses SQL)."""
+    if name not in _TYPES:
+        _TYPES[name] = exp.DataType.build(name) if name != "TIMESTAMP_NTZ" else exp.DataType(
+            this=exp.DataType.Type.TIMESTAMPNTZ)
+    return _TYPES[name].copy()
+
+
 def render(v: TypedValue, *, compared_to_float: bool = False) -> exp.Expression:
     """Canonical SQL for a typed literal (Spark dialect)."""
     if v.kind == "null":
@@ -421,15 +432,15 @@ def render(v: TypedValue, *, compared_to_float: bool = False) -> exp.Expression:
             neg = text.startswith("-")
             lit = exp.Literal.number(text.lstrip("-"))
             return exp.Neg(this=lit) if neg else lit
-        return exp.Cast(this=exp.Literal.string(value_to_text(v)), to=exp.DataType.build("DOUBLE"))
+        return exp.Cast(this=exp.Literal.string(value_to_text(v)), to=_dtype("DOUBLE"))
     if v.kind == "string":
         return exp.Literal.string(v.value)
     if v.kind == "date":
-        return exp.Cast(this=exp.Literal.string(value_to_text(v)), to=exp.DataType.build("DATE"))
+        return exp.Cast(this=exp.Literal.string(value_to_text(v)), to=_dtype("DATE"))
     if v.kind == "timestamp":
         return exp.Cast(this=exp.Literal.string(micros_to_text(v.value, ntz=False)),
-                        to=exp.DataType.build("TIMESTAMP"))
+                        to=_dtype("TIMESTAMP"))
     if v.kind == "timestamp_ntz":
         return exp.Cast(this=exp.Literal.string(micros_to_text(v.value, ntz=True)),
-                        to=exp.DataType(this=exp.DataType.Type.TIMESTAMPNTZ))
+                        to=_dtype("TIMESTAMP_NTZ"))
     raise PandoExprError(f"cannot render a {v.kind} literal")

@@ -284,11 +284,27 @@ def parse_predicate(sql: str | exp.Expression) -> exp.Expression:
         raise PandoExprError(f"cannot parse predicate {sql!r}: {e}") from None
 
 
+def parenthesize(node: exp.Expression) -> exp.Expression:
+    """Add the parentheses sqlglot's generator does not add for hand-built trees, so that
+    the SQL text (the cut key) parses back to the same tree."""
+
+    def fix(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.And):
+            for key in ("this", "expression"):
+                if isinstance(n.args[key], exp.Or):
+                    n.set(key, exp.Paren(this=n.args[key]))
+        elif isinstance(n, exp.Not) and isinstance(n.this, (exp.And, exp.Or, exp.Not)):
+            n.set("this", exp.Paren(this=n.this))
+        return n
+
+    return node.transform(fix, copy=False)
+
+
 def bind(expr: str | exp.Expression, schema: pa.Schema, table: str | None = None) -> exp.Expression:
     """The canonical form of a single-table predicate; raises PandoExprError if it cannot
     be modeled."""
     binder = _Binder(schema, table)
-    bound = binder.bind(parse_predicate(expr))
+    bound = parenthesize(binder.bind(parse_predicate(expr)))
     kind = binder.kind_of(bound)
     if kind not in ("bool", "null"):
         raise binder.fail(f"{bound.sql(DIALECT)} is a {kind} expression, not a predicate")

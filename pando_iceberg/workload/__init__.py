@@ -1,0 +1,25 @@
+"""SQL workload → per-table filters, candidate cuts, join graph and join-induced cuts (§6.1, §7)."""
+
+from pando_iceberg.workload.parser import (
+    ArrowKeyProvider,
+    JoinEdge,
+    PandoWorkloadError,
+    UnsupportedPredicate,
+    Workload,
+    WorkloadQuery,
+    arrow_key_provider,
+    dimension_atoms,
+    parse_workload,
+)
+
+__all__ = [
+    "ArrowKeyProvider",
+    "JoinEdge",
+    "PandoWorkloadError",
+    "UnsupportedPredicate",
+    "Workload",
+    "WorkloadQuery",
+    "arrow_key_provider",
+    "dimension_atoms",
+    "parse_workload",
+]

@@ -1,0 +1,581 @@
+"""SQL workload → per-table filters, candidate cuts and join-induced cuts (§6.1, §7).
+
+Pipeline per statement (sqlglot's optimizer does the name resolution):
+1. parse; rename tables to their schema keys; `qualify` (every column gets its source);
+   `merge_subqueries` (CTEs and derived tables that are plain filters are inlined, so
+   `WITH x AS (SELECT .. FROM t WHERE p) SELECT .. FROM x WHERE q` reads t with p AND q).
+2. for every scope (root, subqueries, derived tables): split WHERE and inner-join ON into
+   conjuncts; a conjunct over one base-table occurrence is that occurrence's filter (an OR
+   group over one table stays one predicate); `a.x = b.y` between two inner-joined
+   occurrences is a join edge; anything else is reported in `Workload.unsupported`.
+3. FK→PK edges (the dimension side's column is its primary key) become JoinFilters of the
+   fact side, nested along chains (lineitem → orders → customer → nation).
+4. a table read several times in one query (self-joins, subqueries) gets the OR of its
+   occurrences' filters: the query reads the rows any occurrence needs.
+Outer joins: predicates on the nullable side are never used for the preserved side, and no
+JoinFilter is made across an outer join.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.optimizer.merge_subqueries import merge_subqueries
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope, traverse_scope
+
+from pando_iceberg.expr import Cut, CutOrigin, ExprCut, JoinFilter, LiteralCut, PandoExprError, TableFilter
+from pando_iceberg.expr import keys as keyset
+
+
+class PandoWorkloadError(ValueError):
+    """A workload statement cannot be parsed."""
+
+
+@dataclass(frozen=True)
+class UnsupportedPredicate:
+    query_sql: str
+    predicate_sql: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class JoinEdge:
+    """An inner equi-join `table.column = dim_table.dim_column` seen in a query."""
+
+    table: str
+    column: str
+    dim_table: str
+    dim_column: str
+
+
+@dataclass
+class WorkloadQuery:
+    sql: str
+    weight: float
+    filters: dict[str, TableFilter]
+    tables: list[str]
+    join_edges: list[JoinEdge] = field(default_factory=list)
+    # One filter per read of a table (self-joins, subqueries); `filters` is their OR.
+    occurrence_filters: dict[str, list[TableFilter]] = field(default_factory=dict)
+
+    def table_filters(self, table: str) -> list[TableFilter]:
+        return self.occurrence_filters.get(table) or ([self.filters[table]] if table in self.filters else [])
+
+
+KeyProvider = Callable[[str, str, TableFilter], Any]
+
+
+class Workload:
+    def __init__(self, queries: list[WorkloadQuery], unsupported: list[UnsupportedPredicate],
+                 schemas: dict[str, pa.Schema], primary_keys: dict[str, list[str]]):
+        self.queries = queries
+        self.unsupported = unsupported
+        self.schemas = schemas
+        self.primary_keys = primary_keys
+
+    def _table_key(self, table: str) -> str:
+        return _resolve_table(table, self.schemas)
+
+    def candidate_cuts(self, table: str) -> list[Cut]:
+        """§6.1: each query's predicate on `table` decomposed into simple predicates (no AND;
+        an OR group over the table stays one cut), deduplicated by key."""
+        key = self._table_key(table)
+        out: dict[str, Cut] = {}
+        for q in self.queries:
+            for f in q.table_filters(key):
+                for cut in f.candidate_cuts():
+                    out.setdefault(cut.key, cut)
+        return list(out.values())
+
+    def join_induced_cuts(self, table: str, key_provider: KeyProvider) -> list[LiteralCut]:
+        """§6.1/§7: the dimension predicates of the queries' FK→PK joins into `table`, one
+        literal cut per atom of each dimension filter (nested atoms reach along chains)."""
+        key = self._table_key(table)
+        seen: dict[str, tuple[str, str, str, TableFilter]] = {}
+        for q in self.queries:
+            for j in [j for f in q.table_filters(key) for j in f.joins]:
+                for atom in dimension_atoms(j.dim_filter):
+                    ident = f"{j.column}|{j.dim_table}|{j.dim_pk}|{atom.to_sql()}"
+                    seen.setdefault(ident, (j.column, j.dim_table, j.dim_pk, atom))
+        cuts: dict[str, LiteralCut] = {}
+        for column, dim, pk, atom in seen.values():
+            if not self._is_primary_key(dim, pk, key_provider):
+                continue
+            keys = key_provider(dim, pk, atom)
+            cut = LiteralCut(column, keys, CutOrigin(dim, pk, atom.to_sql(), None))
+            cuts.setdefault(cut.key, cut)
+        return list(cuts.values())
+
+    def _is_primary_key(self, dim: str, column: str, key_provider: Any) -> bool:
+        declared = self.primary_keys.get(dim)
+        if declared is not None:
+            return [c.lower() for c in declared] == [column.lower()]
+        check = getattr(key_provider, "is_unique", None)
+        return bool(check(dim, column)) if check is not None else False
+
+    def join_graph(self) -> list[JoinEdge]:
+        edges: dict[JoinEdge, None] = {}
+        for q in self.queries:
+            for e in q.join_edges:
+                edges.setdefault(e)
+        return list(edges)
+
+    def tables(self) -> list[str]:
+        return sorted({t for q in self.queries for t in q.tables})
+
+
+def dimension_atoms(f: TableFilter) -> list[TableFilter]:
+    """The atoms of a dimension filter, each as a filter of its own: its simple predicates,
+    and (multi-hop) each atom of every nested join as `col IN (SELECT pk FROM dim2 WHERE atom)`."""
+    out = [TableFilter(cut.expr, f.schema, table=f.table) for cut in f.candidate_cuts()]
+    for j in f.joins:
+        for inner in dimension_atoms(j.dim_filter):
+            out.append(TableFilter(None, f.schema, [JoinFilter(j.column, j.dim_table, j.dim_pk, inner)], f.table))
+    return out
+
+
+# ---------------------------------------------------------------- key providers
+
+
+class ArrowKeyProvider:
+    """Key sets computed on in-memory Arrow tables (tests, demos, samples). The Spark
+    pipeline supplies its own provider that runs SQL."""
+
+    def __init__(self, tables: dict[str, pa.Table]):
+        self.tables = tables
+
+    def _table(self, name: str) -> pa.Table:
+        key = _resolve_table(name, {k: None for k in self.tables})  # type: ignore[misc]
+        return self.tables[key]
+
+    def rows(self, dim_table: str, dim_filter: TableFilter) -> np.ndarray:
+        t = self._table(dim_table)
+        mask = dim_filter.evaluate(t)
+        for j in dim_filter.joins:  # multi-hop: recurse into the next dimension
+            inner = self(j.dim_table, j.dim_pk, j.dim_filter)
+            names = {n.lower(): n for n in t.schema.names}
+            mask &= keyset.member_mask(t.column(names[j.column]), keyset.normalize_keys(inner))
+        return mask
+
+    def __call__(self, dim_table: str, pk_column: str, dim_filter: TableFilter) -> np.ndarray:
+        t = self._table(dim_table)
+        names = {n.lower(): n for n in t.schema.names}
+        col = t.column(names[pk_column.lower()])
+        return col.filter(pa.array(self.rows(dim_table, dim_filter))).drop_null().to_numpy(zero_copy_only=False)
+
+    def is_unique(self, table: str, column: str) -> bool:
+        t = self._table(table)
+        names = {n.lower(): n for n in t.schema.names}
+        col = t.column(names[column.lower()])
+        return col.null_count == 0 and len(col.unique()) == len(col)
+
+
+def arrow_key_provider(tables: dict[str, pa.Table]) -> ArrowKeyProvider:
+    return ArrowKeyProvider(tables)
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _resolve_table(name: str, schemas: dict[str, Any]) -> str:
+    """The schema key for a table name: exact (case-insensitive), else by last name part
+    when unambiguous."""
+    low = name.lower()
+    for key in schemas:
+        if key.lower() == low:
+            return key
+    last = low.split(".")[-1]
+    matches = [k for k in schemas if k.lower().split(".")[-1] == last]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise KeyError(name)
+    raise PandoWorkloadError(f"table name {name!r} is ambiguous among {matches}")
+
+
+def _split_statements(text: str) -> list[str]:
+    """Split on `;` outside quotes and comments."""
+    out, buf, i, n = [], [], 0, len(text)
+    quote: str | None = None
+    while i < n:
+        ch = text[i]
+        if quote:
+            buf.append(ch)
+            if ch == "\\" and quote != "`" and i + 1 < n:
+                buf.append(text[i + 1])
+                i += 2
+                continue
+            if ch == quote:
+                quote = None
+        elif ch in "'\"`":
+            quote = ch
+            buf.append(ch)
+        elif text.startswith("--", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            buf.append(" ")
+            continue
+        elif ch == ";":
+            out.append("".join(buf))
+            buf = []
+        else:
+            buf.append(ch)
+        i += 1
+    out.append("".join(buf))
+    return [s.strip() for s in out if s.strip()]
+
+
+def _read_sources(sources: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    texts = []
+    for src in sources:
+        if isinstance(src, os.PathLike) or (isinstance(src, str) and "\n" not in src and len(src) < 4096
+                                             and os.path.isfile(src)):
+            with open(src, encoding="utf-8") as fh:
+                texts.append(fh.read())
+        else:
+            texts.append(str(src))
+    return texts
+
+
+def _arrow_to_sql_type(t: pa.DataType) -> str:
+    if pa.types.is_integer(t):
+        return "BIGINT"
+    if pa.types.is_floating(t):
+        return "DOUBLE"
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision}, {t.scale})"
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    if pa.types.is_date(t):
+        return "DATE"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMP"
+    return "STRING"
+
+
+_FLAT = re.compile(r"[^a-z0-9_]")
+
+
+def _flat_name(key: str) -> str:
+    return "pando_t_" + _FLAT.sub("_", key.lower())
+
+
+def parse_workload(sources: str | os.PathLike | Iterable[str | os.PathLike], schemas: dict[str, pa.Schema],
+                   dialect: str = "spark", primary_keys: dict[str, list[str]] | None = None) -> Workload:
+    pks = {_resolve_table(k, schemas): v for k, v in (primary_keys or {}).items()}
+    parser = _QueryParser(schemas, dialect, pks)
+    merged: dict[str, WorkloadQuery] = {}
+    unsupported: list[UnsupportedPredicate] = []
+    number = 0
+    for text in _read_sources(sources):
+        for stmt_text in _split_statements(text):
+            number += 1
+            try:
+                stmt = sqlglot.parse_one(stmt_text, read=dialect)
+            except sqlglot.errors.SqlglotError as e:
+                raise PandoWorkloadError(f"statement {number} cannot be parsed: {e}\n{stmt_text[:500]}") from None
+            if not isinstance(stmt, (exp.Select, exp.Union, exp.Intersect, exp.Except)) and not (
+                    isinstance(stmt, exp.Query)):
+                unsupported.append(UnsupportedPredicate(stmt_text, "", f"statement {number} is not a query"))
+                continue
+            normalized = stmt.sql(dialect=dialect)
+            if normalized in merged:  # repeated queries weigh more
+                merged[normalized].weight += 1
+                continue
+            query, problems = parser.parse(stmt, normalized, number)
+            unsupported.extend(problems)
+            merged[normalized] = query
+    return Workload(list(merged.values()), unsupported, schemas, pks)
+
+
+@dataclass
+class _Occurrence:
+    """One base-table occurrence (alias) in one scope."""
+
+    table: str  # schema key
+    alias: str
+    scope: Scope
+    predicates: list[exp.Expression] = field(default_factory=list)
+    nullable: bool = False  # the nullable side of an outer join
+    outer: bool = False  # takes part in an outer join (no JoinFilters across it)
+
+
+class _QueryParser:
+    def __init__(self, schemas: dict[str, pa.Schema], dialect: str, pks: dict[str, list[str]]):
+        self.schemas = schemas
+        self.dialect = dialect
+        self.pks = pks
+        self.flat_to_key = {_flat_name(k): k for k in schemas}
+        self.qualify_schema = {_flat_name(k): {f.name.lower(): _arrow_to_sql_type(f.type) for f in s}
+                               for k, s in schemas.items()}
+
+    def parse(self, stmt: exp.Expression, sql: str, number: int) -> tuple[WorkloadQuery, list[UnsupportedPredicate]]:
+        problems: list[UnsupportedPredicate] = []
+
+        def report(pred: exp.Expression | str, reason: str) -> None:
+            text = pred if isinstance(pred, str) else pred.sql(self.dialect)
+            problems.append(UnsupportedPredicate(sql, text, reason))
+
+        tree = stmt.copy()
+        cte_names = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        for t in list(tree.find_all(exp.Table)):
+            name = ".".join(p.name for p in t.parts)
+            if name.lower() in cte_names and not t.args.get("db"):
+                continue
+            try:
+                key = _resolve_table(name, self.schemas)
+            except KeyError:
+                raise PandoWorkloadError(f"statement {number}: unknown table {name!r}; known tables: "
+                                         f"{', '.join(self.schemas)}") from None
+            alias = t.alias or t.name
+            t.replace(exp.Table(this=exp.to_identifier(_flat_name(key)),
+                                alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        try:
+            tree = qualify(tree, schema=self.qualify_schema, dialect=self.dialect, validate_qualify_columns=True,
+                           identify=False)
+            tree = merge_subqueries(tree)
+        except sqlglot.errors.SqlglotError as e:
+            raise PandoWorkloadError(f"statement {number} cannot be resolved: {e}") from None
+
+        occurrences: list[_Occurrence] = []
+        edges: list[tuple[_Occurrence, str, _Occurrence, str]] = []
+        semi_joins: list[tuple[_Occurrence, str, exp.Expression]] = []
+        for scope in traverse_scope(tree):
+            self._scope(scope, occurrences, edges, semi_joins, report)
+
+        # Filters per occurrence, then JoinFilters along FK→PK edges (nested, no cycles).
+        base = {id(o): o for o in occurrences}
+
+        def occ_filter(o: _Occurrence, visiting: frozenset[int]) -> TableFilter:
+            preds = []
+            for p in o.predicates:
+                try:
+                    TableFilter(p, self.schemas[o.table], table=o.table)
+                    preds.append(p)
+                except PandoExprError as e:
+                    report(p, str(e))
+            joins = []
+            if not o.outer:
+                for a, col, b, dim_col in edges:
+                    if a is o and id(b) not in visiting and self._is_pk(b.table, dim_col) and not b.outer:
+                        joins.append(JoinFilter(col, b.table, dim_col, occ_filter(b, visiting | {id(o)})))
+            expr = exp.and_(*[_strip_qualifiers(p) for p in preds]) if preds else None
+            return TableFilter(expr, self.schemas[o.table], joins, o.table)
+
+        filters: dict[str, TableFilter] = {}
+        per_table: dict[str, list[TableFilter]] = {}
+        for o in base.values():
+            per_table.setdefault(o.table, []).append(occ_filter(o, frozenset()))
+        for table, fs in per_table.items():
+            filters[table] = fs[0] if len(fs) == 1 else _union_filters(fs, self.schemas[table], table)
+        for o, col, sub in semi_joins:
+            report(sub, "IN (subquery) on a non-primary-key column is not modeled as a join filter")
+        join_edges = [JoinEdge(a.table, col, b.table, dim_col) for a, col, b, dim_col in edges]
+        return WorkloadQuery(sql, 1.0, filters, sorted(per_table), join_edges, per_table), problems
+
+    def _is_pk(self, table: str, column: str) -> bool:
+        declared = self.pks.get(table)
+        return declared is not None and [c.lower() for c in declared] == [column.lower()]
+
+    def _scope(self, scope: Scope, occurrences: list[_Occurrence], edges: list, semi_joins: list,
+               report: Callable[[Any, str], None]) -> None:
+        select = scope.expression
+        if not isinstance(select, exp.Select):
+            return
+        occ: dict[str, _Occurrence] = {}
+        for alias, source in scope.sources.items():
+            if isinstance(source, exp.Table) and source.name in self.flat_to_key:
+                o = _Occurrence(self.flat_to_key[source.name], alias, scope)
+                occ[alias] = o
+                occurrences.append(o)
+
+        # Join structure: which aliases are nullable (outer joins), which ON clauses are inner.
+        conjuncts: list[tuple[exp.Expression, str]] = []  # (predicate, where it came from)
+        for join in select.args.get("joins") or []:
+            side = (join.side or "").upper()
+            kind = (join.kind or "").upper()
+            alias = join.this.alias_or_name
+            on = join.args.get("on")
+            if side in ("LEFT", "RIGHT", "FULL"):
+                left_aliases = [a for a in scope.selected_sources if a != alias]
+                nullable = [alias] if side == "LEFT" else left_aliases if side == "RIGHT" else [alias] + left_aliases
+                for a in [alias] + left_aliases:
+                    if a in occ:
+                        occ[a].outer = True
+                for a in nullable:
+                    if a in occ:
+                        occ[a].nullable = True
+                if on is not None:
+                    for c in _conjuncts(on):
+                        refs = _aliases(c, occ, scope)
+                        # An ON predicate of a LEFT join over the nullable side alone decides which
+                        # of its rows can appear at all: a valid filter for it (not FULL joins).
+                        if side != "FULL" and refs == {alias if side == "LEFT" else ""} and not _has_subquery(c):
+                            occ[alias].predicates.append(c)
+                        elif side == "RIGHT" and len(refs) == 1 and next(iter(refs)) in left_aliases \
+                                and not _has_subquery(c):
+                            occ[next(iter(refs))].predicates.append(c)
+                continue
+            if kind in ("SEMI", "ANTI"):
+                report(join, f"{kind} join is not modeled")
+                continue
+            if on is not None:
+                conjuncts += [(c, "on") for c in _conjuncts(on)]
+            if join.args.get("using"):
+                report(join, "JOIN ... USING is not modeled")
+        where = select.args.get("where")
+        if where is not None:
+            conjuncts += [(c, "where") for c in _conjuncts(where.this)]
+        if select.args.get("having") is not None:
+            report(select.args["having"].this, "HAVING filters groups, not table rows")
+
+        for c, origin in conjuncts:
+            if _has_subquery(c):
+                self._subquery_conjunct(c, occ, scope, edges, semi_joins, report, occurrences)
+                continue
+            refs = _aliases(c, occ, scope)
+            if refs is None:
+                report(c, "references a derived table or outer query column that is not a base table")
+                continue
+            if len(refs) == 0:
+                if not (isinstance(c, exp.Boolean) and c.this):
+                    report(c, "references no base-table column (constant or non-deterministic predicate)")
+                continue
+            if len(refs) == 1:
+                o = occ[next(iter(refs))]
+                if o.nullable and origin == "where":
+                    report(c, "predicate on the nullable side of an outer join is not used as a filter")
+                    continue
+                o.predicates.append(c)
+                continue
+            if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column) \
+                    and len(refs) == 2:
+                a, b = occ[c.this.table], occ[c.expression.table]
+                if not (a.nullable or b.nullable):
+                    edges.append((a, c.this.name.lower(), b, c.expression.name.lower()))
+                    edges.append((b, c.expression.name.lower(), a, c.this.name.lower()))
+                continue
+            if isinstance(c, exp.Or) and self._project_or(c, occ, scope, edges, origin):
+                continue
+            report(c, "multi-table predicate that is not an equi-join")
+
+    def _project_or(self, c: exp.Expression, occ: dict[str, _Occurrence], scope: Scope, edges: list,
+                    origin: str) -> bool:
+        """A multi-table OR (TPC-H Q7, Q19) implies, for each table, the OR over its
+        disjuncts of their conjuncts on that table alone; and an equi-join present in every
+        disjunct holds outright. Both are sound consequences. False if nothing was found."""
+        disjuncts = [_conjuncts(d) for d in _disjuncts(c)]
+        found = False
+        common = [p for p in disjuncts[0] if all(any(p == q for q in d) for d in disjuncts[1:])]
+        for p in common:
+            if isinstance(p, exp.EQ) and isinstance(p.this, exp.Column) and isinstance(p.expression, exp.Column) \
+                    and p.this.table in occ and p.expression.table in occ and p.this.table != p.expression.table:
+                a, b = occ[p.this.table], occ[p.expression.table]
+                if not (a.nullable or b.nullable):
+                    edges.append((a, p.this.name.lower(), b, p.expression.name.lower()))
+                    edges.append((b, p.expression.name.lower(), a, p.this.name.lower()))
+                    found = True
+        for alias, o in occ.items():
+            if o.nullable and origin == "where":
+                continue
+            parts = []
+            for d in disjuncts:
+                mine = [p for p in d if not _has_subquery(p) and _aliases(p, occ, scope) == {alias}]
+                if not mine:
+                    break
+                parts.append(exp.and_(*mine))
+            else:
+                o.predicates.append(exp.or_(*[exp.paren(p) for p in parts]))
+                found = True
+        return found
+
+    def _subquery_conjunct(self, c: exp.Expression, occ: dict[str, _Occurrence], scope: Scope, edges: list,
+                           semi_joins: list, report: Callable[[Any, str], None],
+                           occurrences: list[_Occurrence]) -> None:
+        # `col IN (SELECT pk FROM dim WHERE p)`: a semi-join, modeled like an FK→PK join.
+        if isinstance(c, exp.In) and c.args.get("query") is not None and isinstance(c.this, exp.Column) \
+                and c.this.table in occ:
+            sub = c.args["query"]
+            select = sub.this if isinstance(sub, exp.Subquery) else sub
+            inner_scope = next((s for s in scope.subquery_scopes if s.expression is select), None)
+            if inner_scope is not None and isinstance(select, exp.Select) and len(select.expressions) == 1:
+                proj = select.expressions[0].unalias() if isinstance(select.expressions[0], exp.Alias) \
+                    else select.expressions[0]
+                sources = [s for s in inner_scope.sources.values() if isinstance(s, exp.Table)]
+                if isinstance(proj, exp.Column) and len(inner_scope.sources) == 1 and len(sources) == 1 \
+                        and sources[0].name in self.flat_to_key and not select.args.get("group") \
+                        and not inner_scope.external_columns:
+                    dim = self.flat_to_key[sources[0].name]
+                    inner = next((o for o in occurrences if o.scope.expression is select), None)
+                    if self._is_pk(dim, proj.name) and inner is not None:
+                        # traverse_scope visits inner scopes first, so the subquery's occurrence
+                        # (with its own predicates) exists already. One direction only: the
+                        # subquery filters the outer rows, not the other way round.
+                        edges.append((occ[c.this.table], c.this.name.lower(), inner, proj.name.lower()))
+                        return
+                    semi_joins.append((occ[c.this.table], c.this.name.lower(), c))
+                    return
+        report(c, "predicate with a subquery (EXISTS, scalar or correlated) is not a single-table filter")
+
+
+def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    if isinstance(node, exp.Paren):
+        return _conjuncts(node.this)
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    return [node]
+
+
+def _disjuncts(node: exp.Expression) -> list[exp.Expression]:
+    if isinstance(node, exp.Paren):
+        return _disjuncts(node.this)
+    if isinstance(node, exp.Or):
+        return _disjuncts(node.this) + _disjuncts(node.expression)
+    return [node]
+
+
+def _has_subquery(node: exp.Expression) -> bool:
+    return any(isinstance(n, (exp.Subquery, exp.Select, exp.Exists)) for n in node.walk())
+
+
+def _aliases(node: exp.Expression, occ: dict[str, _Occurrence], scope: Scope) -> set[str] | None:
+    """The base-table aliases a predicate references; None if it references anything else
+    (a derived table's column, an outer query's column)."""
+    out = set()
+    for col in node.find_all(exp.Column):
+        if col.table not in occ:
+            return None
+        out.add(col.table)
+    return out
+
+
+def _strip_qualifiers(node: exp.Expression) -> exp.Expression:
+    def strip(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Column):
+            return exp.Column(this=exp.to_identifier(n.name.lower()))
+        return n
+
+    return node.copy().transform(strip)
+
+
+def _union_filters(fs: list[TableFilter], schema: pa.Schema, table: str) -> TableFilter:
+    """The filter of a table read through several occurrences: OR of their single-table
+    parts. JoinFilters cannot be OR-ed, so they are dropped (weaker, still sound)."""
+    if any(f.is_true_expr() for f in fs):
+        return TableFilter(None, schema, table=table)
+    return TableFilter(exp.or_(*[exp.paren(f.expr.copy()) for f in fs]), schema, table=table)

@@ -27,13 +27,13 @@ def _check_sound(table, f_sql, c_sql):
         assert not sat.any(), (f_sql, table.to_pylist())
 
 
-@settings(max_examples=examples(700))
+@settings(max_examples=examples(600))
 @given(tables(min_rows=1), predicates(), predicates())
 def test_sides_sound_random_filters_and_cuts(table, f, c):
     _check_sound(table, f[0], c[0])
 
 
-@settings(max_examples=examples(700))
+@settings(max_examples=examples(400))
 @given(tables(min_rows=1), st.data())
 def test_sides_sound_same_column_atoms(table, data):
     # Filters and cuts drawn on the same column so that the domain reasoning really fires.

@@ -1,0 +1,183 @@
+"""Executor-side steps of a Pando rewrite: route rows to blocks, write one data file per block.
+
+Both are plain functions of Arrow batches so Spark runs them with ``mapInArrow`` on the
+executors; nothing here touches the driver or the JVM. Each task deserializes the layout once
+(from a broadcast of its bytes) and reuses it for all its batches.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+BLOCK_COL = "_pando_block"
+KTUPLE_COL = "_pando_kt"
+
+# Spark-side schema of the per-file result rows (kept in sync with write_blocks' output).
+WRITTEN_FILE_DDL = "block INT, path STRING, record_count BIGINT, file_size_in_bytes BIGINT, ktuples STRING"
+
+
+@dataclass
+class LayoutPayload:
+    """What an executor needs to route: the layout bytes and the literal cuts' key sets."""
+
+    layout_bytes: bytes
+    literal_keys: dict[str, bytes]
+
+    def load(self):
+        from ..expr import cut_from_json
+        from ..layout import Layout
+
+        return Layout.from_bytes(self.layout_bytes, cut_from_json=cut_from_json, literal_keys=self.literal_keys)
+
+
+def ktuple_radices(layout) -> np.ndarray:
+    """Mixed radix to pack a k-tuple of leaf ids into one int64 (node counts per tree)."""
+    radices = np.array([t.num_nodes for t in layout.trees], dtype=np.int64)
+    if float(np.prod(radices.astype(np.float64))) >= 2.0**62:
+        raise ValueError("the trees have too many nodes to pack a k-tuple into 64 bits; lower k or raise min block rows")
+    return radices
+
+
+def pack_ktuples(kt: np.ndarray, radices: np.ndarray) -> np.ndarray:
+    code = np.zeros(len(kt), dtype=np.int64)
+    for t, r in enumerate(radices):
+        code = code * r + kt[:, t].astype(np.int64)
+    return code
+
+
+def unpack_ktuples(codes: np.ndarray, radices: np.ndarray) -> np.ndarray:
+    codes = np.asarray(codes, dtype=np.int64).copy()
+    out = np.zeros((len(codes), len(radices)), dtype=np.int32)
+    for t in range(len(radices) - 1, -1, -1):
+        out[:, t] = codes % radices[t]
+        codes //= radices[t]
+    return out
+
+
+def route_batches(payload: LayoutPayload):
+    """mapInArrow function: append the block id and the packed k-tuple to every row."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        layout = payload.load()
+        radices = ktuple_radices(layout)
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            kt = layout.route_ktuples(batch)
+            _, blocks, inv = layout._blocks_of(kt)
+            yield _append(batch, blocks[inv].astype(np.int32), pack_ktuples(kt, radices))
+
+    return run
+
+
+def _append(batch: pa.RecordBatch, blocks: np.ndarray, codes: np.ndarray) -> pa.RecordBatch:
+    arrays = list(batch.columns) + [pa.array(blocks, pa.int32()), pa.array(codes, pa.int64())]
+    names = list(batch.schema.names) + [BLOCK_COL, KTUPLE_COL]
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+@dataclass
+class WriteSpec:
+    """Where and how data files are written (all plain values: shipped to executors)."""
+
+    data_dir: str  # <table location>/data/pando-<layout id>
+    iceberg_schema_json: str  # the table schema (field ids come from here)
+    io_properties: dict[str, str]
+    target_file_size_bytes: int
+    row_group_bytes: int = 64 * 1024 * 1024
+    compression: str = "zstd"
+
+
+def write_blocks(spec: WriteSpec):
+    """mapInArrow function over rows sorted by block: one Parquet file per block (split only
+    above the target file size). Yields one result row per file written."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.parquet as pq
+        from pyiceberg.io import load_file_io
+        from pyiceberg.io.pyarrow import schema_to_pyarrow
+        from pyiceberg.schema import Schema
+
+        schema = Schema.model_validate_json(spec.iceberg_schema_json)
+        arrow_schema = schema_to_pyarrow(schema)  # carries PARQUET:field_id metadata
+        io = load_file_io(spec.io_properties, spec.data_dir)
+        writer = _BlockWriter(spec, io, arrow_schema, pq)
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            blocks = batch.column(BLOCK_COL).to_numpy()
+            codes = batch.column(KTUPLE_COL).to_numpy()
+            data = pa.Table.from_batches([batch.drop_columns([BLOCK_COL, KTUPLE_COL])])
+            # Rows arrive sorted by block: cut the batch where the block id changes.
+            bounds = np.flatnonzero(np.diff(blocks)) + 1
+            for s, e in zip(np.r_[0, bounds], np.r_[bounds, len(blocks)]):
+                yield from writer.add(int(blocks[s]), data.slice(s, e - s), codes[s:e])
+        yield from writer.close()
+
+    return run
+
+
+class _BlockWriter:
+    def __init__(self, spec: WriteSpec, io, arrow_schema: pa.Schema, pq):
+        self.spec, self.io, self.schema, self.pq = spec, io, arrow_schema, pq
+        self.block: int | None = None
+        self.pending: list[pa.Table] = []
+        self.pending_bytes = 0
+        self.codes: list[np.ndarray] = []
+        self.file = None
+
+    def add(self, block: int, data: pa.Table, codes: np.ndarray):
+        if block != self.block:
+            yield from self.close()
+            self.block = block
+        self.pending.append(data)
+        self.pending_bytes += data.nbytes
+        self.codes.append(codes)
+        if self.pending_bytes >= self.spec.row_group_bytes:
+            yield from self._flush()
+
+    def _flush(self):
+        if not self.pending:
+            return
+        table = pa.concat_tables(self.pending).cast(self.schema)
+        self.pending, self.pending_bytes = [], 0
+        if self.file is None:
+            self._open()
+        self.writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self.rows += table.num_rows
+        if self.stream.tell() >= self.spec.target_file_size_bytes:
+            yield self._finish()
+
+    def _open(self):
+        name = f"{self.block:05d}-{uuid.uuid4().hex}.parquet"
+        self.path = f"{self.spec.data_dir.rstrip('/')}/{name}"
+        self.file = self.io.new_output(self.path)
+        self.stream = self.file.create(overwrite=False)
+        self.writer = self.pq.ParquetWriter(self.stream, self.schema, compression=self.spec.compression)
+        self.rows = 0
+
+    def _finish(self) -> pa.RecordBatch:
+        self.writer.close()
+        size = self.stream.tell()
+        self.stream.close()
+        codes = np.unique(np.concatenate(self.codes)) if self.codes else np.zeros(0, np.int64)
+        self.codes = []
+        self.file = None
+        return pa.RecordBatch.from_pydict({
+            "block": pa.array([self.block], pa.int32()),
+            "path": pa.array([self.path], pa.string()),
+            "record_count": pa.array([self.rows], pa.int64()),
+            "file_size_in_bytes": pa.array([size], pa.int64()),
+            "ktuples": pa.array([",".join(map(str, codes.tolist()))], pa.string()),
+        })
+
+    def close(self):
+        yield from self._flush()
+        if self.file is not None:
+            yield self._finish()
+        self.block = None

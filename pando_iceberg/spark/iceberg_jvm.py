@@ -1,0 +1,149 @@
+"""The few Iceberg Java APIs pyiceberg lacks, reached through the Spark JVM (STACK.md):
+RewriteFiles (snapshot operation ``replace``) in a transaction with the table properties, data
+file metrics from Parquet footers, and scan-task sets for reading chosen files with Spark.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+
+class CommitConflict(RuntimeError):
+    """The rewrite could not commit because files it replaces changed concurrently."""
+
+
+def load_table(spark, name: str):
+    """The Java ``org.apache.iceberg.Table`` behind a Spark table name (refreshed)."""
+    jvm = spark._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+    table.refresh()
+    return table
+
+
+def _iter(java_iterable) -> Iterator:
+    it = java_iterable.iterator()
+    try:
+        while it.hasNext():
+            yield it.next()
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                pass
+
+
+def live_data_files(table, snapshot_id: int) -> dict[str, object]:
+    """Path → Java DataFile of every live data file in ``snapshot_id``."""
+    files = {}
+    for task in _iter(table.newScan().useSnapshot(snapshot_id).planFiles()):
+        f = task.file()
+        files[str(f.location())] = f
+    return files
+
+
+@dataclass
+class NewFile:
+    path: str
+    file_size_in_bytes: int
+
+
+def build_data_files(spark, table, new_files: Iterable[NewFile]) -> list:
+    """Java DataFiles for Parquet files we wrote, with metrics read from their footers the way
+    Iceberg's own add_files does (``ParquetUtil.fileMetrics`` with the table's MetricsConfig)."""
+    jvm = spark._jvm
+    metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(table)
+    spec = table.spec()
+    parquet = jvm.org.apache.iceberg.FileFormat.PARQUET
+    out = []
+    for nf in new_files:
+        metrics = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(table.io().newInputFile(nf.path), metrics_config)
+        out.append(jvm.org.apache.iceberg.DataFiles.builder(spec).withPath(nf.path).withFormat(parquet)
+                   .withFileSizeInBytes(int(nf.file_size_in_bytes)).withMetrics(metrics).build())
+    return out
+
+
+def commit_replace(spark, table, base_snapshot_id: int, old_files: list, new_files: list,
+                   properties: dict[str, str], summary: dict[str, str] | None = None) -> int:
+    """ONE commit: a ``replace`` snapshot (RewriteFiles validated from the base snapshot, new
+    files keeping the base's data sequence number so later equality deletes still apply) and
+    the table properties, in one transaction. Returns the new snapshot id.
+
+    ``properties`` may use the placeholder value ``{snapshot-id}``, replaced by the id of the
+    snapshot this commit creates.
+    """
+    jvm = spark._jvm
+    base = table.snapshot(base_snapshot_id)
+    if base is None:
+        raise CommitConflict(f"base snapshot {base_snapshot_id} no longer exists (expired concurrently)")
+    tx = table.newTransaction()
+    rewrite = tx.newRewrite().validateFromSnapshot(base_snapshot_id).dataSequenceNumber(base.sequenceNumber())
+    for f in old_files:
+        rewrite.deleteFile(f)
+    for f in new_files:
+        rewrite.addFile(f)
+    for k, v in (summary or {}).items():
+        rewrite.set(k, v)
+    try:
+        rewrite.commit()
+        snapshot_id = int(tx.table().currentSnapshot().snapshotId())
+        update = tx.updateProperties()
+        for k, v in properties.items():
+            update.set(k, v.replace("{snapshot-id}", str(snapshot_id)))
+        update.commit()
+        tx.commitTransaction()
+    except Exception as e:  # py4j wraps ValidationException / CommitFailedException
+        text = str(e)
+        if any(s in text for s in ("ValidationException", "CommitFailedException", "Missing required files", "found new")):
+            first = next((ln for ln in text.splitlines() if "Exception" in ln), text.splitlines()[0] if text else "")
+            raise CommitConflict(f"the table changed concurrently and the rewrite was not committed: {first.strip()}") from None
+        raise
+    return snapshot_id
+
+
+@contextmanager
+def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: set[str] | None):
+    """A DataFrame reading exactly the chosen data files of ``snapshot_id`` through Iceberg's
+    scan-task-set path (delete files and schema evolution handled by Iceberg). ``keep_paths``
+    None means every file. The staged tasks are removed on exit."""
+    jvm = spark._jvm
+    scan = table.newScan()
+    if snapshot_id is not None:
+        scan = scan.useSnapshot(snapshot_id)
+    tasks = jvm.java.util.ArrayList()
+    for task in _iter(scan.planFiles()):
+        if keep_paths is None or str(task.file().location()) in keep_paths:
+            tasks.add(task)
+    set_id = f"pando-{uuid.uuid4().hex}"
+    manager = jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
+    manager.stageTasks(table, set_id, tasks)
+    try:
+        yield spark.read.format("iceberg").option("scan-task-set-id", set_id).load(name)
+    finally:
+        manager.removeTasks(table, set_id)
+
+
+def scan_metrics(df) -> dict[str, int]:
+    """resultDataFiles / skippedDataFiles / numOutputRows summed over the executed plan's scans
+    (call after an action ran on ``df``)."""
+    plan = df._jdf.queryExecution().executedPlan()
+    totals: dict[str, int] = {}
+
+    def visit(node):
+        metrics = node.metrics()
+        for name in ("resultDataFiles", "skippedDataFiles", "totalFileSize", "numOutputRows"):
+            if metrics.contains(name) and node.nodeName().startswith("BatchScan"):
+                totals[name] = totals.get(name, 0) + int(metrics.apply(name).value())
+        children = node.children()
+        for i in range(children.size()):
+            visit(children.apply(i))
+        # AQE wraps the final plan
+        if node.nodeName() == "AdaptiveSparkPlan":
+            visit(node.executedPlan())
+
+    visit(plan)
+    return totals

@@ -1,0 +1,363 @@
+"""``rewrite_data_files`` with strategy ``pando`` on Spark (paper §6, applied to Iceberg).
+
+    base snapshot ─Spark read (Iceberg, deletes applied)─▶ sample (seeded) ─▶ learn layout
+                  (workload → cuts, join-induced literal cuts from Spark; §6.1 + §6.2)
+    base snapshot ─Spark read─▶ mapInArrow(route) ─▶ shuffle by block ─▶ mapInArrow(write):
+                  one Parquet file per block (split only above the target size)
+    driver: finalize the layout from the (block, k-tuple) pairs actually written (§7),
+            write the Puffin sidecar, ONE Iceberg commit: `replace` snapshot + pointers.
+
+Table data never goes through the driver: the driver sees the sample, the literal cuts' key
+sets and one small row per written file. A failure before the commit deletes what was written
+and leaves the table exactly as it was.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from . import iceberg_jvm as jv
+from .blocks import (BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches,
+                     unpack_ktuples, write_blocks)
+
+DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
+
+
+class PandoRewriteError(ValueError):
+    """The rewrite cannot run with these inputs; the message says what to change."""
+
+
+@dataclass
+class RewriteOptions:
+    """Options of ``rewrite_data_files(strategy => 'pando', options => map(...))``."""
+
+    k: int = 3
+    sample_rate: float = 0.01
+    seed: int = 42
+    min_block_rows: int = 100_000
+    min_sample_rows: int = 10_000
+    target_file_size_bytes: int | None = None
+    max_ktuples: int = 10_000
+
+    OPTION_NAMES = {"k": "k", "sample-rate": "sample_rate", "seed": "seed", "min-block-rows": "min_block_rows",
+                    "min-sample-rows": "min_sample_rows", "target-file-size-bytes": "target_file_size_bytes",
+                    "max-ktuples": "max_ktuples"}
+
+    @classmethod
+    def from_map(cls, options: dict[str, Any] | None) -> "RewriteOptions":
+        """Parse Iceberg-style string options, naming any unknown or malformed one."""
+        out = cls()
+        for key, raw in (options or {}).items():
+            attr = cls.OPTION_NAMES.get(key)
+            if attr is None:
+                raise PandoRewriteError(f"unknown option {key!r}; accepted: {', '.join(sorted(cls.OPTION_NAMES))}")
+            try:
+                value = float(raw) if attr == "sample_rate" else int(str(raw))
+            except ValueError:
+                kind = "a number" if attr == "sample_rate" else "an integer"
+                raise PandoRewriteError(f"option {key!r} must be {kind}, got {raw!r}") from None
+            setattr(out, attr, value)
+        out.validate()
+        return out
+
+    def validate(self) -> None:
+        if not 1 <= self.k <= 8:
+            raise PandoRewriteError(f"option 'k' must be between 1 and 8, got {self.k}")
+        if not 0 < self.sample_rate <= 1:
+            raise PandoRewriteError(f"option 'sample-rate' must be in (0, 1], got {self.sample_rate}")
+        if self.min_block_rows < 1:
+            raise PandoRewriteError(f"option 'min-block-rows' must be >= 1, got {self.min_block_rows}")
+        if self.target_file_size_bytes is not None and self.target_file_size_bytes < 1024:
+            raise PandoRewriteError(f"option 'target-file-size-bytes' must be >= 1024, got {self.target_file_size_bytes}")
+
+
+@dataclass
+class LearnedLayout:
+    layout: Any  # pando_iceberg.layout.Layout
+    literal_keys: dict[str, bytes]
+    table_rows: int
+    sample_rows: int
+    queries_used: int
+    cuts: int
+    unsupported: list[Any] = field(default_factory=list)
+    seconds_sampling: float = 0.0
+    seconds_optimizing: float = 0.0
+
+
+@dataclass
+class RewriteResult:
+    rewritten_data_files_count: int
+    added_data_files_count: int
+    rewritten_bytes_count: int
+    failed_data_files_count: int
+    layout_id: str
+    block_count: int
+    snapshot_id: int | None
+    base_snapshot_id: int | None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    COLUMNS = ("rewritten_data_files_count", "added_data_files_count", "rewritten_bytes_count",
+               "failed_data_files_count", "layout_id", "block_count", "snapshot_id")
+
+    def row(self) -> tuple:
+        return tuple(getattr(self, c) for c in self.COLUMNS)
+
+
+# ---- learning -------------------------------------------------------------------------------
+
+def arrow_schema_of(df) -> pa.Schema:
+    """The Arrow schema of the batches Spark hands to mapInArrow for this DataFrame."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(df.schema)
+
+
+def collect_arrow(df) -> pa.Table:
+    """A small DataFrame (a sample, a key set) collected to the driver as Arrow."""
+    batches = df._collect_as_arrow()
+    schema = arrow_schema_of(df)
+    return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+
+
+def namespace_schemas(spark, table_name: str) -> dict[str, pa.Schema]:
+    """Arrow schemas of every table in the target table's namespace (the workload may join them)."""
+    parts = table_name.split(".")
+    ns = ".".join(parts[:-1]) if len(parts) > 1 else None
+    names = [r.tableName for r in spark.sql(f"SHOW TABLES IN {ns}" if ns else "SHOW TABLES").collect()
+             if not getattr(r, "isTemporary", False)]
+    schemas = {}
+    for n in names:
+        fq = f"{ns}.{n}" if ns else n
+        schemas[fq] = arrow_schema_of(spark.table(fq))
+    return schemas
+
+
+def identifier_fields(spark, table_name: str) -> list[str]:
+    table = jv.load_table(spark, table_name)
+    schema = table.schema()
+    return [str(schema.findColumnName(i)) for i in schema.identifierFieldIds()]
+
+
+class SparkKeyProvider:
+    """Key sets of join-induced cuts computed by Spark: ``SELECT DISTINCT pk FROM dim WHERE p``
+    with the dimension's own join filters applied as semi-joins (multi-hop chains, §7)."""
+
+    def __init__(self, spark, schemas: dict[str, pa.Schema]):
+        self.spark = spark
+        self.schemas = schemas
+        self._unique: dict[tuple[str, str], bool] = {}
+
+    def _frame(self, dim_table: str, dim_filter):
+        df = self.spark.table(dim_table)
+        if dim_filter is not None and not dim_filter.is_true_expr():
+            df = df.where(dim_filter.expr.sql(dialect="spark"))
+        for j in getattr(dim_filter, "joins", []) or []:
+            inner = self._frame(j.dim_table, j.dim_filter).select(j.dim_pk).distinct()
+            df = df.join(inner, df[j.column] == inner[j.dim_pk], "left_semi")
+        return df
+
+    def __call__(self, dim_table: str, pk_column: str, dim_filter) -> np.ndarray:
+        keys = collect_arrow(self._frame(dim_table, dim_filter).select(pk_column).distinct())
+        col = keys.column(0).drop_null()
+        return np.sort(col.to_numpy(zero_copy_only=False))
+
+    def is_unique(self, table: str, column: str) -> bool:
+        key = (table, column)
+        if key not in self._unique:
+            row = self.spark.table(table).selectExpr(f"count(`{column}`) AS n", f"count(DISTINCT `{column}`) AS d").collect()[0]
+            self._unique[key] = row.n == row.d
+        return self._unique[key]
+
+
+def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options: RewriteOptions,
+                 snapshot_id: int | None = None, progress: Callable[[str], None] = lambda m: None) -> LearnedLayout:
+    """Sample the table, learn k trees and the block assignment from the workload (§6)."""
+    from ..layout import build_layout
+    from ..workload import parse_workload
+
+    t0 = time.time()
+    df = _read(spark, table_name, snapshot_id)
+    schemas = namespace_schemas(spark, table_name)
+    target = _schema_key(table_name, schemas)
+    pks = {name: identifier_fields(spark, name) for name in schemas}
+    wl = parse_workload(workload, schemas, primary_keys={k: v for k, v in pks.items() if v})
+    queries = [(q.filters[target], q.weight) for q in wl.queries if target in q.filters]
+    if not queries:
+        raise PandoRewriteError(f"the workload has no query that reads {table_name}; a layout needs queries on the table "
+                                f"(tables the workload reads: {', '.join(wl.tables) or 'none'})")
+    cuts = list(wl.candidate_cuts(target))
+    cuts += list(wl.join_induced_cuts(target, SparkKeyProvider(spark, schemas)))
+    if not cuts:
+        raise PandoRewriteError(f"the workload's queries on {table_name} have no predicate usable as a cut "
+                                f"({len(wl.unsupported)} predicate(s) were not modelable)")
+
+    total_rows = _row_count(spark, table_name, snapshot_id)
+    if total_rows == 0:
+        raise PandoRewriteError(f"table {table_name} is empty: nothing to lay out")
+    fraction = min(1.0, max(options.sample_rate, options.min_sample_rows / total_rows))
+    progress(f"sampling {table_name} ({fraction:.2%} of {total_rows:,} rows)")
+    sample = collect_arrow(df.sample(withReplacement=False, fraction=fraction, seed=options.seed))
+    t1 = time.time()
+    if sample.num_rows == 0:
+        sample = collect_arrow(df.limit(options.min_sample_rows))
+    scale = sample.num_rows / total_rows
+    b_sample = max(1.0, options.min_block_rows * scale)
+    progress(f"optimizing k={options.k} trees on {sample.num_rows:,} sample rows, {len(cuts)} candidate cuts, "
+             f"{len(queries)} queries")
+    layout = build_layout(sample, cuts, queries, options.k, b_sample, max_ktuples=options.max_ktuples)
+    literal_keys = {c.key: c.keys_to_bytes() for c in layout.cuts if hasattr(c, "keys_to_bytes")}
+    return LearnedLayout(layout, literal_keys, total_rows, sample.num_rows, len(queries), len(cuts),
+                         list(wl.unsupported), t1 - t0, time.time() - t1)
+
+
+def _schema_key(table_name: str, schemas: dict[str, pa.Schema]) -> str:
+    if table_name in schemas:
+        return table_name
+    tail = table_name.split(".")[-1]
+    hits = [k for k in schemas if k.split(".")[-1] == tail]
+    if len(hits) != 1:
+        raise PandoRewriteError(f"table {table_name!r} not found among {sorted(schemas)}")
+    return hits[0]
+
+
+def _read(spark, table_name: str, snapshot_id: int | None):
+    reader = spark.read.format("iceberg")
+    if snapshot_id is not None:
+        reader = reader.option("snapshot-id", str(snapshot_id))
+    return reader.load(table_name)
+
+
+def _row_count(spark, table_name: str, snapshot_id: int | None) -> int:
+    return int(_read(spark, table_name, snapshot_id).count())
+
+
+# ---- applying -------------------------------------------------------------------------------
+
+def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options: RewriteOptions | None = None,
+                  io_properties: dict[str, str] | None = None,
+                  progress: Callable[[str], None] = lambda m: None) -> RewriteResult:
+    """Learn a layout for the table's current snapshot and apply it in one ``replace`` commit."""
+    from ..storage.pointer import P_SNAPSHOT, LayoutPointer
+    from ..storage.sidecar import new_layout_id
+    from ..storage.sidecar import DataFileRef, LayoutSidecar
+
+    options = options or RewriteOptions()
+    options.validate()
+    seconds: dict[str, float] = {}
+    table = jv.load_table(spark, table_name)
+    if table.spec().isPartitioned():
+        raise PandoRewriteError(f"table {table_name} is partitioned; per-partition Pando layouts are not supported "
+                                "yet: rewrite an unpartitioned table")
+    current = table.currentSnapshot()
+    if current is None:
+        raise PandoRewriteError(f"table {table_name} has no snapshot (no data): nothing to lay out")
+    base_id = int(current.snapshotId())
+
+    learned = learn_layout(spark, table_name, workload, options, base_id, progress)
+    seconds["sampling"] = learned.seconds_sampling
+    seconds["optimizing"] = learned.seconds_optimizing
+    layout = learned.layout
+    layout_id = new_layout_id()
+
+    location = str(table.location()).rstrip("/")
+    data_dir = f"{location}/data/pando-{layout_id}"
+    target_size = options.target_file_size_bytes or int(
+        table.properties().getOrDefault("write.target-file-size-bytes", str(DEFAULT_TARGET_FILE_SIZE)))
+    spec = WriteSpec(
+        data_dir=data_dir,
+        iceberg_schema_json=str(spark._jvm.org.apache.iceberg.SchemaParser.toJson(table.schema())),
+        io_properties=dict(io_properties or {}),
+        target_file_size_bytes=target_size,
+        compression=str(table.properties().getOrDefault("write.parquet.compression-codec", "zstd")).lower(),
+    )
+    payload = LayoutPayload(layout.to_bytes(), learned.literal_keys)
+    written: list[Any] = []
+    sidecar_path = None
+    try:
+        t0 = time.time()
+        progress(f"routing rows to {layout.num_blocks} blocks and writing one file per block")
+        written = _route_and_write(spark, table_name, base_id, layout, payload, spec)
+        seconds["writing"] = time.time() - t0
+
+        t0 = time.time()
+        # §7: the leaf → block maps come from the (block, k-tuple) pairs actually written.
+        radices = ktuple_radices(layout)
+        pairs = []
+        for w in written:
+            codes = np.array([int(c) for c in w.ktuples.split(",") if c], dtype=np.int64)
+            pairs += [(int(w.block), tuple(kt)) for kt in unpack_ktuples(codes, radices).tolist()]
+        layout.finalize(pairs)
+        block_rows = np.zeros(layout.num_blocks, dtype=np.int64)
+        for w in written:
+            block_rows[w.block] += w.record_count
+        layout.block_rows = block_rows
+
+        old_files = jv.live_data_files(table, base_id)
+        rewritten_bytes = sum(int(f.fileSizeInBytes()) for f in old_files.values())
+        new_rows = int(sum(w.record_count for w in written))
+        expected = _row_count(spark, table_name, base_id)
+        if new_rows != expected:
+            raise PandoRewriteError(f"wrote {new_rows} rows but the base snapshot has {expected} live rows: not committing")
+
+        block_files: dict[int, list] = {}
+        for w in written:
+            block_files.setdefault(int(w.block), []).append(DataFileRef(w.path, int(w.record_count), int(w.file_size_in_bytes)))
+        sidecar = LayoutSidecar.from_layout(
+            layout, layout_id=layout_id, table_uuid=str(table.uuid()), block_files=block_files,
+            base_snapshot_id=base_id, base_sequence_number=int(current.sequenceNumber()),
+            properties={"pando.k": str(layout.k), "pando.workload-queries": str(learned.queries_used)})
+        from pyiceberg.io import load_file_io
+
+        io = load_file_io(dict(io_properties or {}), location)
+        sidecar_path, sidecar_size = sidecar.write(io, location)
+        seconds["metadata"] = time.time() - t0
+
+        t0 = time.time()
+        progress("committing one replace snapshot")
+        new_files = jv.build_data_files(spark, table, [jv.NewFile(w.path, w.file_size_in_bytes) for w in written])
+        pointer = LayoutPointer(layout_id, sidecar.file_name, snapshot_id=0, base_snapshot_id=base_id)
+        props = {**pointer.to_properties(), P_SNAPSHOT: "{snapshot-id}"}
+        snapshot_id = jv.commit_replace(spark, table, base_id, list(old_files.values()), new_files, props,
+                                        summary={"pando.layout-id": layout_id})
+        seconds["commit"] = time.time() - t0
+    except BaseException:
+        _delete_quietly(io_properties, [w.path for w in written] + ([sidecar_path] if sidecar_path else []), location)
+        raise
+    spark.sql(f"REFRESH TABLE {table_name}")
+    return RewriteResult(len(old_files), len(written), rewritten_bytes, 0, layout_id, layout.num_blocks,
+                         snapshot_id, base_id, seconds)
+
+
+def _route_and_write(spark, table_name: str, base_id: int, layout, payload: LayoutPayload, spec: WriteSpec) -> list:
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    df = _read(spark, table_name, base_id)
+    routed_schema = StructType(df.schema.fields + [StructField(BLOCK_COL, IntegerType(), False),
+                                                   StructField(KTUPLE_COL, LongType(), False)])
+    routed = df.mapInArrow(route_batches(payload), routed_schema)
+    parallel = max(1, int(spark.sparkContext.defaultParallelism))
+    tasks = max(1, min(layout.num_blocks, 4 * parallel))
+    shuffled = routed.repartition(tasks, BLOCK_COL).sortWithinPartitions(BLOCK_COL)
+    return shuffled.mapInArrow(write_blocks(spec), WRITTEN_FILE_DDL).collect()
+
+
+def _delete_quietly(io_properties, paths: list[str], location: str) -> None:
+    """Best effort: remove files of a rewrite that did not commit (cleanup lists any left)."""
+    if not paths:
+        return
+    try:
+        from pyiceberg.io import load_file_io
+
+        io = load_file_io(dict(io_properties or {}), location)
+        for p in paths:
+            try:
+                io.delete(p)
+            except Exception:
+                pass
+    except Exception:
+        pass

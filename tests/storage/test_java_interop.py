@@ -14,6 +14,8 @@ from pando_iceberg.storage import (
     write_puffin,
 )
 
+pytestmark = pytest.mark.spark
+
 
 def _java_bytes(jvm, buf) -> bytes:
     # py4j does not convert ByteBuffers; Iceberg's helper copies the remaining bytes to a byte[],

@@ -17,7 +17,11 @@ directory of the table location, never under it:
 * A location that is a bucket or filesystem root (``s3://bucket``, ``/``) has no sibling; it
   is refused rather than producing ``s3://bucket.pando`` (another bucket).
 
-Caveats: dropping a table with ``PURGE`` does not remove ``<location>.pando/`` — use
+Caveats: ``remove_orphan_files`` pointed at a *parent* of the table location (a namespace or
+warehouse directory) would see and delete sidecars, as it would any foreign file (with the table's own location,
+Iceberg 1.10 lists ``<location>/data`` and ``<location>/metadata`` only, by directory listing or
+with ``usePrefixListing``; all three variants are tested). Dropping a table with ``PURGE`` does not
+remove ``<location>.pando/`` — use
 :func:`list_sidecars` / :func:`delete_sidecar`. Listing works for any location the table's
 ``PyArrowFileIO`` can open (local and ``file:`` are tested; ``s3://`` goes through the same
 pyarrow filesystem API but is untested here); with another FileIO only local paths can be

@@ -55,10 +55,12 @@ def test_sidecar_survives_orphan_removal_and_snapshot_expiry(spark, catalog, lak
     spark.conf.set("spark.sql.shuffle.partitions", "2")  # the action joins listings with metadata
     try:
         results = []
-        for explicit in (False, True):
+        for explicit in (False, True, "prefix"):
             action = actions.deleteOrphanFiles(jtable).olderThan(later)
             if explicit:
                 action = action.location(jtable.location())
+            if explicit == "prefix":  # FileIO prefix listing instead of directory listing
+                action = action.usePrefixListing(True)
             results.append((explicit, [str(p) for p in action.execute().orphanFileLocations()]))
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", shuffle)

@@ -256,3 +256,13 @@ def test_writer_validates(kwargs, match):
     base.update(kwargs)
     with pytest.raises(SidecarError, match=match):
         LayoutSidecar(**base).to_bytes()
+
+
+def test_pyiceberg_parses_a_sidecar(sidecar):
+    from pyiceberg.table.puffin import PuffinFile
+
+    pf = PuffinFile(sidecar.to_bytes())
+    assert pf.footer.properties["pando.layout-id"] == sidecar.layout_id
+    payloads = {b.type: pf.get_blob_payload(b) for b in pf.footer.blobs}
+    assert payloads[BLOB_LAYOUT] == sidecar.layout_bytes
+    assert json.loads(payloads[BLOB_BLOCK_FILES])["base-snapshot-id"] == sidecar.base_snapshot_id

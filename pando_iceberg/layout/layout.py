@@ -126,6 +126,8 @@ class Layout:
         self._index = {tuple(int(x) for x in kt): i for i, kt in enumerate(self.ktuples)}
         self._unseen: dict[tuple[int, ...], int] = {}
         self._anc: list[np.ndarray] | None = None
+        self._lca: dict[tuple[int, int], np.ndarray] = {}
+        self._code_cache: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._plan_from_map()
 
     # --- construction ----------------------------------------------------------------------
@@ -172,14 +174,38 @@ class Layout:
         return route_ktuples(self.trees, table, masks)
 
     def _blocks_of(self, kt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Distinct k-tuples of kt, their block, and the inverse index."""
+        """Distinct k-tuples of kt, their block, and the inverse index (vectorized)."""
         uniq, inv = distinct_ktuples(kt, [t.num_nodes for t in self.trees])
-        blocks = np.empty(len(uniq), dtype=np.int32)
-        for i, row in enumerate(uniq):
-            key = tuple(int(x) for x in row)
-            j = self._index.get(key)
-            blocks[i] = self.ktuple_block[j] if j is not None else self._nearest(key)
+        blocks = np.full(len(uniq), -1, dtype=np.int32)
+        if len(uniq) and len(self.ktuples):
+            hit, pos = self._lookup(uniq)
+            blocks[hit] = self.ktuple_block[pos[hit]]
+        unseen = np.flatnonzero(blocks < 0)
+        if len(unseen):
+            blocks[unseen] = self._nearest_many(uniq[unseen])
         return uniq, blocks, inv
+
+    def _lookup(self, kts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each row of kts: is it a known k-tuple, and its index in ``self.ktuples``."""
+        radices = [max(1, int(t.num_nodes)) for t in self.trees]
+        if float(np.prod(np.asarray(radices, dtype=np.float64))) < 2.0**62:
+            def code(a: np.ndarray) -> np.ndarray:
+                c = np.zeros(len(a), dtype=np.int64)
+                for t, r in enumerate(radices):
+                    c = c * r + a[:, t].astype(np.int64)
+                return c
+
+            if getattr(self, "_code_cache", None) is None or self._code_cache[0] is not self.ktuples:
+                known = code(self.ktuples)
+                order = np.argsort(known, kind="stable")
+                self._code_cache = (self.ktuples, known[order], order)
+            _, sorted_codes, order = self._code_cache
+            q = code(kts)
+            at = np.minimum(np.searchsorted(sorted_codes, q), len(sorted_codes) - 1)
+            hit = sorted_codes[at] == q
+            return hit, np.where(hit, order[at], 0)
+        pos = np.array([self._index.get(tuple(int(x) for x in row), -1) for row in kts], dtype=np.int64)
+        return pos >= 0, np.maximum(pos, 0)
 
     def route(self, table: Any) -> np.ndarray:
         """Block id per row (int32), vectorized; unseen k-tuples by the nearest-k-tuple rule."""
@@ -195,6 +221,14 @@ class Layout:
         uniq, blocks, inv = self._blocks_of(self.route_ktuples(table))
         return ObservedKTuples(blocks, uniq, np.bincount(inv, minlength=len(uniq)).astype(np.int64))
 
+    def route_observed(self, table: Any) -> tuple[np.ndarray, ObservedKTuples]:
+        """``route`` and ``observed_ktuples`` of one batch with a single pass over its cuts."""
+        if table.num_rows == 0:
+            return np.zeros(0, dtype=np.int32), self.observed_ktuples(table)
+        uniq, blocks, inv = self._blocks_of(self.route_ktuples(table))
+        obs = ObservedKTuples(blocks, uniq, np.bincount(inv, minlength=len(uniq)).astype(np.int64))
+        return blocks[inv], obs
+
     def _ancestors(self) -> list[np.ndarray]:
         if self._anc is None:
             self._anc = []
@@ -207,25 +241,59 @@ class Layout:
                 self._anc.append(anc)
         return self._anc
 
+    def _lca_depths(self, t: int, node: int) -> np.ndarray:
+        """Depth of the lowest common ancestor of ``node`` and every node of tree t (cached)."""
+        key = (t, node)
+        got = self._lca.get(key)
+        if got is None:
+            anc = self._ancestors()[t]
+            a_u = anc[node]
+            same = (anc == a_u[None, :]) & (a_u[None, :] >= 0)
+            got = self._lca[key] = (np.cumprod(same, axis=1).sum(axis=1) - 1).astype(np.int32)
+        return got
+
     def _nearest(self, key: tuple[int, ...]) -> int:
         """Block of the nearest known k-tuple (module docstring); cached per k-tuple."""
-        hit = self._unseen.get(key)
-        if hit is not None:
-            return hit
+        return int(self._nearest_many(np.asarray([key], dtype=np.int32))[0])
+
+    def _nearest_many(self, kts: np.ndarray) -> np.ndarray:
+        """``_nearest`` for many unseen k-tuples at once: one U × K score matrix per chunk.
+
+        score = differing trees, then −Σ_t depth(LCA), then block id, packed into one int64
+        so that argmin picks exactly the module docstring's rule."""
         if len(self.ktuples) == 0:
             raise ValueError("the layout has no k-tuple map: cannot route rows")
-        anc = self._ancestors()
-        u = np.asarray(key, dtype=np.int32)
-        differ = (self.ktuples != u[None, :]).sum(axis=1)
-        shared = np.zeros(len(self.ktuples), dtype=np.int64)
-        for t in range(self.k):
-            a_u = anc[t][u[t]]
-            same = (anc[t][self.ktuples[:, t]] == a_u[None, :]) & (a_u[None, :] >= 0)
-            shared += np.cumprod(same, axis=1).sum(axis=1) - 1  # depth of the LCA
-        best = np.lexsort((self.ktuple_block, -shared, differ))[0]
-        block = int(self.ktuple_block[best])
-        self._unseen[key] = block
-        return block
+        out = np.empty(len(kts), dtype=np.int32)
+        todo = []
+        for i, row in enumerate(kts):
+            hit = self._unseen.get(tuple(int(x) for x in row))
+            if hit is None:
+                todo.append(i)
+            else:
+                out[i] = hit
+        if not todo:
+            return out
+        known = self.ktuples
+        nk = len(known)
+        max_depth = sum(int(max(t.depth)) for t in self.trees) + 1
+        nblocks = max(1, self.num_blocks)
+        chunk = max(1, 8_000_000 // max(1, nk))
+        todo_arr = np.asarray(todo, dtype=np.int64)
+        for s in range(0, len(todo_arr), chunk):
+            ids = todo_arr[s : s + chunk]
+            u = kts[ids]
+            differ = np.zeros((len(ids), nk), dtype=np.int64)
+            shared = np.zeros((len(ids), nk), dtype=np.int64)
+            for t in range(self.k):
+                differ += u[:, t][:, None] != known[:, t][None, :]
+                lca = np.stack([self._lca_depths(t, int(x)) for x in u[:, t]])  # U × nodes
+                shared += np.take_along_axis(lca, np.broadcast_to(known[:, t][None, :], (len(ids), nk)), axis=1)
+            score = (differ * (max_depth + 1) + (max_depth - shared)) * nblocks + self.ktuple_block[None, :]
+            best = self.ktuple_block[np.argmin(score, axis=1)]
+            for i, b in zip(ids, best):
+                out[i] = b
+                self._unseen[tuple(int(x) for x in kts[i])] = int(b)
+        return out
 
     def finalize(self, observed: ObservedKTuples | Iterable[tuple[int, Sequence[int]]]) -> "Layout":
         """Replace the sample's leaf → block sets by those of the full routed data (§7).

@@ -120,3 +120,40 @@ def test_unseen_ktuple_goes_to_nearest_seen_ktuple():
     # a<5 AND b>=5 now has rows in block min(...) only; the planner must return it for b>=5.
     ids, _ = layout.blocks_for(Box.of(a=(0, 4), b=(6, 20)))
     assert list(ids) == [min(got[0], got[1])]
+
+
+def _nearest_reference(layout: Layout, key: tuple[int, ...]) -> int:
+    """The nearest-k-tuple rule, one known k-tuple at a time (layout.py docstring)."""
+    best = None
+    for kt, block in zip(layout.ktuples, layout.ktuple_block):
+        differ = sum(int(a != b) for a, b in zip(kt, key))
+        shared = 0
+        for t, tree in enumerate(layout.trees):
+            pa_, pb = tree.path(int(kt[t])), tree.path(int(key[t]))
+            shared += sum(1 for x, y in zip(pa_, pb) if x == y) - 1
+        cand = (differ, -shared, int(block))
+        best = cand if best is None or cand < best else best
+    return best[2]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), k=st.integers(1, 4))
+def test_vectorized_nearest_matches_reference(seed, k):
+    rng = np.random.default_rng(seed)
+    table = _table(rng, 400)
+    cuts = _cuts(rng, 10)
+    workload = [Box.of(**{COLS[rng.integers(3)]: (int(lo), int(lo) + int(rng.integers(1, 8)))})
+                for lo in rng.integers(0, 15, 8)]
+    sample = table.take(pa.array(np.sort(rng.choice(400, 60, replace=False))))
+    trees = build_trees(sample, cuts, workload, k, 3)
+    layout = Layout.from_assignment(assign_blocks(trees, sample, workload, 8))
+    kt = layout.route_ktuples(table)
+    uniq, blocks, _ = layout._blocks_of(kt)
+    known = {tuple(int(x) for x in r) for r in layout.ktuples}
+    for row, block in zip(uniq, blocks):
+        key = tuple(int(x) for x in row)
+        if key not in known:
+            assert block == _nearest_reference(layout, key)
+    got, obs = layout.route_observed(table)
+    assert np.array_equal(got, layout.route(table))
+    assert obs.pairs() == layout.observed_ktuples(table).pairs()

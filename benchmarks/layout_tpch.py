@@ -1,0 +1,444 @@
+"""Pando on TPC-H lineitem: blocks read per held-out query (pure Python, no Spark).
+
+    .venv/bin/python benchmarks/layout_tpch.py [--sf 1] [--k 1,2,3,4] [--per-template 8] [--seed 0]
+                                               [--b 100000] [--sample-rate 0.01] [--out DIR]
+
+The paper's §8.2 protocol on lineitem:
+- data: TPC-H generated with tpchgen-cli (cached under ``--cache``), loaded as Arrow;
+- workload: the 22 templates × ``--per-template`` parameter draws, split 50/50 per template
+  (seeded) into a train half (the optimizer's workload) and a test half (what we measure);
+- candidate cuts: the train half's lineitem predicates plus join-induced literal cuts (FK→PK,
+  multi-hop, key sets computed on the dimension tables with ``arrow_key_provider``);
+- optimizer: both phases on a seeded ``--sample-rate`` sample of lineitem, b scaled to it;
+- the FULL lineitem is routed (``Layout.observed_ktuples`` + ``finalize``) and each test query's
+  lineitem filter is planned with ``Layout.blocks_for`` (the one cost model, cost.py / §5).
+
+Baselines per test query:
+- ``sort``: lineitem sorted by l_shipdate, cut into blocks of b rows; a block is read unless its
+  zone map (per-column min/max of the columns the single-table filter names) proves that no
+  row can match. The proof is the expr model's own interval reasoning: the filter's ``sides``
+  on the cut "every named column within the block's [min, max]" (may_true = False ⇒ skip).
+  Join filters are not used by zone maps (that would be diPs, a separate technique).
+- ``sort≥``: blocks of the sorted table that hold at least one row matching the single-table
+  filter: a lower bound on what ANY zone-map reasoning could skip on that sort.
+- ``lb``: ⌈matching rows / b⌉ (qd-tree's selectivity bound); matching rows are exact: the
+  single-table part by ``TableFilter.evaluate``, join filters by their dimension key sets.
+
+Soundness: for every test query and every k, every block holding a row that matches the
+query's lineitem filter (joins included) must be returned; the run fails loudly otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import random
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from sqlglot.expressions import Column as _Column
+
+from pando_iceberg.expr import ExprCut, TableFilter
+from pando_iceberg.expr import keys as keyset
+from pando_iceberg.layout import Layout, ObservedKTuples, assign_blocks, build_trees, evaluate_cuts, side_matrix
+from pando_iceberg.workload import arrow_key_provider, parse_workload
+from pando_iceberg.workload.tpch_queries import TPCH_PRIMARY_KEYS, TPCH_SCHEMAS, tpch_workload
+
+TABLES = ["lineitem", "orders", "customer", "part", "supplier", "nation", "region"]
+# Columns no query filters on and no join uses: not loaded (memory at SF 1).
+SKIP_COLUMNS = {"l_comment", "o_comment", "c_comment", "c_address", "c_phone", "p_comment", "s_comment",
+                "s_address", "s_phone", "n_comment", "r_comment"}
+BATCH_ROWS = 1_000_000
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------- data
+
+
+def tpch_dir(cache: Path, sf: float) -> Path:
+    out = cache / f"sf{sf:g}"
+    if not all((out / f"{t}.parquet").exists() for t in TABLES):
+        out.mkdir(parents=True, exist_ok=True)
+        exe = Path(sys.executable).with_name("tpchgen-cli")
+        log(f"generating TPC-H SF {sf:g} into {out}")
+        subprocess.run([str(exe), "parquet", "-s", f"{sf:g}", f"--output-dir={out}"], check=True)
+    return out
+
+
+def _plain_types(t: pa.Table) -> pa.Table:
+    """string_view → string (the expr model and pyarrow kernels want plain strings)."""
+    fields = [pa.field(f.name, pa.string()) if pa.types.is_string_view(f.type) else f for f in t.schema]
+    return t.cast(pa.schema(fields))
+
+
+def load_tables(d: Path) -> dict[str, pa.Table]:
+    out = {}
+    for name in TABLES:
+        cols = [f.name for f in pq.read_schema(d / f"{name}.parquet") if f.name not in SKIP_COLUMNS]
+        out[name] = _plain_types(pq.read_table(d / f"{name}.parquet", columns=cols))
+    return out
+
+
+# ---------------------------------------------------------------- workload
+
+
+def split_workload(per_template: int, seed: int) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """§8.2: half of each template's draws optimize the layout, the other half measure it."""
+    by_template: dict[int, list[str]] = defaultdict(list)
+    for template, sql in tpch_workload(per_template, seed):
+        by_template[template].append(sql)
+    rng = random.Random(seed + 1)
+    train, test = [], []
+    for template in sorted(by_template):
+        sqls = by_template[template][:]
+        rng.shuffle(sqls)
+        half = len(sqls) // 2
+        train += [(template, s) for s in sqls[:half]]
+        test += [(template, s) for s in sqls[half:]]
+    return train, test
+
+
+def lineitem_queries(pairs: list[tuple[int, str]]) -> list[tuple[int, TableFilter, float]]:
+    """(template, lineitem filter, weight) of the statements that read lineitem."""
+    out = []
+    for template, sql in pairs:
+        wl = parse_workload([sql], TPCH_SCHEMAS, primary_keys=TPCH_PRIMARY_KEYS)
+        for q in wl.queries:
+            if "lineitem" in q.filters:
+                out.append((template, q.filters["lineitem"], q.weight))
+    return out
+
+
+def matching_mask(f: TableFilter, table: pa.Table, provider) -> np.ndarray:
+    """Rows satisfying the filter exactly: the single-table part and every join's key set."""
+    mask = np.asarray(f.evaluate(table), dtype=bool)
+    for j in f.joins:
+        keys = keyset.normalize_keys(provider(j.dim_table, j.dim_pk, j.dim_filter))
+        mask &= keyset.member_mask(table.column(j.column), keys)
+    return mask
+
+
+# ---------------------------------------------------------------- baselines
+
+
+def sorted_blocks(lineitem: pa.Table, b: int) -> tuple[pa.Table, np.ndarray]:
+    """lineitem sorted by l_shipdate and the sort position of every original row."""
+    order = pc.sort_indices(lineitem, sort_keys=[("l_shipdate", "ascending")]).to_numpy()
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    return lineitem.take(pa.array(order)), position
+
+
+def _literal_sql(v, typ: pa.DataType) -> str:
+    if pa.types.is_date(typ):
+        return f"DATE '{v.isoformat()}'"
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(v)
+
+
+def zone_map_cuts(sorted_table: pa.Table, b: int, columns: list[str]) -> list[dict[str, tuple]]:
+    """Per block of the sorted table: column → (min, max, has_null)."""
+    out = []
+    for s in range(0, sorted_table.num_rows, b):
+        block = sorted_table.slice(s, b)
+        zm = {}
+        for c in columns:
+            col = block.column(c)
+            mm = pc.min_max(col).as_py()
+            zm[c] = (mm["min"], mm["max"], col.null_count > 0)
+        out.append(zm)
+    return out
+
+
+def zone_map_may_match(f: TableFilter, zm: dict[str, tuple], schema: pa.Schema, cache: dict) -> bool:
+    """May a row of the block satisfy f's single-table part? (expr interval reasoning)."""
+    if f.is_true_expr():
+        return True
+    names = {n.lower() for n in schema.names}
+    cols = sorted(c for c in {c.name.lower() for c in f.expr.find_all(_Column)} if c in names)
+    parts = []
+    for c in cols:
+        lo, hi, has_null = zm[c]
+        if lo is None:
+            parts.append(f"{c} IS NULL")
+            continue
+        rng = f"{c} BETWEEN {_literal_sql(lo, schema.field(c).type)} AND {_literal_sql(hi, schema.field(c).type)}"
+        parts.append(f"({rng} OR {c} IS NULL)" if has_null else rng)
+    if not parts:
+        return True
+    sql = " AND ".join(parts)
+    cut = cache.get(sql)
+    if cut is None:
+        cut = cache[sql] = ExprCut(sql, schema, "lineitem")
+    return bool(f.sides(cut).may_true)
+
+
+# ---------------------------------------------------------------- main
+
+
+def measure_k(k, sample, cuts, masks, sides, train, b_sample, min_leaf, max_ktuples):
+    """Both optimizer phases for one k: (layout, stats), with wall time and tracemalloc peak."""
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    t0 = time.perf_counter()
+    st: dict = {}
+    trees = build_trees(sample, cuts, train, k, min_leaf, max_ktuples, masks=masks, sides=sides, stats=st)
+    t1 = time.perf_counter()
+    assign = assign_blocks(trees, sample, train, b_sample)
+    layout = Layout.from_assignment(assign)
+    t2 = time.perf_counter()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    stats = {
+        "k": k,
+        "min_leaf_rows": min_leaf,
+        "topdown_s": t1 - t0,
+        "bottomup_s": t2 - t1,
+        "optimizer_s": t2 - t0,
+        "optimizer_peak_mib": peak / 2**20,
+        "splits": st["splits"],
+        "leaves": [len(t.leaves()) for t in trees],
+        "ktuples": st["ktuples"],
+        "topdown_stop": st["stopped_by"],
+        "topdown_cost": st["final_cost"],
+        "initial_cost": st["initial_cost"],
+        "bottomup_cost": assign.cost,
+        "blocks": layout.num_blocks,
+        "truncated_leaves": [len(t.leaves()) for t in layout.truncated],
+    }
+    return layout, stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sf", type=float, default=1.0)
+    ap.add_argument("--k", default="1,2,3,4", help="comma-separated numbers of trees")
+    ap.add_argument("--per-template", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--b", type=int, default=100_000, help="minimum block size in rows of the full table")
+    ap.add_argument("--sample-rate", type=float, default=0.01)
+    ap.add_argument("--min-leaf", type=int, default=None,
+                    help="top-down threshold in sample rows (default: build_layout's rule)")
+    ap.add_argument("--max-ktuples", type=int, default=10_000)
+    ap.add_argument("--selective", type=float, default=0.5,
+                    help="a test query is 'selective' when its lower bound is below this fraction of all blocks")
+    ap.add_argument("--cache", default=os.environ.get("PANDO_TPCH_CACHE", "/tmp/pando-tpch"))
+    ap.add_argument("--out", default="benchmarks/results")
+    args = ap.parse_args(argv)
+    ks = [int(x) for x in args.k.split(",") if x]
+    t_start = time.perf_counter()
+
+    # --- data ---------------------------------------------------------------------------
+    tables = load_tables(tpch_dir(Path(args.cache), args.sf))
+    lineitem = tables["lineitem"]
+    n = lineitem.num_rows
+    log(f"lineitem {n:,} rows; b = {args.b:,} → {math.ceil(n / args.b)} blocks of a b-row layout")
+    provider = arrow_key_provider({k: v for k, v in tables.items() if k != "lineitem"})
+
+    # --- workload -----------------------------------------------------------------------
+    train_sql, test_sql = split_workload(args.per_template, args.seed)
+    t0 = time.perf_counter()
+    train_wl = parse_workload([s for _, s in train_sql], TPCH_SCHEMAS, primary_keys=TPCH_PRIMARY_KEYS)
+    train = [(q.filters["lineitem"], q.weight) for q in train_wl.queries if "lineitem" in q.filters]
+    test = lineitem_queries(test_sql)
+    cand = train_wl.candidate_cuts("lineitem")
+    joins = train_wl.join_induced_cuts("lineitem", provider)
+    cuts = cand + joins
+    t_parse = time.perf_counter() - t0
+    log(f"workload: {len(train_sql)} train / {len(test_sql)} test statements; {len(train)} train and "
+        f"{len(test)} test queries read lineitem; {len(cand)} candidate + {len(joins)} join-induced cuts "
+        f"({t_parse:.1f} s)")
+
+    # --- sample, cut masks, side matrix (shared by every k) -----------------------------
+    rng = np.random.default_rng(args.seed)
+    idx = np.sort(rng.choice(n, size=max(1, int(round(n * args.sample_rate))), replace=False))
+    sample = lineitem.take(pa.array(idx))
+    b_sample = args.b * len(idx) / n
+    t0 = time.perf_counter()
+    masks = evaluate_cuts(cuts, sample)
+    t_masks = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sides = side_matrix([f for f, _ in train], cuts)
+    t_sides = time.perf_counter() - t0
+    log(f"sample {len(idx):,} rows (b on sample = {b_sample:g}); cut masks {t_masks:.1f} s; "
+        f"side matrix {len(train)}×{len(cuts)} {t_sides:.1f} s")
+
+    # --- exact matching rows of the test queries ----------------------------------------
+    t0 = time.perf_counter()
+    match_masks = [matching_mask(f, lineitem, provider) for _, f, _ in test]
+    matching = np.array([int(m.sum()) for m in match_masks])
+    lb = np.ceil(matching / args.b).astype(int)
+    log(f"exact matching rows of {len(test)} test queries: {time.perf_counter() - t0:.1f} s")
+
+    # --- baseline: sorted by l_shipdate, zone maps --------------------------------------
+    t0 = time.perf_counter()
+    sorted_t, position = sorted_blocks(lineitem, args.b)
+    sort_block = position // args.b
+    n_sort_blocks = int(sort_block.max()) + 1
+    filter_cols = sorted({c.name.lower() for _, f, _ in test if not f.is_true_expr()
+                          for c in f.expr.find_all(_Column)} & set(lineitem.schema.names))
+    zms = zone_map_cuts(sorted_t, args.b, filter_cols)
+    zcache: dict = {}
+    sort_read, sort_floor = [], []
+    for (_, f, _), mm in zip(test, match_masks):
+        zread = np.array([zone_map_may_match(f, zm, lineitem.schema, zcache) for zm in zms])
+        single = np.asarray(f.evaluate(lineitem), dtype=bool)
+        with_match = np.unique(sort_block[single])
+        if not zread[with_match].all():  # zone maps must be sound too
+            raise AssertionError(f"zone-map reasoning skipped a block with a matching row: {f.to_sql()[:300]}")
+        sort_read.append(int(zread.sum()))
+        sort_floor.append(len(with_match))
+    del sorted_t
+    log(f"sort baseline ({n_sort_blocks} blocks, zone maps on {', '.join(filter_cols)}): "
+        f"{time.perf_counter() - t0:.1f} s")
+
+    # --- Pando per k --------------------------------------------------------------------
+    results: dict[int, dict] = {}
+    violations_total = 0
+    for k in ks:
+        min_leaf = args.min_leaf
+        if min_leaf is None:
+            min_leaf = int(b_sample) if k == 1 else max(1, int(b_sample) // 2)  # build_layout's rule
+        layout, stats = measure_k(k, sample, cuts, masks, sides, train, b_sample, min_leaf, args.max_ktuples)
+        log(f"k={k}: optimizer {stats['optimizer_s']:.1f} s (top-down {stats['topdown_s']:.1f}, bottom-up "
+            f"{stats['bottomup_s']:.1f}), peak {stats['optimizer_peak_mib']:.0f} MiB; {stats['splits']} splits, "
+            f"{stats['ktuples']} k-tuples → {stats['blocks']} blocks; stop: {stats['topdown_stop']}")
+        # Route the full table, batch by batch, then finalize the leaf → block sets.
+        t0 = time.perf_counter()
+        row_block = np.empty(n, dtype=np.int32)
+        parts = []
+        for s in range(0, n, BATCH_ROWS):
+            batch = lineitem.slice(s, BATCH_ROWS)
+            blocks, obs = layout.route_observed(batch)
+            parts.append(obs)
+            row_block[s:s + batch.num_rows] = blocks
+        layout.finalize(ObservedKTuples.combine(parts))
+        stats["route_s"] = time.perf_counter() - t0
+        stats["full_block_rows"] = [int(x) for x in (layout.block_rows.min(), layout.block_rows.max())]
+        # Plan the test queries and check soundness.
+        read, violations = [], 0
+        for (template, f, _), mm in zip(test, match_masks):
+            blocks, _ = layout.blocks_for(f)
+            read.append(len(blocks))
+            need = np.unique(row_block[mm])
+            missing = np.setdiff1d(need, blocks)
+            if len(missing):
+                violations += 1
+                log(f"  SOUNDNESS VIOLATION k={k} Q{template}: blocks {missing[:10].tolist()} hold matching rows "
+                    f"but were not returned; filter {f.to_sql()[:300]}")
+        violations_total += violations
+        stats["violations"] = violations
+        stats["read"] = read
+        results[k] = stats
+        log(f"k={k}: routed + finalized in {stats['route_s']:.1f} s; {layout.num_blocks} blocks "
+            f"({stats['full_block_rows'][0]:,}..{stats['full_block_rows'][1]:,} rows); "
+            f"mean blocks read {np.mean(read):.2f}; soundness violations: {violations}")
+
+    # --- report -------------------------------------------------------------------------
+    n_blocks_b = math.ceil(n / args.b)
+    selective = lb < args.selective * n_blocks_b
+    rows = []
+    for i, (template, f, w) in enumerate(test):
+        rows.append({
+            "template": template, "weight": w, "filter": f.to_sql(), "matching_rows": int(matching[i]),
+            "selective": bool(selective[i]), "lb": int(lb[i]), "sort": int(sort_read[i]),
+            "sort_floor": int(sort_floor[i]), **{f"k{k}": int(results[k]["read"][i]) for k in ks},
+        })
+    summary = {}
+    for label, sel in (("all", np.ones(len(test), dtype=bool)), ("selective", selective)):
+        if not sel.any():
+            continue
+        s = {"queries": int(sel.sum()), "lb": float(lb[sel].mean()), "sort": float(np.mean(np.array(sort_read)[sel])),
+             "sort_floor": float(np.mean(np.array(sort_floor)[sel]))}
+        for k in ks:
+            s[f"k{k}"] = float(np.mean(np.array(results[k]["read"])[sel]))
+        summary[label] = s
+    report = {
+        "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "args": vars(args),
+        "lineitem_rows": n,
+        "sample_rows": len(idx),
+        "b_sample": b_sample,
+        "cuts": {"candidate": len(cand), "join_induced": len(joins)},
+        "train_queries": len(train),
+        "test_queries": len(test),
+        "timings_s": {"parse": t_parse, "cut_masks": t_masks, "side_matrix": t_sides,
+                      "total": time.perf_counter() - t_start},
+        "sort_blocks": n_sort_blocks,
+        "per_k": {k: {kk: v for kk, v in results[k].items() if kk != "read"} for k in ks},
+        "summary": summary,
+        "queries": rows,
+        "violations": violations_total,
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10,
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"layout_tpch_sf{args.sf:g}_b{args.b}"
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1, default=str))
+    md = markdown(report, ks)
+    (out / f"{stem}.md").write_text(md)
+    print(md)
+    log(f"wrote {out / stem}.json and .md; total {report['timings_s']['total']:.0f} s")
+    if violations_total:
+        print(f"FAILED: {violations_total} soundness violations", file=sys.stderr)
+        return 1
+    print("soundness: 0 violations")
+    return 0
+
+
+def markdown(r: dict, ks: list[int]) -> str:
+    lines = [f"# Pando on TPC-H SF {r['args']['sf']:g} lineitem ({r['date']})", "",
+             f"{r['lineitem_rows']:,} rows, b = {r['args']['b']:,} rows, sample {r['sample_rows']:,} rows "
+             f"({r['args']['sample_rate']:g}), {r['train_queries']} train / {r['test_queries']} test queries on "
+             f"lineitem, {r['cuts']['candidate']} candidate + {r['cuts']['join_induced']} join-induced cuts, "
+             f"seed {r['args']['seed']}, {r['machine']['cpus']} CPUs.", "",
+             "## Optimizer", "",
+             "| k | top-down threshold (sample rows) | splits | leaves per tree | k-tuples | blocks | top-down s | "
+             "bottom-up s | optimizer s | peak MiB | routing s | stop |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for k in ks:
+        s = r["per_k"][k]
+        lines.append(f"| {k} | {s['min_leaf_rows']} | {s['splits']} | {s['leaves']} | {s['ktuples']} | {s['blocks']} "
+                     f"| {s['topdown_s']:.1f} | {s['bottomup_s']:.1f} | {s['optimizer_s']:.1f} | "
+                     f"{s['optimizer_peak_mib']:.0f} | {s['route_s']:.1f} | {s['topdown_stop']} |")
+    t = r["timings_s"]
+    lines += ["", f"Shared by every k: side matrix {t['side_matrix']:.1f} s, cut masks on the sample "
+              f"{t['cut_masks']:.1f} s, parse {t['parse']:.1f} s. Total run {t['total']:.0f} s, "
+              f"max RSS {r['max_rss_mib']:.0f} MiB.", "",
+              "## Mean blocks read per test query", "",
+              "| queries | n | lower bound | sort l_shipdate (zone maps) | sort ≥ (blocks with a match) | "
+              + " | ".join(f"k={k}" for k in ks) + " |",
+              "|---|---|---|---|---|" + "---|" * len(ks)]
+    for label, s in r["summary"].items():
+        lines.append(f"| {label} | {s['queries']} | {s['lb']:.2f} | {s['sort']:.2f} | {s['sort_floor']:.2f} | "
+                     + " | ".join(f"{s[f'k{k}']:.2f}" for k in ks) + " |")
+    lines += ["", "## Per test query", "",
+              "| template | matching rows | selective | lb | sort | sort ≥ | " + " | ".join(f"k={k}" for k in ks) + " |",
+              "|---|---|---|---|---|---|" + "---|" * len(ks)]
+    for q in sorted(r["queries"], key=lambda q: q["template"]):
+        lines.append(f"| Q{q['template']} | {q['matching_rows']:,} | {'yes' if q['selective'] else ''} | {q['lb']} | "
+                     f"{q['sort']} | {q['sort_floor']} | " + " | ".join(str(q[f'k{k}']) for k in ks) + " |")
+    lines += ["", f"Soundness violations: {r['violations']}."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

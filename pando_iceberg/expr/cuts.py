@@ -21,7 +21,7 @@ from pando_iceberg.expr import keys as keyset
 from pando_iceberg.expr.bind import DIALECT, bind
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.evaluate import evaluate_predicate
-from pando_iceberg.expr.sides import NT, T, TooComplex, to_dnf
+from pando_iceberg.expr.sides import NT, T, AtomTable, CompiledDnf, TooComplex, keyed_dnf, to_dnf
 
 
 class Cut(ABC):
@@ -66,6 +66,7 @@ class ExprCut(Cut):
         self.schema = pa.schema([by_lower[c] for c in sorted(self.columns)])
         self.table = table
         self._dnf: dict[str, Any] = {}
+        self._compiled: dict[tuple[int, str], tuple[AtomTable, CompiledDnf | None]] = {}
 
     def evaluate(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
         return evaluate_predicate(self.expr, table)
@@ -78,6 +79,17 @@ class ExprCut(Cut):
             except TooComplex:
                 self._dnf[polarity] = None
         return self._dnf[polarity]
+
+    def compiled_dnf(self, polarity: str, atoms: AtomTable) -> CompiledDnf | None:
+        """`dnf(polarity)` with its atoms classified by `atoms` (cached per atom table:
+        sides() asks every query filter about this cut)."""
+        hit = self._compiled.get((id(atoms), polarity))
+        if hit is None or hit[0] is not atoms:
+            if len(self._compiled) > 32:  # atom tables that were replaced
+                self._compiled.clear()
+            kd = keyed_dnf(self.dnf(polarity))
+            hit = self._compiled[(id(atoms), polarity)] = (atoms, None if kd is None else atoms.compile(kd))
+        return hit[1]
 
     def to_json(self) -> dict:
         return {"type": "expr", "key": self.key, "sql": self.key, "schema": _schema_to_b64(self.schema)}
@@ -111,6 +123,8 @@ class LiteralCut(Cut):
         self.key = (f"{self.column} IN (SELECT {self.origin.dim_pk} FROM {self.origin.dim_table} "
                     f"WHERE {self.origin.predicate}){snap} #keys={len(self.keys)}:{keyset.keys_digest(self.keys)}")
         self._sorted: np.ndarray | None = None
+        # The origin predicate bound per dimension schema (filters.py; binding is costly).
+        self._origin_filters: dict[Any, Any] = {}
 
     def evaluate(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
         names = {n.lower(): n for n in table.schema.names}

@@ -22,9 +22,12 @@ from pando_iceberg.expr.sides import (
     T,
     UNKNOWN,
     AtomTable,
+    CompiledDnf,
     Sides,
     TooComplex,
     dnf_satisfiable,
+    keyed_dnf,
+    schema_fingerprint,
     to_dnf,
 )
 
@@ -58,7 +61,10 @@ class JoinFilter:
 
 
 class TableFilter:
-    """expr (single-table part, canonical) AND all `joins`."""
+    """expr (single-table part, canonical) AND all `joins`.
+
+    Treat a filter as immutable once built: sides() caches its DNF, its satisfiability
+    checks and its comparisons with dimension predicates on the object."""
 
     def __init__(self, expr: str | exp.Expression | None, schema: pa.Schema | None,
                  joins: list[JoinFilter] | tuple = (), table: str | None = None):
@@ -79,6 +85,13 @@ class TableFilter:
                                          f"{j.column!r}; columns are: {', '.join(schema.names)}")
         self._atoms: AtomTable | None = None
         self._dnf: Any = False
+        self._compiled: tuple[AtomTable, CompiledDnf | None] | None = None
+        self._sat_with: dict[frozenset[str], bool] = {}
+        self._filter_sides: dict[tuple, Sides] = {}
+        self._as_cut: ExprCut | None = None
+        self._sql: str | None = None
+        self._memo_key: tuple | None = None
+        self._dim_schemas: dict[str, pa.Schema] | None = None
 
     # -------------------------------------------------------------- construction
 
@@ -105,11 +118,21 @@ class TableFilter:
     # -------------------------------------------------------------- basics
 
     def to_sql(self) -> str:
-        parts = [] if self.is_true_expr() else [self.expr.sql(DIALECT)]
-        parts += [j.to_sql() for j in self.joins]
-        if not parts:
-            return "TRUE"
-        return " AND ".join(f"({p})" if len(parts) > 1 and " OR " in p.upper() else p for p in parts)
+        if self._sql is None:
+            parts = [] if self.is_true_expr() else [self.expr.sql(DIALECT)]
+            parts += [j.to_sql() for j in self.joins]
+            if not parts:
+                self._sql = "TRUE"
+            else:
+                self._sql = " AND ".join(f"({p})" if len(parts) > 1 and " OR " in p.upper() else p for p in parts)
+        return self._sql
+
+    def memo_key(self) -> tuple:
+        """Identifies what sides() answers depend on: the SQL and the column types."""
+        if self._memo_key is None:
+            fp = None if self.schema is None else schema_fingerprint(self.schema)
+            self._memo_key = (self.to_sql(), self.table, fp)
+        return self._memo_key
 
     def is_true_expr(self) -> bool:
         return isinstance(self.expr, exp.Boolean) and bool(self.expr.this)
@@ -146,7 +169,7 @@ class TableFilter:
             schema = self.schema if self.schema is not None else fallback
             if schema is None:
                 return None
-            self._atoms = AtomTable(schema)
+            self._atoms = AtomTable.shared(schema)
         return self._atoms
 
     def _own_dnf(self):
@@ -157,17 +180,22 @@ class TableFilter:
                 self._dnf = None
         return self._dnf
 
+    def _own_compiled(self, atoms: AtomTable) -> CompiledDnf | None:
+        if self._compiled is None or self._compiled[0] is not atoms:
+            kd = keyed_dnf(self._own_dnf())
+            self._compiled = (atoms, None if kd is None else atoms.compile(kd))
+        return self._compiled[1]
+
     def _join_extra(self, atoms: AtomTable) -> list[tuple[str, str, Domain]]:
         # A row with a NULL foreign key never joins, so it never satisfies this filter.
-        return [(exp.column(j.column).sql(DIALECT), atoms.kind(exp.column(j.column)), Domain.non_null())
-                for j in self.joins]
+        return [(*atoms.column_term(j.column), Domain.non_null()) for j in self.joins]
 
     def is_unsatisfiable(self) -> bool:
         """True only if no row can satisfy the single-table part (cheap check)."""
-        atoms, dnf = self._atom_table(), self._own_dnf()
-        if atoms is None or dnf is None:
+        atoms = self._atom_table()
+        if atoms is None or self._own_dnf() is None:
             return False
-        return not dnf_satisfiable(atoms, dnf, [[]], self._join_extra(atoms))
+        return not self._satisfiable_with(())
 
     def sides(self, cut: Cut) -> Sides:
         """May a row satisfying this filter be on the cut's TRUE side / NOT-TRUE side?
@@ -185,27 +213,34 @@ class TableFilter:
         atoms = self._atom_table(cut.schema)
         if atoms is None:
             return UNKNOWN
-        names = {n.lower() for n in atoms.schema.names}
-        if not cut.columns <= names:
-            atoms = AtomTable(cut.schema)  # the filter cannot constrain columns it lacks
+        if not cut.columns <= atoms.names:
+            atoms = AtomTable.shared(cut.schema)  # the filter cannot constrain columns it lacks
             own: Any = [[]]
             extra: list = []
         else:
-            own = self._own_dnf()
+            own = self._own_compiled(atoms)
             extra = self._join_extra(atoms)
-        c_true, c_not_true = cut.dnf(T), cut.dnf(NT)
+        c_true, c_not_true = cut.compiled_dnf(T, atoms), cut.compiled_dnf(NT, atoms)
         may_true = True if own is None or c_true is None else dnf_satisfiable(atoms, own, c_true, extra)
         may_not = True if own is None or c_not_true is None else dnf_satisfiable(atoms, own, c_not_true, extra)
         return Sides(may_true, may_not)
 
-    def _satisfiable_with(self, extra_nonnull: list[str]) -> bool:
-        atoms, own = self._atom_table(), self._own_dnf()
-        if atoms is None or own is None:
+    def _satisfiable_with(self, extra_nonnull: tuple[str, ...] | list[str]) -> bool:
+        key = frozenset(extra_nonnull)
+        hit = self._sat_with.get(key)
+        if hit is None:
+            hit = self._sat_with[key] = self._compute_satisfiable_with(key)
+        return hit
+
+    def _compute_satisfiable_with(self, extra_nonnull: frozenset[str]) -> bool:
+        atoms = self._atom_table()
+        if atoms is None:
             return True
-        names = {n.lower() for n in atoms.schema.names}
-        extra = self._join_extra(atoms) + [
-            (exp.column(c).sql(DIALECT), atoms.kind(exp.column(c)), Domain.non_null())
-            for c in extra_nonnull if c in names]
+        own = self._own_compiled(atoms)
+        if own is None:
+            return True
+        extra = self._join_extra(atoms) + [(*atoms.column_term(c), Domain.non_null())
+                                           for c in sorted(extra_nonnull) if c in atoms.names]
         return dnf_satisfiable(atoms, own, [[]], extra)
 
     def _find_join(self, column: str, dim_table: str, dim_pk: str) -> JoinFilter | None:
@@ -215,11 +250,11 @@ class TableFilter:
         return None
 
     def _sides_literal(self, cut: LiteralCut) -> Sides:
-        any_row = self._satisfiable_with([])
+        any_row = self._satisfiable_with(())
         if not any_row:
             return Sides(False, False)
         # The TRUE side needs a non-NULL key.
-        keyed_row = self._satisfiable_with([cut.column])
+        keyed_row = self._satisfiable_with((cut.column,))
         join = self._find_join(cut.column, cut.origin.dim_table, cut.origin.dim_pk)
         if join is None:
             return Sides(keyed_row, True)
@@ -230,27 +265,41 @@ class TableFilter:
                          not keyset.keys_subset(join.dim_keys, cut.keys))
         # Compare the dimension predicates: a row is on the TRUE side iff the dimension row
         # it joins (unique, pk) satisfies the origin predicate.
-        origin = TableFilter.from_sql(cut.origin.predicate, join.dim_filter.schema, cut.origin.dim_table,
-                                      schemas=join.dim_filter.dim_schemas())
-        s = join.dim_filter.filter_sides(origin)
+        s = join.dim_filter.filter_sides(_origin_filter(cut, join.dim_filter))
         return Sides(keyed_row and s.may_true, s.may_not_true)
 
     def dim_schemas(self) -> dict[str, pa.Schema]:
-        out: dict[str, pa.Schema] = {}
-        for j in self.joins:
-            if j.dim_filter.schema is not None:
-                out[j.dim_table] = j.dim_filter.schema
-            out.update(j.dim_filter.dim_schemas())
-        return out
+        if self._dim_schemas is None:
+            out: dict[str, pa.Schema] = {}
+            for j in self.joins:
+                if j.dim_filter.schema is not None:
+                    out[j.dim_table] = j.dim_filter.schema
+                out.update(j.dim_filter.dim_schemas())
+            self._dim_schemas = out
+        return dict(self._dim_schemas)
 
     def filter_sides(self, other: "TableFilter") -> Sides:
-        """Like sides(), with a whole filter (expr AND joins) of the same table as the cut."""
-        if not self._satisfiable_with([]):
+        """Like sides(), with a whole filter (expr AND joins) of the same table as the cut.
+        Memoized per `other` (literal cuts of one origin are compared with every query's
+        dimension filter)."""
+        key = other.memo_key()
+        hit = self._filter_sides.get(key)
+        if hit is None:
+            hit = self._filter_sides[key] = self._compute_filter_sides(other)
+        return hit
+
+    def _to_cut(self) -> ExprCut:
+        if self._as_cut is None:
+            self._as_cut = ExprCut(self.expr, self.schema, self.table)  # type: ignore[arg-type]
+        return self._as_cut
+
+    def _compute_filter_sides(self, other: "TableFilter") -> Sides:
+        if not self._satisfiable_with(()):
             return Sides(False, False)
         if other.is_true_expr():
             expr_sides = Sides(True, False)
         else:
-            expr_sides = self._sides_expr(ExprCut(other.expr, other.schema, other.table))  # type: ignore[arg-type]
+            expr_sides = self._sides_expr(other._to_cut())
         may_true, may_not = expr_sides.may_true, expr_sides.may_not_true
         for jc in other.joins:
             jq = self._find_join(jc.column, jc.dim_table, jc.dim_pk)
@@ -261,6 +310,28 @@ class TableFilter:
             may_true = may_true and s.may_true
             may_not = may_not or s.may_not_true
         return Sides(may_true, may_not)
+
+
+def _origin_filter(cut: LiteralCut, dim_filter: TableFilter) -> TableFilter:
+    """The literal cut's origin predicate as a filter over the dimension table of
+    `dim_filter`, bound once per dimension schema."""
+    # Binding reads only the schemas of the tables the predicate names (nested `IN (SELECT
+    # ...)`); keying by the others would rebind it for every query's set of joins.
+    text = cut.origin.predicate.lower()
+    dim_schemas = {name: s for name, s in dim_filter.dim_schemas().items() if name.lower().split(".")[-1] in text}
+    key = (schema_fingerprint(dim_filter.schema) if dim_filter.schema is not None else None,
+           tuple(sorted((name, schema_fingerprint(s)) for name, s in dim_schemas.items())))
+    hit = cut._origin_filters.get(key)
+    if hit is None:
+        try:
+            hit = TableFilter.from_sql(cut.origin.predicate, dim_filter.schema, cut.origin.dim_table,  # type: ignore[arg-type]
+                                       schemas=dim_schemas)
+        except PandoExprError as e:  # e.g. a nested dimension this query does not join: remember it
+            hit = e
+        cut._origin_filters[key] = hit
+    if isinstance(hit, PandoExprError):
+        raise hit
+    return hit
 
 
 def _conjuncts(node: exp.Expression) -> list[exp.Expression]:

@@ -21,6 +21,7 @@ then proven empty by one of:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -87,6 +88,27 @@ def to_dnf(node: exp.Expression, polarity: str = T, cap: int = MAX_CONJUNCTIONS)
     return [[(node, polarity)]]
 
 
+KeyedDnf = list[list[tuple[str, exp.Expression, str]]]
+
+
+def keyed_dnf(dnf: Dnf | None) -> KeyedDnf | None:
+    """The DNF with each literal's canonical SQL rendered once: distributing AND over OR
+    repeats the same node objects in many conjunctions."""
+    if dnf is None:
+        return None
+    keys: dict[int, str] = {}
+    out = []
+    for conj in dnf:
+        row = []
+        for node, polarity in conj:
+            key = keys.get(id(node))
+            if key is None:
+                key = keys[id(node)] = node.sql(DIALECT)
+            row.append((key, node, polarity))
+        out.append(row)
+    return out
+
+
 # ---------------------------------------------------------------- atoms
 
 
@@ -111,7 +133,15 @@ class Constraint:
             return self.false_dom
         if not self.exact:
             return Domain.everything()
-        return (self.true_dom if polarity == NT else self.false_dom).complement()
+        return self.not_true_dom if polarity == NT else self.not_false_dom
+
+    @functools.cached_property
+    def not_true_dom(self) -> Domain:
+        return self.true_dom.complement()
+
+    @functools.cached_property
+    def not_false_dom(self) -> Domain:
+        return self.false_dom.complement()
 
 
 @dataclass(frozen=True)
@@ -214,15 +244,48 @@ def like_prefix(pattern: str) -> tuple[str, str]:
     return "".join(prefix), "exact"
 
 
+def schema_fingerprint(schema: pa.Schema) -> tuple:
+    """What atom classification depends on: the column names and types."""
+    return tuple((f.name, f.type) for f in schema)
+
+
+_MAX_SHARED_TABLES = 64
+_SHARED_TABLES: dict[tuple, "AtomTable"] = {}
+
+
+def clear_caches() -> None:
+    """Forget the shared atom tables (tests compare cold and warm answers with it)."""
+    _SHARED_TABLES.clear()
+
+
 class AtomTable:
-    """Classifies the atoms of one table's predicates (cached by canonical SQL)."""
+    """Classifies the atoms of one table's predicates (cached by canonical SQL).
+
+    Classification depends only on the column types, so one table is shared by every
+    filter and cut over the same schema (`AtomTable.shared`): an atom is classified once
+    per workload, not once per (filter, cut) pair."""
+
+    # Above this many cached atoms a shared table starts afresh (a long-running planner
+    # sees an unbounded stream of queries).
+    MAX_ATOMS = 50_000
 
     def __init__(self, schema: pa.Schema):
         self.schema = schema
+        self.names = frozenset(n.lower() for n in schema.names)
         self.ctx = Context(schema.empty_table())
         self._cache: dict[str, Constraint | Pair | Opaque] = {}
         self._kinds: dict[str, str] = {}
-        self._by_id: dict[int, tuple[exp.Expression, Any]] = {}
+        self._column_terms: dict[str, tuple[str, str]] = {}
+
+    @staticmethod
+    def shared(schema: pa.Schema) -> "AtomTable":
+        key = schema_fingerprint(schema)
+        table = _SHARED_TABLES.get(key)
+        if table is None or len(table._cache) > AtomTable.MAX_ATOMS:
+            if len(_SHARED_TABLES) >= _MAX_SHARED_TABLES:
+                _SHARED_TABLES.pop(next(iter(_SHARED_TABLES)))
+            table = _SHARED_TABLES[key] = AtomTable(schema)
+        return table
 
     def kind(self, node: exp.Expression) -> str:
         """The term's kind; a decimal column's is "decimal:<scale>", a discrete universe
@@ -233,24 +296,31 @@ class AtomTable:
             self._kinds[key] = f"decimal:{v.scale}" if v.kind == "decimal" and isinstance(node, exp.Column) else v.kind
         return self._kinds[key]
 
-    def classify(self, node: exp.Expression) -> Constraint | Pair | Opaque:
-        # DNFs are cached, so the same node objects come back: look them up by identity
-        # first (rendering SQL is the expensive part), then by canonical SQL.
-        hit = self._by_id.get(id(node))
-        if hit is not None and hit[0] is node:
-            return hit[1]
-        atom = self._classify_by_sql(node)
-        self._by_id[id(node)] = (node, atom)
+    def column_term(self, column: str) -> tuple[str, str]:
+        """(term key, kind) of a plain column of this table."""
+        hit = self._column_terms.get(column)
+        if hit is None:
+            node = exp.column(column)
+            hit = self._column_terms[column] = (node.sql(DIALECT), self.kind(node))
+        return hit
+
+    def classify(self, node: exp.Expression, key: str | None = None) -> Constraint | Pair | Opaque:
+        """The atom of `node`; `key` is its canonical SQL when the caller already has it
+        (rendering SQL is the expensive part, see `keyed_dnf`)."""
+        if key is None:
+            key = node.sql(DIALECT)
+        atom = self._cache.get(key)
+        if atom is None:
+            try:
+                atom = self._classify(node)
+            except (PandoExprError, ValueError, TypeError, ArithmeticError):
+                atom = Opaque(key, _columns(node), null_intolerant(node))
+            self._cache[key] = atom
         return atom
 
-    def _classify_by_sql(self, node: exp.Expression) -> Constraint | Pair | Opaque:
-        key = node.sql(DIALECT)
-        if key not in self._cache:
-            try:
-                self._cache[key] = self._classify(node)
-            except (PandoExprError, ValueError, TypeError, ArithmeticError):
-                self._cache[key] = Opaque(key, _columns(node), null_intolerant(node))
-        return self._cache[key]
+    def compile(self, dnf: "KeyedDnf") -> "CompiledDnf":
+        """A keyed DNF with each literal's atom classified."""
+        return [[(self.classify(node, key), pol) for key, node, pol in conj] for conj in dnf]
 
     def _constraint(self, term: exp.Expression, t: Domain, f: Domain, exact: bool = True) -> Constraint:
         return Constraint(term.sql(DIALECT), self.kind(term), t, f, exact, _columns(term),
@@ -332,8 +402,7 @@ class _State:
         old = self.domains.get(term)
         self.domains[term] = (kind, dom if old is None else old[1].intersect(dom))
 
-    def add(self, node: exp.Expression, polarity: str) -> None:
-        atom = self.atoms.classify(node)
+    def add(self, atom: Constraint | Pair | Opaque, polarity: str) -> None:
         if isinstance(atom, Constraint):
             dom = atom.domain(polarity)
             self.restrict(atom.term, atom.kind, dom)
@@ -364,11 +433,10 @@ class _State:
                 for cols, tolerant in zip(pair.side_columns, pair.null_intolerant):
                     if tolerant:
                         self.non_null |= cols
-        names = _lower_names(self.atoms.schema)
+        names = self.atoms.names
         for col in self.non_null:
             if col in names:
-                column = exp.column(col)
-                self.restrict(column.sql(DIALECT), self.atoms.kind(column), Domain.non_null())
+                self.restrict(*self.atoms.column_term(col), Domain.non_null())
         for term, (kind, dom) in self.domains.items():
             if dom.is_empty(is_discrete(kind)):
                 return False
@@ -379,24 +447,23 @@ class _State:
         return True
 
 
-def _lower_names(schema: pa.Schema) -> set[str]:
-    return {n.lower() for n in schema.names}
+CompiledDnf = list[list[tuple["Constraint | Pair | Opaque", str]]]
 
 
-def conjunction_satisfiable(atoms: AtomTable, literals: list[Literal],
+def conjunction_satisfiable(atoms: AtomTable, literals: list[tuple[Constraint | Pair | Opaque, str]],
                             extra: list[tuple[str, str, Domain]] = ()) -> bool:
+    """Is the conjunction of classified literals (atom, polarity) satisfiable?"""
     state = _State(atoms)
-    for node, polarity in literals:
-        state.add(node, polarity)
+    for atom, polarity in literals:
+        state.add(atom, polarity)
     for term, kind, dom in extra:
         state.restrict(term, kind, dom)
     return state.satisfiable()
 
 
-def dnf_satisfiable(atoms: AtomTable, left: Dnf, right: Dnf,
+def dnf_satisfiable(atoms: AtomTable, left: CompiledDnf, right: CompiledDnf,
                     extra: list[tuple[str, str, Domain]] = ()) -> bool:
     """Is (OR left) AND (OR right) satisfiable (soundly: True unless proven empty)?"""
     if len(left) * len(right) > MAX_CONJUNCTIONS * MAX_CONJUNCTIONS:
         return True
     return any(conjunction_satisfiable(atoms, a + b, extra) for a in left for b in right)
-

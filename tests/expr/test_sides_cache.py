@@ -1,0 +1,98 @@
+"""sides() caches (atom tables shared per schema, keyed and compiled DNFs on filters and
+cuts, memoized satisfiability and dimension-predicate comparisons) never change an answer:
+warm answers, asked in any order over shared objects, equal the uncached path (fresh
+objects, empty caches, one question each)."""
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from expr_gen import SCHEMA, examples, predicates
+from pando_iceberg.expr import CutOrigin, ExprCut, LiteralCut, PandoExprError, TableFilter
+from pando_iceberg.expr.sides import clear_caches
+from pando_iceberg.workload import arrow_key_provider
+from test_literal_cuts import FACT, chain_filter, star
+
+# Same column names, other types: a shared atom table must not be reused across them.
+OTHER = pa.schema([("i", pa.decimal128(9, 1)), ("f", pa.float32()), ("s", pa.string()), ("d", pa.date32()),
+                   ("m", pa.decimal128(9, 3)), ("b", pa.bool_()), ("j", pa.int64())])
+
+
+def _uncached_expr(f_sql, f_schema, c_sql, c_schema):
+    clear_caches()
+    try:
+        filt = TableFilter.from_sql(f_sql, f_schema)
+        cut = ExprCut(c_sql, c_schema)
+    except PandoExprError:
+        return None
+    return tuple(filt.sides(cut))
+
+
+@settings(max_examples=examples(40))
+@given(st.lists(st.tuples(predicates(), st.booleans()), min_size=1, max_size=4),
+       st.lists(st.tuples(predicates(), st.booleans()), min_size=1, max_size=4), st.randoms())
+def test_warm_expr_sides_equal_uncached(filter_specs, cut_specs, rnd):
+    def build(cls_make, specs):
+        out = []
+        for (sql, _), other in specs:
+            schema = OTHER if other else SCHEMA
+            try:
+                out.append((sql, schema, cls_make(sql, schema)))
+            except PandoExprError:
+                pass
+        return out
+
+    filters = build(TableFilter.from_sql, filter_specs)
+    cuts = build(ExprCut, cut_specs)
+    pairs = [(f, c) for f in filters for c in cuts] * 2
+    rnd.shuffle(pairs)
+    warm = {}
+    for (f_sql, f_schema, filt), (c_sql, c_schema, cut) in pairs:
+        got = tuple(filt.sides(cut))
+        assert warm.setdefault((id(filt), id(cut)), got) == got
+    for (f_sql, f_schema, filt), (c_sql, c_schema, cut) in pairs[: len(pairs) // 2]:
+        want = _uncached_expr(f_sql, f_schema, c_sql, c_schema)
+        assert warm[(id(filt), id(cut))] == want, (f_sql, str(f_schema.field("i").type), c_sql)
+        assert filt.is_unsatisfiable() == TableFilter.from_sql(f_sql, f_schema).is_unsatisfiable()
+
+
+@settings(max_examples=examples(30))
+@given(star(), st.lists(chain_filter(), min_size=1, max_size=3), st.lists(chain_filter(), min_size=1, max_size=3),
+       st.randoms())
+def test_warm_literal_sides_equal_uncached(tables, queries, cut_sources, rnd):
+    provider = arrow_key_provider(tables)
+    specs = []
+    for src in cut_sources:
+        j = src.joins[0]
+        specs.append((provider("orders", "o_orderkey", j.dim_filter), j.dim_filter.to_sql()))
+    cuts = [LiteralCut("f_orderkey", keys, CutOrigin("orders", "o_orderkey", origin)) for keys, origin in specs]
+    pairs = [(qi, ci) for qi in range(len(queries)) for ci in range(len(cuts))] * 2
+    rnd.shuffle(pairs)
+    warm = {}
+    for qi, ci in pairs:
+        got = tuple(queries[qi].sides(cuts[ci]))
+        assert warm.setdefault((qi, ci), got) == got
+    for qi, ci in set(pairs):
+        clear_caches()
+        # Fresh objects: rebuild the query (and its dimension filters) from its SQL.
+        query = TableFilter.from_sql(queries[qi].to_sql(), FACT, "fact", schemas=_schemas(tables))
+        keys, origin = specs[ci]
+        cut = LiteralCut("f_orderkey", keys, CutOrigin("orders", "o_orderkey", origin))
+        assert tuple(query.sides(cut)) == warm[(qi, ci)], (queries[qi].to_sql(), origin)
+
+
+def _schemas(tables):
+    return {name: t.schema for name, t in tables.items()}
+
+
+def test_same_sql_other_column_types_not_confused():
+    # Discreteness depends on the type: `i > 3` excludes `i < 4` for integers only.
+    cases = [(SCHEMA, (True, False)), (OTHER, (True, True)), (SCHEMA, (True, False))]
+    for schema, want in cases:
+        assert _uncached_expr("i > 3", schema, "i >= 4", schema) == want
+    for schema, want in cases:  # warm, alternating schemas
+        assert tuple(TableFilter.from_sql("i > 3", schema).sides(ExprCut("i >= 4", schema))) == want
+    # A cut over columns the filter lacks is reasoned about with the cut's own schema.
+    only_z = pa.schema([("z", pa.int64())])
+    for schema, want in [(SCHEMA, (False, True)), (OTHER, (True, True))]:
+        assert tuple(TableFilter.from_sql("z = 1", only_z).sides(ExprCut("i > 3 and i < 4", schema))) == want

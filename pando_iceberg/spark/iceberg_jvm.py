@@ -135,15 +135,19 @@ def scan_metrics(df) -> dict[str, int]:
 
     def visit(node):
         metrics = node.metrics()
-        for name in ("resultDataFiles", "skippedDataFiles", "totalFileSize", "numOutputRows"):
-            if metrics.contains(name) and node.nodeName().startswith("BatchScan"):
-                totals[name] = totals.get(name, 0) + int(metrics.apply(name).value())
+        if node.nodeName().startswith("BatchScan"):
+            for name in ("resultDataFiles", "skippedDataFiles", "totalFileSize", "numOutputRows"):
+                if metrics.contains(name):
+                    totals[name] = totals.get(name, 0) + int(metrics.apply(name).value())
         children = node.children()
         for i in range(children.size()):
             visit(children.apply(i))
-        # AQE wraps the final plan
-        if node.nodeName() == "AdaptiveSparkPlan":
+        # AQE wraps the plan and hides finished stages behind query-stage nodes.
+        kind = node.getClass().getSimpleName()
+        if kind == "AdaptiveSparkPlanExec":
             visit(node.executedPlan())
+        elif kind.endswith("QueryStageExec"):
+            visit(node.plan())
 
     visit(plan)
     return totals

@@ -85,10 +85,50 @@ class BlockAssignment:
     stats: dict = field(default_factory=dict)
 
 
-class _Merger:
-    """Greedy least-added-cost merging of blocks until each has ≥ b rows (§6.2 steps 3-5)."""
+class _TreeProximity:
+    """How close two blocks are in the trees: Σ_t depth of the lowest common ancestor of the
+    blocks' covering nodes in tree t (a block's covering node in t is the LCA of the leaves
+    of its k-tuples). Rows of the LCA-depth matrix are computed lazily per node."""
 
-    def __init__(self, bits: np.ndarray, rows: np.ndarray, weigh: WeightedPopcount, b: float, candidates: int = 8):
+    def __init__(self, trees: Sequence[PartitionTree]):
+        self.anc: list[np.ndarray] = []
+        for tree in trees:
+            anc = np.full((tree.num_nodes, max(tree.depth) + 1), -1, dtype=np.int32)
+            for n in range(tree.num_nodes):
+                p = tree.parent[n]
+                if p >= 0:
+                    anc[n] = anc[p]
+                anc[n, tree.depth[n]] = n
+            self.anc.append(anc)
+        self._rows: dict[tuple[int, int], np.ndarray] = {}
+
+    def depth_row(self, t: int, node: int) -> np.ndarray:
+        got = self._rows.get((t, node))
+        if got is None:
+            anc = self.anc[t]
+            a = anc[node]
+            same = (anc == a[None, :]) & (a[None, :] >= 0)
+            got = self._rows[(t, node)] = np.cumprod(same, axis=1).sum(axis=1).astype(np.int64) - 1
+        return got
+
+    def lca(self, t: int, u: int, v: int) -> int:
+        return int(self.anc[t][u, self.depth_row(t, u)[v]])
+
+
+class _Merger:
+    """Greedy least-added-cost merging of blocks until each has ≥ b rows (§6.2 steps 3-5).
+
+    Merge order: least Δ first (the paper); among equal Δ, the pair closest in the trees
+    (largest Σ_t LCA depth, see ``_TreeProximity``), then the smaller merged block, then ids.
+    Why the proximity tie-break (not in the paper): on a workload of a few dozen queries many
+    pairs of small k-tuples have exactly the same Δ (often 0: no training query tells them
+    apart), and an id-order tie-break then merges k-tuples from unrelated corners of the
+    trees. Queries of the same templates with other parameters (the held-out half of §8.2)
+    do tell them apart; merging within the smallest common subtree keeps blocks aligned with
+    the cuts, as the trees intend. It never changes the cost of a merge the greedy takes."""
+
+    def __init__(self, bits: np.ndarray, rows: np.ndarray, weigh: WeightedPopcount, b: float, candidates: int = 8,
+                 cover: np.ndarray | None = None, proximity: _TreeProximity | None = None):
         self.bits = bits  # k × N × W uint64, R_t per block slot
         self.rows = rows.astype(np.int64).copy()
         self.weigh = weigh
@@ -96,16 +136,18 @@ class _Merger:
         self.m = candidates
         n = len(rows)
         self.n = n
+        self.cover = None if cover is None or proximity is None else np.asarray(cover, dtype=np.int64).copy()
+        self.proximity = proximity
         self.alive = np.ones(n, dtype=bool)
         self.version = np.zeros(n, dtype=np.int64)
         self.cost = self._cost_of(np.arange(n))
         self.members: list[list[int]] = [[i] for i in range(n)]
-        # cand[i]: i's best partners as sorted (Δ, rows_j, j, version_j) — the heap's tie order.
+        # cand[i]: i's best partners as sorted (Δ, -shared, rows_j, j, version_j) — the heap's tie order.
         # floor_key[i]: every block not in cand[i] sorts at or after it; floor[i] is its Δ.
-        self.cand: list[list[tuple[float, int, int, int]] | None] = [None] * n
+        self.cand: list[list[tuple[float, int, int, int, int]] | None] = [None] * n
         self.floor = np.full(n, np.inf)
-        self.floor_key: list[tuple[float, int, int]] = [(np.inf, 0, 0)] * n
-        self.heap: list[tuple[float, int, int, int, int, int]] = []
+        self.floor_key: list[tuple[float, int, int, int]] = [(np.inf, 0, 0, 0)] * n
+        self.heap: list[tuple[float, int, int, int, int, int, int]] = []
         self.merges = 0
         self.full_recomputes = 0
 
@@ -118,6 +160,16 @@ class _Merger:
     def _cost_of(self, idx: np.ndarray) -> np.ndarray:
         return self.rows[idx].astype(np.float64) * self.weigh(self._scan(idx))
 
+    def _shared(self, ids: np.ndarray) -> np.ndarray:
+        """len(ids) × N: tree proximity of each block in ``ids`` to every block (0 without trees)."""
+        out = np.zeros((len(ids), self.n), dtype=np.int64)
+        if self.cover is None or self.proximity is None:
+            return out
+        for t in range(self.cover.shape[0]):
+            for r, i in enumerate(ids):
+                out[r] += self.proximity.depth_row(t, int(self.cover[t, i]))[self.cover[t]]
+        return out
+
     def _deltas(self, ids: np.ndarray) -> np.ndarray:
         """len(ids) × N: Δ of merging each block in ``ids`` with every block (inf if invalid)."""
         acc = self.bits[0][ids][:, None, :] | self.bits[0][None, :, :]
@@ -129,26 +181,26 @@ class _Merger:
         d[np.arange(len(ids)), ids] = np.inf
         return d
 
-    def _set_list(self, i: int, d: np.ndarray) -> None:
-        """Candidate list of i from a full row of Δ."""
+    def _set_list(self, i: int, d: np.ndarray, sh: np.ndarray) -> None:
+        """Candidate list of i from a full row of Δ (and of tree proximity)."""
         finite = np.flatnonzero(np.isfinite(d))
         if len(finite) > self.m:
-            # Everything tied with the (m+1)-th Δ is kept for the exact (Δ, rows, id) order.
+            # Everything tied with the (m+1)-th Δ is kept for the exact (Δ, -shared, rows, id) order.
             kth = np.partition(d[finite], self.m)[self.m]
             part = finite[d[finite] <= kth]
-            order = np.lexsort((part, self.rows[part], d[part]))
+            order = np.lexsort((part, self.rows[part], -sh[part], d[part]))
             top, rest = part[order[: self.m]], part[order[self.m]]
             self.floor[i] = d[rest]
-            self.floor_key[i] = (float(d[rest]), int(self.rows[rest]), int(rest))
+            self.floor_key[i] = (float(d[rest]), -int(sh[rest]), int(self.rows[rest]), int(rest))
         else:
-            top = finite[np.lexsort((finite, self.rows[finite], d[finite]))]
+            top = finite[np.lexsort((finite, self.rows[finite], -sh[finite], d[finite]))]
             self.floor[i] = np.inf
-            self.floor_key[i] = (np.inf, 0, 0)
-        self.cand[i] = [(float(d[j]), int(self.rows[j]), int(j), int(self.version[j])) for j in top]
+            self.floor_key[i] = (np.inf, 0, 0, 0)
+        self.cand[i] = [(float(d[j]), -int(sh[j]), int(self.rows[j]), int(j), int(self.version[j])) for j in top]
         self.full_recomputes += 1
 
-    def _valid(self, entry: tuple[float, int, int, int]) -> bool:
-        return bool(self.alive[entry[2]]) and self.version[entry[2]] == entry[3]
+    def _valid(self, entry: tuple[float, int, int, int, int]) -> bool:
+        return bool(self.alive[entry[3]]) and self.version[entry[3]] == entry[4]
 
     def _push_best(self, i: int) -> None:
         """Push i's true best partner; recompute its list if none of it is still valid."""
@@ -158,12 +210,13 @@ class _Merger:
         if not lst:
             if self.alive.sum() < 2:
                 return
-            self._set_list(i, self._deltas(np.array([i]))[0])
+            ids = np.array([i])
+            self._set_list(i, self._deltas(ids)[0], self._shared(ids)[0])
             lst = self.cand[i]
             if not lst:
                 return
-        d, _, j, vj = lst[0]
-        heapq.heappush(self.heap, (d, int(self.rows[i] + self.rows[j]), i, j, int(self.version[i]), vj))
+        d, nsh, _, j, vj = lst[0]
+        heapq.heappush(self.heap, (d, nsh, int(self.rows[i] + self.rows[j]), i, j, int(self.version[i]), vj))
 
     def _small(self, i: int) -> bool:
         return bool(self.alive[i]) and self.rows[i] < self.b
@@ -175,16 +228,17 @@ class _Merger:
         for s in range(0, len(small), batch):
             ids = small[s : s + batch]
             dd = self._deltas(ids)
+            sh = self._shared(ids)
             for r, i in enumerate(ids):
-                self._set_list(int(i), dd[r])
+                self._set_list(int(i), dd[r], sh[r])
         for i in small:
             self._push_best(int(i))
         while self.heap:
-            d, _, i, j, vi, vj = heapq.heappop(self.heap)
+            d, _, _, i, j, vi, vj = heapq.heappop(self.heap)
             if not self._small(i) or self.version[i] != vi:
                 continue  # stale: i merged or grew since
             lst = self.cand[i]
-            head_ok = lst and self._valid(lst[0]) and lst[0][2] == j and lst[0][3] == vj
+            head_ok = lst and self._valid(lst[0]) and lst[0][3] == j and lst[0][4] == vj
             if not head_ok:
                 if not (self.alive[j] and self.version[j] == vj):
                     self._push_best(i)  # partner gone: next valid candidate (or recompute)
@@ -196,6 +250,9 @@ class _Merger:
         self.bits[:, s] |= self.bits[:, o]
         self.rows[s] += self.rows[o]
         self.rows[o] = 0
+        if self.cover is not None and self.proximity is not None:
+            for t in range(self.cover.shape[0]):
+                self.cover[t, s] = self.proximity.lca(t, int(self.cover[t, s]), int(self.cover[t, o]))
         self.alive[o] = False
         self.version[s] += 1
         self.version[o] += 1
@@ -210,43 +267,50 @@ class _Merger:
         if self.alive.sum() < 2:
             return
         d = self._deltas(np.array([s]))[0]
+        sh = self._shared(np.array([s]))[0]
         if self.rows[s] < self.b:
-            self._set_list(s, d)
+            self._set_list(s, d, sh)
             self._push_best(s)
         else:
             self.floor[s] = -np.inf
-        # Offer the new block to every small block whose list it beats (Δ is symmetric).
+        # Offer the new block to every small block whose list it beats (Δ and proximity are symmetric).
         offer = np.flatnonzero(self.alive & (self.rows < self.b) & (d <= self.floor))
         for i in offer:
             i = int(i)
-            entry = (float(d[i]), int(self.rows[s]), s, int(self.version[s]))
+            entry = (float(d[i]), -int(sh[i]), int(self.rows[s]), s, int(self.version[s]))
             lst = self.cand[i]
-            if i == s or lst is None or entry[:3] >= self.floor_key[i]:
+            if i == s or lst is None or entry[:4] >= self.floor_key[i]:
                 continue
             lst[:] = [e for e in lst if self._valid(e)]
             old_head = lst[0] if lst else None
             bisect.insort(lst, entry)
             while len(lst) > self.m:
                 dropped = lst.pop()
-                if dropped[:3] < self.floor_key[i]:
-                    self.floor_key[i] = dropped[:3]
+                if dropped[:4] < self.floor_key[i]:
+                    self.floor_key[i] = dropped[:4]
                     self.floor[i] = dropped[0]
             if lst[0] != old_head:
                 self._push_best(i)
 
 
 def merge_blocks(
-    returned: np.ndarray, rows: np.ndarray, weights: np.ndarray, min_block_rows: float, candidates: int = 8
+    returned: np.ndarray, rows: np.ndarray, weights: np.ndarray, min_block_rows: float, candidates: int = 8,
+    *, trees: Sequence[PartitionTree] | None = None, ktuples: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Merge k-tuples into blocks (§6.2 steps 2-5).
 
     returned: k × K × Q bool — tree t returns k-tuple κ's leaf for query q.
     rows: K sample rows per k-tuple. Returns the block id of every k-tuple (blocks numbered
-    in order of their smallest k-tuple) and statistics.
+    in order of their smallest k-tuple) and statistics. With ``trees`` and ``ktuples``
+    (K × k leaf ids), equal-Δ merges are ordered by tree proximity (see ``_Merger``).
     """
     k, nk, _ = returned.shape
     bits = np.stack([pack_query_bits(returned[t]) for t in range(k)]) if nk else np.zeros((k, 0, 1), np.uint64)
-    merger = _Merger(bits, rows, WeightedPopcount(weights), float(min_block_rows), candidates)
+    cover = proximity = None
+    if trees is not None and ktuples is not None and nk:
+        proximity = _TreeProximity(trees)
+        cover = np.asarray(ktuples, dtype=np.int64).T  # k × K: a k-tuple's covering node = its leaf
+    merger = _Merger(bits, rows, WeightedPopcount(weights), float(min_block_rows), candidates, cover, proximity)
     if nk:
         merger.run()
     block_of = np.empty(nk, dtype=np.int32)
@@ -282,10 +346,14 @@ def assign_blocks(
     *,
     sides: SideMatrix | None = None,
     candidates: int = 8,
+    tie_break: str = "tree",
 ) -> BlockAssignment:
     """§6.2 on ``sample``; ``min_block_rows`` is b already scaled to the sample.
 
-    ``sides``, if given, is over ``cut_table(trees)``'s cut order."""
+    ``sides``, if given, is over ``cut_table(trees)``'s cut order. ``tie_break``: "tree"
+    (equal-Δ merges by tree proximity, see ``_Merger``) or "id" (block ids only)."""
+    if tie_break not in ("tree", "id"):
+        raise ValueError(f"tie_break must be 'tree' or 'id', got {tie_break!r}")
     trees = list(trees)
     filters, weights = normalize_queries(queries)
     cuts, cut_column = cut_table(trees)
@@ -295,7 +363,8 @@ def assign_blocks(
     uniq, inv = distinct_ktuples(kt, [t.num_nodes for t in trees])
     kt_rows = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
     returned = ktuple_returns(trees, uniq, sides, cut_column)
-    block_of, stats = merge_blocks(returned, kt_rows, weights, min_block_rows, candidates)
+    block_of, stats = merge_blocks(returned, kt_rows, weights, min_block_rows, candidates,
+                                   trees=trees if tie_break == "tree" else None, ktuples=uniq)
     block_rows = np.bincount(block_of, weights=kt_rows, minlength=stats["blocks"]).astype(np.int64)
     return BlockAssignment(
         trees=trees,

@@ -68,51 +68,60 @@ def with_join_keys(spark, tf, schemas: dict[str, pa.Schema]):
     return TableFilter(tf.expr, tf.schema, joins, tf.table)
 
 
-def run_sql(spark, catalog, sql: str, *, use_layout: bool = True, limit: int | None = None) -> PrunedQuery:
-    """Run a Spark SQL query with every Iceberg base table replaced by its pruned scan."""
+@dataclass
+class QueryPlan:
+    """Per-table pruned plans of one SQL query, and the query rewritten onto them."""
+
+    sql: str
+    tree: exp.Expression
+    plans: dict[str, Any]  # table → ScanPlan
+
+    @property
+    def explains(self) -> dict[str, Any]:
+        return {name: p.explain for name, p in self.plans.items()}
+
+
+def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPlan:
+    """Plan every Iceberg base table of ``sql`` with its own filter (join filters included)."""
     from ..planner import plan_scan
     from ..workload import parse_workload
 
-    t0 = time.perf_counter()
     tree = parse_one(sql, read="spark")
     names = sorted({_qualified(t) for t in tree.find_all(exp.Table) if t.name})
-    schemas: dict[str, pa.Schema] = {}
     current = spark.catalog.currentDatabase()
+    schemas: dict[str, pa.Schema] = {}
     for ns in sorted({n.rsplit(".", 1)[0] if "." in n else current for n in names}):
         schemas.update(namespace_schemas(spark, f"{ns}.x"))
     pks = {n: identifier_fields(spark, n) for n in schemas}
     wl = parse_workload([sql], schemas, primary_keys={k: v for k, v in pks.items() if v})
     query = wl.queries[0]
+    plans = {}
+    for name in sorted(query.filters):
+        tf = with_join_keys(spark, query.filters[name], schemas) if use_layout else query.filters[name]
+        plans[name] = plan_scan(catalog.load_table(name), tf, use_layout=use_layout, schemas=schemas)
+    return QueryPlan(sql, tree, plans)
 
-    explains: dict[str, Any] = {}
-    staged: list[Any] = []
-    views: dict[str, str] = {}
-    try:
-        for i, name in enumerate(sorted(query.filters)):
-            tf = with_join_keys(spark, query.filters[name], schemas) if use_layout else query.filters[name]
-            table = catalog.load_table(name)
-            plan = plan_scan(table, tf, use_layout=use_layout, schemas=schemas)
-            explains[name] = plan.explain
+
+def run_sql(spark, catalog, sql: str, *, use_layout: bool = True, limit: int | None = None) -> PrunedQuery:
+    """Run a Spark SQL query with every Iceberg base table replaced by its pruned scan."""
+    t0 = time.perf_counter()
+    qp = plan_query(spark, catalog, sql, use_layout=use_layout)
+    with contextlib.ExitStack() as stack:
+        views: dict[str, str] = {}
+        for i, (name, plan) in enumerate(sorted(qp.plans.items())):
             jtable = jv.load_table(spark, name)
-            cm = jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths)
-            df = cm.__enter__()
-            staged.append(cm)
+            df = stack.enter_context(jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths))
             view = f"__pando_scan_{i}"
             df.createOrReplaceTempView(view)
+            stack.callback(spark.catalog.dropTempView, view)
             views[name] = view
-        rewritten = _replace_tables(tree, views).sql(dialect="spark")
-        result = spark.sql(rewritten)
+        result = spark.sql(_replace_tables(qp.tree, views).sql(dialect="spark"))
         if limit is not None:
             result = result.limit(limit)
         rows = result.collect()
         metrics = jv.scan_metrics(result)
         columns = list(result.columns)
-    finally:
-        for cm in staged:
-            cm.__exit__(None, None, None)
-        for view in views.values():
-            spark.catalog.dropTempView(view)
-    return PrunedQuery(sql, rows, columns, explains, metrics, time.perf_counter() - t0)
+    return PrunedQuery(sql, rows, columns, qp.explains, metrics, time.perf_counter() - t0)
 
 
 def _qualified(t: exp.Table) -> str:
@@ -140,4 +149,4 @@ def _replace_tables(tree: exp.Expression, views: dict[str, str]) -> exp.Expressi
     return tree
 
 
-__all__ = ["PrunedQuery", "collect_arrow", "pruned_table", "run_sql", "with_join_keys"]
+__all__ = ["PrunedQuery", "QueryPlan", "collect_arrow", "plan_query", "pruned_table", "run_sql", "with_join_keys"]

@@ -1,0 +1,301 @@
+"""A query filter as a pyiceberg expression, for Iceberg's own file pruning.
+
+`to_pyiceberg(filter, schema)` returns an expression IMPLIED by the filter: every row that
+satisfies the filter under Spark SQL semantics also satisfies the result, so
+`plan_files(row_filter=...)` (min/max metrics, partition projections) never drops a file
+that holds a matching row (ARCHITECTURE invariant 1). It is a weakening, not a
+translation: whatever cannot be mapped exactly becomes `AlwaysTrue`.
+
+How: the canonical filter (bind.py) is walked with a polarity, TRUE or FALSE (SQL's third
+value, NULL, never makes a row pass a WHERE clause). NOT flips the polarity, so negation
+is pushed down to the atoms and no Iceberg `Not` is ever produced (Iceberg's row semantics
+of NOT over NULL differ from SQL's). A FALSE comparison proves its column non-NULL, so
+`NOT (x < 5)` maps to `x >= 5` exactly.
+
+Deliberately not mapped (→ AlwaysTrue):
+- comparisons on float/double columns: Spark orders NaN above every value and has
+  -0.0 = 0.0, while Iceberg's metrics evaluator prunes NaN-only files for `x > c` and
+  orders -0.0 below 0.0 in bounds. `IS [NOT] NULL` on floats is mapped (null counts are
+  exact);
+- terms other than a plain column (arithmetic, casts, functions) and column-vs-column;
+- join filters: they constrain other tables;
+- the FALSE side of a non-exact LIKE (`NOT s LIKE 'ab%'` → `s IS NOT NULL`).
+
+Literals are typed for the column: a decimal literal with more scale than a decimal (or
+integer) column is rounded the sound way for the operator (`x < 24.555` → `x <= 24.55`,
+`x = 24.555` → AlwaysFalse); literals outside the column's range give AlwaysTrue; dates
+are days, timestamps microseconds (timestamptz: UTC instants).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from pyiceberg.expressions import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    NotEqualTo,
+    NotIn,
+    NotNull,
+    Or,
+    StartsWith,
+)
+from pyiceberg.expressions.literals import (
+    BooleanLiteral,
+    DateLiteral,
+    DecimalLiteral,
+    Literal,
+    LongLiteral,
+    StringLiteral,
+    TimestampLiteral,
+)
+from pyiceberg.schema import Schema
+from pyiceberg.types import (
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+)
+from sqlglot import exp
+
+from pando_iceberg.expr.filters import TableFilter
+from pando_iceberg.expr.sides import like_prefix
+from pando_iceberg.expr.values import TypedValue, fold
+
+__all__ = ["to_pyiceberg"]
+
+_CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+# The operator that is TRUE exactly where `op` is FALSE (both operands non-NULL).
+_NEGATED = {"=": "<>", "<>": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_INT_RANGE = {IntegerType: (-(2**31), 2**31 - 1), LongType: (-(2**63), 2**63 - 1)}
+
+
+def to_pyiceberg(filter: TableFilter, iceberg_schema: Schema) -> BooleanExpression:
+    """A pyiceberg expression implied by the single-table part of `filter` (a sound
+    weakening; see the module docstring). Column references use `iceberg_schema`'s field
+    names (columns are matched case-insensitively, top-level fields only)."""
+    if filter.is_true_expr():
+        return AlwaysTrue()
+    fields = {f.name.lower(): f for f in iceberg_schema.fields}
+    return _Mapper(fields).visit(filter.expr, True)
+
+
+class _Mapper:
+    def __init__(self, fields: dict[str, NestedField]):
+        self.fields = fields
+
+    def visit(self, node: exp.Expression, truth: bool) -> BooleanExpression:
+        """An expression satisfied by every row on which `node` is `truth` (TRUE or FALSE)."""
+        if isinstance(node, exp.Paren):
+            return self.visit(node.this, truth)
+        if isinstance(node, exp.Not):
+            return self.visit(node.this, not truth)
+        if isinstance(node, (exp.And, exp.Or)):
+            left, right = self.visit(node.this, truth), self.visit(node.expression, truth)
+            # AND is TRUE when both parts are, FALSE when either is; OR the other way round.
+            return And(left, right) if isinstance(node, exp.And) == truth else Or(left, right)
+        if isinstance(node, exp.Boolean):
+            return AlwaysTrue() if bool(node.this) == truth else AlwaysFalse()
+        if isinstance(node, exp.Null):
+            return AlwaysFalse()
+        if type(node) in _CMP:
+            op = _CMP[type(node)]
+            return self.compare(node.this, op if truth else _NEGATED[op], fold(node.expression))
+        if isinstance(node, exp.Between):
+            low = self.compare(node.this, ">=" if truth else "<", fold(node.args["low"]))
+            high = self.compare(node.this, "<=" if truth else ">", fold(node.args["high"]))
+            return And(low, high) if truth else Or(low, high)
+        if isinstance(node, exp.In) and node.args.get("query") is None:
+            return self.in_list(node.this, [fold(e) for e in node.expressions], truth)
+        if isinstance(node, exp.Like):
+            return self.like(node.this, fold(node.expression), truth)
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            field = self.field_of(node.this)
+            if field is None:
+                return AlwaysTrue()
+            return IsNull(field.name) if truth else NotNull(field.name)
+        if isinstance(node, exp.Column):
+            field = self.field_of(node)
+            if field is None or not isinstance(field.field_type, BooleanType):
+                return AlwaysTrue()
+            return EqualTo(field.name, BooleanLiteral(truth))
+        return AlwaysTrue()
+
+    def field_of(self, term: exp.Expression) -> NestedField | None:
+        if not isinstance(term, exp.Column):
+            return None
+        return self.fields.get(term.name.lower())
+
+    # ------------------------------------------------------------ comparisons
+
+    def compare(self, term: exp.Expression, op: str, lit: TypedValue | None) -> BooleanExpression:
+        """`term op lit` (TRUE), weakened to an Iceberg predicate."""
+        field = self.field_of(term)
+        if field is None or lit is None:
+            return AlwaysTrue()
+        if lit.kind == "null":
+            return AlwaysFalse()  # a comparison with NULL is never TRUE (nor FALSE)
+        t = field.field_type
+        grid = _grid_of(t)
+        if grid is not None:
+            return _compare_on_grid(field.name, t, grid, op, lit)
+        value = _exact_literal(t, lit)
+        if value is None:
+            return AlwaysTrue()
+        if isinstance(t, BooleanType):
+            if op in ("=", "<>"):
+                return EqualTo(field.name, BooleanLiteral(bool(value.value) == (op == "=")))
+            return AlwaysTrue()
+        return _PREDICATE[op](field.name, value)
+
+    def in_list(self, term: exp.Expression, values: list[TypedValue | None], truth: bool) -> BooleanExpression:
+        field = self.field_of(term)
+        if field is None or any(v is None for v in values):
+            return AlwaysTrue()
+        has_null = any(v.kind == "null" for v in values)  # type: ignore[union-attr]
+        if not truth and has_null:
+            return AlwaysFalse()  # x NOT IN (..., NULL) is never TRUE
+        t = field.field_type
+        lits: list[Literal[Any]] = []
+        for v in values:
+            if v.kind == "null":  # type: ignore[union-attr]
+                continue
+            lit = _member_literal(t, v)  # type: ignore[arg-type]
+            if lit is _UNMAPPABLE:
+                return AlwaysTrue()
+            if lit is not None:  # None: no value of the column equals it
+                lits.append(lit)
+        if truth:
+            if not lits:
+                return AlwaysFalse()
+            return EqualTo(field.name, lits[0]) if len(lits) == 1 else In(field.name, lits)
+        if not lits:
+            return NotNull(field.name)
+        return NotEqualTo(field.name, lits[0]) if len(lits) == 1 else NotIn(field.name, lits)
+
+    def like(self, term: exp.Expression, pattern: TypedValue | None, truth: bool) -> BooleanExpression:
+        field = self.field_of(term)
+        if field is None or pattern is None or pattern.kind != "string" or not isinstance(field.field_type,
+                                                                                           StringType):
+            return AlwaysTrue()
+        prefix, shape = like_prefix(pattern.value)
+        if shape == "exact":
+            return (EqualTo if truth else NotEqualTo)(field.name, StringLiteral(prefix))
+        if truth and prefix:
+            return StartsWith(field.name, StringLiteral(prefix))
+        return NotNull(field.name)  # LIKE is TRUE or FALSE only on non-NULL strings
+
+
+_PREDICATE = {"=": EqualTo, "<>": NotEqualTo, "<": LessThan, "<=": LessThanOrEqual, ">": GreaterThan,
+              ">=": GreaterThanOrEqual}
+
+_UNMAPPABLE: Any = object()
+
+
+def _grid_of(t: IcebergType) -> int | None:
+    """The scale of a discrete numeric column (integers: 0), None for other types."""
+    if isinstance(t, (IntegerType, LongType)):
+        return 0
+    if isinstance(t, DecimalType):
+        return t.scale
+    return None
+
+
+def _in_range(t: IcebergType, unscaled: int) -> bool:
+    if isinstance(t, DecimalType):
+        return abs(unscaled) < 10**t.precision
+    lo, hi = _INT_RANGE[type(t)]
+    return lo <= unscaled <= hi
+
+
+def _grid_literal(t: IcebergType, unscaled: int, scale: int) -> Literal[Any]:
+    if isinstance(t, DecimalType):
+        # Exactly the column's scale: pyiceberg refuses Decimal('24') for decimal(15,2).
+        return DecimalLiteral(Decimal(unscaled).scaleb(-scale))
+    return LongLiteral(unscaled)
+
+
+def _unscaled(lit: TypedValue, scale: int) -> Fraction | None:
+    """The literal in units of 10^-scale (exact), None if it is not an exact number."""
+    if lit.kind == "int":
+        return Fraction(lit.value) * 10**scale
+    if lit.kind == "decimal" and lit.value.is_finite():
+        return Fraction(lit.value) * 10**scale
+    return None
+
+
+def _compare_on_grid(name: str, t: IcebergType, scale: int, op: str, lit: TypedValue) -> BooleanExpression:
+    """`name op lit` for an integer or decimal column, whose values are the multiples of
+    10^-scale: a literal between two grid points is rounded the way that keeps every
+    matching value (`x < 24.555` → `x <= 24.55`, `x > 24.555` → `x >= 24.56`)."""
+    u = _unscaled(lit, scale)
+    if u is None:
+        return AlwaysTrue()
+    if u.denominator == 1:
+        target, mapped_op = int(u), op
+    elif op == "=":
+        return AlwaysFalse()  # no column value equals it
+    elif op == "<>":
+        return NotNull(name)  # every non-NULL value differs from it
+    elif op in ("<", "<="):
+        target, mapped_op = math.floor(u), "<="
+    else:
+        target, mapped_op = math.ceil(u), ">="
+    if not _in_range(t, target):
+        return AlwaysTrue()
+    return _PREDICATE[mapped_op](name, _grid_literal(t, target, scale))
+
+
+def _member_literal(t: IcebergType, v: TypedValue) -> Literal[Any] | None:
+    """An IN-list value as a literal of the column's type; None if no value of the column
+    can equal it; _UNMAPPABLE if unsure."""
+    scale = _grid_of(t)
+    if scale is not None:
+        u = _unscaled(v, scale)
+        if u is None:
+            return _UNMAPPABLE
+        if u.denominator != 1 or not _in_range(t, int(u)):
+            return None
+        return _grid_literal(t, int(u), scale)
+    lit = _exact_literal(t, v)
+    if lit is None or isinstance(t, BooleanType):
+        return _UNMAPPABLE
+    return lit
+
+
+def _exact_literal(t: IcebergType, lit: TypedValue) -> Literal[Any] | None:
+    """The literal of a string, date, timestamp or boolean column; None for anything
+    else (floats on purpose, see the module docstring) or a literal of another kind."""
+    if isinstance(t, (FloatType, DoubleType)):
+        return None
+    if isinstance(t, StringType) and lit.kind == "string":
+        return StringLiteral(lit.value)
+    if isinstance(t, DateType) and lit.kind == "date":
+        return DateLiteral(int(lit.value))
+    if isinstance(t, TimestamptzType) and lit.kind == "timestamp":
+        return TimestampLiteral(int(lit.value))  # microseconds since the epoch, UTC
+    if isinstance(t, TimestampType) and lit.kind == "timestamp_ntz":
+        return TimestampLiteral(int(lit.value))
+    if isinstance(t, BooleanType) and lit.kind == "bool":
+        return BooleanLiteral(bool(lit.value))
+    return None

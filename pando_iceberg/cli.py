@@ -70,18 +70,88 @@ def cmd_tables(args) -> int:
     return EXIT_OK
 
 
-def cmd_sql(args) -> int:
-    from .spark.session import spark_session
+class _Context:
+    """A procedure context whose Spark session starts on first use and always stops."""
 
-    cfg = _config(args)
-    with spark_session(cfg) as spark:
-        t0 = time.time()
-        df = spark.sql(args.statement)
-        rows = [tuple(r) for r in df.limit(args.limit + 1).collect()]
-        elapsed = time.time() - t0
-        truncated = len(rows) > args.limit
-        emit(df.columns, rows[: args.limit], args.json,
-             extra={"seconds": round(elapsed, 3), **({"truncated_at": args.limit} if truncated else {})})
+    def __init__(self, args):
+        from .catalog import load_catalog
+        from .procedures import ProcedureContext
+        from .spark.session import start_spark
+
+        self.cfg = _config(args)
+        self.ctx = ProcedureContext(self.cfg, load_catalog(self.cfg), lambda: start_spark(self.cfg),
+                                    progress=_progress(args))
+
+    def __enter__(self):
+        return self.ctx
+
+    def __exit__(self, et, ev, tb):
+        from .spark.session import stop_spark
+
+        spark = self.ctx._spark
+        if spark is not None:
+            if ev is not None and type(ev).__module__.startswith("pyspark"):
+                # read the message while the JVM is up
+                msg = (str(ev).strip().splitlines() or [type(ev).__name__])[0]
+                stop_spark(spark)
+                code = EXIT_BAD_INPUT if type(ev).__name__ in ("ParseException", "AnalysisException") else EXIT_FAILED
+                raise CliError(f"{type(ev).__name__}: {msg}", code) from None
+            stop_spark(spark)
+        return False
+
+
+def _emit_result(args, result, title: str | None = None) -> None:
+    extra = {f"note{i + 1}" if len(result.notes) > 1 else "note": n for i, n in enumerate(result.notes)}
+    emit(result.names, result.rows, args.json, title=title, extra=extra or None)
+
+
+def cmd_sql(args) -> int:
+    from .runner import execute
+
+    with _Context(args) as ctx:
+        result = execute(ctx, args.statement, use_layout=not args.no_layout, limit=args.limit)
+        _emit_result(args, result)
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from .runner import run_script
+
+    variables = {}
+    for item in args.var or []:
+        if "=" not in item:
+            raise CliError(f"--var {item!r}: expected NAME=VALUE")
+        k, v = item.split("=", 1)
+        variables[k.strip()] = v
+    try:
+        text = open(args.file, encoding="utf-8").read()
+    except OSError as e:
+        raise CliError(f"cannot read runbook {args.file!r}: {e.strerror}") from None
+    with _Context(args) as ctx:
+        results = run_script(ctx, text, variables, where=args.file)
+        for stmt, result in results:
+            _emit_result(args, result, title=None if args.json else f"-- {' '.join(stmt.split())[:160]}")
+    return EXIT_OK
+
+
+def cmd_explain(args) -> int:
+    from .procedures.builtin import explain_scan
+
+    with _Context(args) as ctx:
+        if args.table:
+            result = explain_scan(ctx, args.table, args.query, None)
+        else:
+            result = explain_scan(ctx, None, None, args.query)
+        _emit_result(args, result)
+    return EXIT_OK
+
+
+def cmd_describe_layout(args) -> int:
+    from .procedures.builtin import describe_layout
+
+    with _Context(args) as ctx:
+        result = describe_layout(ctx, args.table)
+        _emit_result(args, result)
     return EXIT_OK
 
 
@@ -128,10 +198,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_init)
     s = sub.add_parser("tables", parents=[common], help="list the catalog's tables with rows, files and layout")
     s.set_defaults(func=cmd_tables)
-    s = sub.add_parser("sql", parents=[common], help="run a Spark SQL statement and print its result")
-    s.add_argument("statement", help="Spark SQL text")
+    s = sub.add_parser("sql", parents=[common],
+                       help="run a CALL pando.system.* procedure or Spark SQL (queries read with Pando pruning)")
+    s.add_argument("statement", help="CALL pando.system.<procedure>(...), CALL <catalog>.system.*, or Spark SQL")
     s.add_argument("--limit", type=int, default=100, help="print at most this many rows (default 100)")
+    s.add_argument("--no-layout", action="store_true", help="plan queries without Pando (Iceberg's pruning only)")
     s.set_defaults(func=cmd_sql)
+    s = sub.add_parser("run", parents=[common], help="run a runbook: a .sql file of statements with ${variables}")
+    s.add_argument("file", help="runbook file")
+    s.add_argument("--var", action="append", metavar="NAME=VALUE", help="set ${NAME} (repeatable)")
+    s.set_defaults(func=cmd_run)
+    s = sub.add_parser("explain", parents=[common], help="files/bytes/rows a query or filter reads with and without Pando")
+    s.add_argument("query", help="a SQL query, or with --table a filter on that table")
+    s.add_argument("--table", help="explain a filter on this table instead of a whole query")
+    s.set_defaults(func=cmd_explain)
+    s = sub.add_parser("describe-layout", parents=[common], help="a table's Pando trees, cuts, blocks and files")
+    s.add_argument("table")
+    s.set_defaults(func=cmd_describe_layout)
     s = sub.add_parser("load-tpch", parents=[common], help="generate TPC-H and load all 8 tables as Iceberg tables")
     s.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1)")
     s.add_argument("--namespace", default="tpch", help="namespace for the tables (default tpch)")
@@ -167,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _classify(e: Exception) -> tuple[int, str]:
     name = type(e).__name__
+    if name in ("ProcedureError", "RunbookError", "PandoRewriteError", "PandoWorkloadError", "PandoExprError",
+                "ConfigError"):
+        return EXIT_BAD_INPUT, str(e)
     msg = str(e).strip().splitlines()[0] if str(e).strip() else name
     if name in ("ParseException", "AnalysisException", "NoSuchTableError", "NoSuchNamespaceError"):
         return EXIT_BAD_INPUT, f"{name}: {msg}"

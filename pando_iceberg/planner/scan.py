@@ -118,13 +118,7 @@ def table_filter(table, filter: Any = None, schemas: dict[str, pa.Schema] | None
 def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cache: LayoutCache | None = DEFAULT_CACHE,
               use_layout: bool = True, schemas: dict[str, pa.Schema] | None = None) -> ScanPlan:
     """Plan the files a filter must read: Iceberg's partition + min/max pruning, then Pando."""
-    from pyiceberg.expressions import AlwaysTrue
-
-    try:
-        from ..expr.iceberg import to_pyiceberg
-    except ImportError:  # TEMPORARY until expr/iceberg.py lands: no Iceberg-side pruning (sound)
-        def to_pyiceberg(tf, schema):
-            return AlwaysTrue()
+    from ..expr.iceberg import to_pyiceberg
 
     t0 = time.perf_counter()
     tf = table_filter(table, filter, schemas)
@@ -140,7 +134,7 @@ def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cach
         ex.total_files = int(snap.summary.get("total-data-files", 0) or 0)
         ex.total_bytes = int(snap.summary.get("total-files-size", 0) or 0)
         ex.total_rows = int(snap.summary.get("total-records", 0) or 0)
-    row_filter = to_pyiceberg(tf, table.schema()) if tf is not None else AlwaysTrue()
+    row_filter = to_pyiceberg(tf, table.schema())
     tasks = list(table.scan(row_filter=row_filter, snapshot_id=sid).plan_files())
     ex.iceberg_files, ex.iceberg_bytes, ex.iceberg_rows = _sizes(tasks)
 

@@ -14,6 +14,7 @@ and leaves the table exactly as it was.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -87,6 +88,16 @@ class LearnedLayout:
     unsupported: list[Any] = field(default_factory=list)
     seconds_sampling: float = 0.0
     seconds_optimizing: float = 0.0
+    queries: list[Any] = field(default_factory=list)  # (TableFilter, weight) for this table
+    workload_sql: list[str] = field(default_factory=list)
+
+    def expected_fraction(self, layout=None) -> float:
+        """Weighted share of the table's rows the workload reads with this layout (§5, the one
+        cost model), as the layout itself predicts it."""
+        layout = layout or self.layout
+        total = float(layout.block_rows.sum()) or 1.0
+        weights = sum(w for _, w in self.queries) or 1.0
+        return float(layout.cost(self.queries)) / (total * weights)
 
 
 @dataclass
@@ -212,7 +223,8 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     layout = build_layout(sample, cuts, queries, options.k, b_sample, max_ktuples=options.max_ktuples)
     literal_keys = {c.key: c.keys_to_bytes() for c in layout.cuts if hasattr(c, "keys_to_bytes")}
     return LearnedLayout(layout, literal_keys, total_rows, sample.num_rows, len(queries), len(cuts),
-                         list(wl.unsupported), t1 - t0, time.time() - t1)
+                         list(wl.unsupported), t1 - t0, time.time() - t1, queries,
+                         [q.sql for q in wl.queries if target in q.filters for _ in range(max(1, int(q.weight)))])
 
 
 def _schema_key(table_name: str, schemas: dict[str, pa.Schema]) -> str:
@@ -240,8 +252,10 @@ def _row_count(spark, table_name: str, snapshot_id: int | None) -> int:
 
 def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options: RewriteOptions | None = None,
                   io_properties: dict[str, str] | None = None,
-                  progress: Callable[[str], None] = lambda m: None) -> RewriteResult:
-    """Learn a layout for the table's current snapshot and apply it in one ``replace`` commit."""
+                  progress: Callable[[str], None] = lambda m: None,
+                  learned: LearnedLayout | None = None) -> RewriteResult:
+    """Learn a layout for the table's current snapshot (or use ``learned``) and apply it in one
+    ``replace`` commit."""
     from ..storage.pointer import P_SNAPSHOT, LayoutPointer
     from ..storage.sidecar import new_layout_id
     from ..storage.sidecar import DataFileRef, LayoutSidecar
@@ -258,7 +272,8 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         raise PandoRewriteError(f"table {table_name} has no snapshot (no data): nothing to lay out")
     base_id = int(current.snapshotId())
 
-    learned = learn_layout(spark, table_name, workload, options, base_id, progress)
+    if learned is None:
+        learned = learn_layout(spark, table_name, workload, options, base_id, progress)
     seconds["sampling"] = learned.seconds_sampling
     seconds["optimizing"] = learned.seconds_optimizing
     layout = learned.layout
@@ -310,7 +325,9 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         sidecar = LayoutSidecar.from_layout(
             layout, layout_id=layout_id, table_uuid=str(table.uuid()), block_files=block_files,
             base_snapshot_id=base_id, base_sequence_number=int(current.sequenceNumber()),
-            properties={"pando.k": str(layout.k), "pando.workload-queries": str(learned.queries_used)})
+            properties={"pando.k": str(layout.k), "pando.workload-queries": str(learned.queries_used),
+                        "pando.workload": json.dumps(list(learned.workload_sql)),
+                        "pando.expected-rows-fraction": f"{learned.expected_fraction(layout):.6f}"})
         from pyiceberg.io import load_file_io
 
         io = load_file_io(dict(io_properties or {}), location)

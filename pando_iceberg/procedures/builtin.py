@@ -1,0 +1,334 @@
+"""The ``pando.system.*`` procedures. Each returns a :class:`Result` (named, typed columns)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from sqlglot import exp
+
+from ..config import PandoConfig
+from .parse import ProcedureCall, ProcedureError, parse_call
+from .registry import REGISTRY, Param, Result, lookup, procedure
+
+
+@dataclass
+class ProcedureContext:
+    """What procedures run against: the configuration, pyiceberg's catalog and a Spark session
+    started only when a procedure needs one."""
+
+    cfg: PandoConfig
+    catalog: Any
+    spark_factory: Callable[[], Any]
+    progress: Callable[[str], None] = lambda m: None
+    _spark: Any = field(default=None, repr=False)
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            self._spark = self.spark_factory()
+        return self._spark
+
+    def table(self, name: str):
+        """The pyiceberg table, or an error naming the tables that do exist."""
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+        parts = name.split(".")
+        if len(parts) == 3 and parts[0] == self.cfg.catalog.name:
+            name = ".".join(parts[1:])
+        try:
+            return self.catalog.load_table(name)
+        except (NoSuchTableError, NoSuchNamespaceError, ValueError):
+            known = []
+            for ns in self.catalog.list_namespaces():
+                known += [".".join(t) for t in self.catalog.list_tables(ns)]
+            raise ProcedureError(f"table {name!r} does not exist; tables in catalog {self.cfg.catalog.name!r}: "
+                                 f"{', '.join(sorted(known)) or 'none'}") from None
+
+    def spark_name(self, table) -> str:
+        return ".".join(table.name()[-2:]) if isinstance(table.name(), tuple) else str(table.name())
+
+
+def call(ctx: ProcedureContext, statement: str) -> Result:
+    """Run one ``CALL pando.system.<name>(...)`` statement."""
+    parsed = parse_call(statement)
+    proc = lookup(parsed)
+    args = proc.bind(parsed)
+    return proc.run(ctx, **args)
+
+
+def _workload_sources(workload: str | list[str] | None) -> list[str] | None:
+    if workload is None:
+        return None
+    items = workload if isinstance(workload, list) else [workload]
+    out = []
+    for item in items:
+        if os.path.isdir(item):
+            out += sorted(os.path.join(item, f) for f in os.listdir(item) if f.endswith(".sql"))
+        else:
+            out.append(item)
+    return out
+
+
+def _stored_workload(ctx: ProcedureContext, table) -> list[str] | None:
+    sidecar = _current_sidecar(table, required=False)
+    if sidecar is None or "pando.workload" not in sidecar.properties:
+        return None
+    return json.loads(sidecar.properties["pando.workload"])
+
+
+def _current_sidecar(table, required: bool = True):
+    from ..storage.paths import sidecar_path
+    from ..storage.pointer import layout_pointer
+    from ..storage.sidecar import LayoutSidecar
+
+    pointer = layout_pointer(table.properties)
+    if pointer is None:
+        if required:
+            raise ProcedureError(f"table {'.'.join(table.name())} has no Pando layout; create one with "
+                                 "CALL pando.system.rewrite_data_files(table => ..., strategy => 'pando', workload => ...)")
+        return None
+    return LayoutSidecar.read(table.io, sidecar_path(table.location(), pointer.sidecar),
+                              expected_layout_id=pointer.layout_id, expected_table_uuid=table.metadata.table_uuid)
+
+
+REWRITE_COLUMNS = [("rewritten_data_files_count", "int"), ("added_data_files_count", "int"),
+                   ("rewritten_bytes_count", "bigint"), ("failed_data_files_count", "int"),
+                   ("layout_id", "string"), ("block_count", "int"), ("snapshot_id", "bigint")]
+
+
+@procedure("rewrite_data_files",
+           Param("table", "string", required=True, doc="table to rewrite"),
+           Param("strategy", "string", default="binpack", doc="pando | binpack | sort"),
+           Param("sort_order", "string", doc="for sort: e.g. 'zorder(a,b)' or 'a ASC NULLS LAST'"),
+           Param("options", "map<string,string>", default={}, doc="Iceberg options, or Pando's: k, sample-rate, ..."),
+           Param("where", "string", doc="binpack/sort only: restrict to files that may match"),
+           Param("workload", "string", doc="pando: SQL text, a .sql file or a directory of them; default: the recorded one"))
+def rewrite_data_files(ctx: ProcedureContext, table: str, strategy: str, sort_order: str | None,
+                       options: dict[str, str], where: str | None, workload: str | None) -> Result:
+    """Rewrite a table's data files: 'pando' applies a learned layout; 'binpack'/'sort' are Iceberg's."""
+    strategy = strategy.lower()
+    tbl = ctx.table(table)
+    name = ctx.spark_name(tbl)
+    if strategy == "pando":
+        from ..spark.rewrite import RewriteOptions, rewrite_table
+
+        if where is not None:
+            raise ProcedureError("rewrite_data_files: argument 'where' is not supported with strategy 'pando' "
+                                 "(a Pando layout covers the whole table); accepted with 'binpack' and 'sort'")
+        if sort_order is not None:
+            raise ProcedureError("rewrite_data_files: argument 'sort_order' applies to strategy 'sort' only")
+        sources = _workload_sources(workload) or _stored_workload(ctx, tbl)
+        if not sources:
+            raise ProcedureError("rewrite_data_files: strategy 'pando' needs a workload (argument 'workload': SQL "
+                                 "text, a .sql file or a directory) — the table has no recorded one")
+        r = rewrite_table(ctx.spark, name, sources, RewriteOptions.from_map(options),
+                          io_properties=ctx.cfg.pyiceberg_properties(), progress=ctx.progress)
+        return Result(REWRITE_COLUMNS, [r.row()], notes=[f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
+    if strategy not in ("binpack", "sort"):
+        raise ProcedureError(f"rewrite_data_files: strategy {strategy!r} is not supported; accepted: pando, binpack, sort")
+    args = [f"table => {exp.Literal.string(name).sql()}", f"strategy => {exp.Literal.string(strategy).sql()}"]
+    if sort_order is not None:
+        args.append(f"sort_order => {exp.Literal.string(sort_order).sql()}")
+    if where is not None:
+        args.append(f"where => {exp.Literal.string(where).sql()}")
+    if options:
+        kv = ", ".join(f"{exp.Literal.string(k).sql()}, {exp.Literal.string(v).sql()}" for k, v in options.items())
+        args.append(f"options => map({kv})")
+    df = ctx.spark.sql(f"CALL {ctx.cfg.catalog.name}.system.rewrite_data_files({', '.join(args)})")
+    rows = [tuple(r) for r in df.collect()]
+    ctx.spark.sql(f"REFRESH TABLE {name}")
+    return Result([(f.name, f.dataType.simpleString()) for f in df.schema.fields], rows)
+
+
+@procedure("optimize_layout",
+           Param("table", "string", required=True),
+           Param("workload", "string", required=True, doc="SQL text, a .sql file or a directory of them"),
+           Param("options", "map<string,string>", default={}))
+def optimize_layout(ctx: ProcedureContext, table: str, workload: str, options: dict[str, str]) -> Result:
+    """Learn a layout without rewriting data; report files read now vs rows the layout would read."""
+    from ..planner import plan_scan
+    from ..spark.rewrite import RewriteOptions, learn_layout
+
+    tbl = ctx.table(table)
+    name = ctx.spark_name(tbl)
+    learned = learn_layout(ctx.spark, name, _workload_sources(workload), RewriteOptions.from_map(options),
+                           progress=ctx.progress)
+    layout = learned.layout
+    total_rows = max(1, learned.table_rows)
+    rows = []
+    per_query = layout.cost(learned.queries, per_query=True)
+    sample_total = float(layout.block_rows.sum()) or 1.0
+    for i, ((flt, weight), cost) in enumerate(zip(learned.queries, per_query)):
+        now = plan_scan(tbl, flt).explain
+        rows.append((i + 1, float(weight), now.pando_files, now.total_files,
+                     round(now.pando_rows / total_rows, 4), round(float(cost) / sample_total, 4), flt.to_sql()[:200]))
+    return Result([("query", "int"), ("weight", "double"), ("files_read_now", "int"), ("files_total", "int"),
+                   ("rows_fraction_now", "double"), ("rows_fraction_with_layout", "double"), ("filter", "string")], rows,
+                  notes=[f"learned k={layout.k}, {layout.num_blocks} blocks from {learned.sample_rows} sample rows, "
+                         f"{learned.cuts} candidate cuts, {learned.queries_used} queries; apply it with "
+                         "rewrite_data_files(strategy => 'pando')"])
+
+
+@procedure("explain_scan",
+           Param("table", "string", doc="table to scan (with filter)"),
+           Param("filter", "string", doc="a SQL predicate on the table"),
+           Param("query", "string", doc="a whole SQL query: every base table is planned"))
+def explain_scan(ctx: ProcedureContext, table: str | None, filter: str | None, query: str | None) -> Result:
+    """Files/bytes/rows a scan reads with and without Pando, per tree, with any fallback reason."""
+    from ..planner import plan_scan
+
+    if query is None and table is None:
+        raise ProcedureError("explain_scan: give 'table' (and optionally 'filter') or 'query'")
+    if query is not None:
+        from ..spark.pruned import plan_query
+
+        explains = plan_query(ctx.spark, ctx.catalog, query).explains
+    else:
+        explains = {table: plan_scan(ctx.table(table), filter).explain}
+    return explain_result(explains)
+
+
+def explain_result(explains: dict[str, Any]) -> Result:
+    rows = []
+    for name, e in explains.items():
+        rows.append((name, "all live files", e.total_files, e.total_bytes, e.total_rows, ""))
+        rows.append((name, "iceberg (partitions, min/max)", e.iceberg_files, e.iceberg_bytes, e.iceberg_rows, ""))
+        for t in e.trees:
+            rows.append((name, f"pando tree {t.tree}", None, None, None,
+                         f"{t.leaves_reached} leaves reached → {t.blocks} blocks"))
+        detail = (f"{e.blocks_chosen}/{e.blocks_total} blocks; {e.files_outside_layout} files outside the layout"
+                  if e.used_layout else f"fallback: {e.fallback_reason}")
+        rows.append((name, "pando (∩ trees)", e.pando_files, e.pando_bytes, e.pando_rows, detail))
+    return Result([("table", "string"), ("stage", "string"), ("files", "int"), ("bytes", "bigint"),
+                   ("rows", "bigint"), ("detail", "string")], rows)
+
+
+@procedure("describe_layout", Param("table", "string", required=True))
+def describe_layout(ctx: ProcedureContext, table: str) -> Result:
+    """The layout's trees with their cuts, leaves → blocks, block sizes and files, base snapshot."""
+    tbl = ctx.table(table)
+    sidecar = _current_sidecar(tbl)
+    layout = sidecar.load_layout()
+    rows: list[tuple] = [("layout", None, None, None, f"id {sidecar.layout_id}; k={layout.k}; {layout.num_blocks} blocks; "
+                                                      f"base snapshot {sidecar.base_snapshot_id}", None)]
+    for t, tree in enumerate(layout.truncated):
+        for node in tree._reachable():
+            cut = tree.node_cut[node]
+            if cut is not None:
+                rows.append(("tree", t, node, tree.depth[node], f"cut: {cut.key}", None))
+            else:
+                blocks = layout.leaf_blocks[t].get(node, [])
+                rows.append(("tree", t, node, tree.depth[node], f"leaf → blocks {list(map(int, blocks))}", None))
+    for b in range(layout.num_blocks):
+        files = sidecar.block_files.get(b, [])
+        rows.append(("block", None, b, None, f"{len(files)} file(s)", int(sum(f.record_count for f in files))))
+    return Result([("section", "string"), ("tree", "int"), ("node", "int"), ("depth", "int"),
+                   ("description", "string"), ("rows", "bigint")], rows)
+
+
+@procedure("layout_health", Param("table", "string", required=True),
+           Param("max_rows_outside", "double", default=0.2, doc="re-layout when this share of rows is outside"),
+           Param("max_efficiency_loss", "double", default=0.5, doc="re-layout when rows read grow by this share"),
+           Param("relayout", "boolean", default=False, doc="re-lay out now (recorded workload) when degraded"),
+           Param("options", "map<string,string>", default={}, doc="options of the re-layout"))
+def layout_health(ctx: ProcedureContext, table: str, max_rows_outside: float, max_efficiency_loss: float,
+                  relayout: bool, options: dict[str, str]) -> Result:
+    """Rows and files outside the layout, skipping on the recorded workload now vs at layout time."""
+    from ..planner import plan_scan
+
+    tbl = ctx.table(table)
+    try:
+        sidecar = _current_sidecar(tbl, required=False)
+    except Exception as e:  # a corrupt sidecar is a health finding, not a crash
+        return Result([("metric", "string"), ("value", "string")],
+                      [("status", "broken"), ("reason", str(e)), ("recommendation", "re-layout (rewrite_data_files strategy 'pando')")])
+    if sidecar is None:
+        return Result([("metric", "string"), ("value", "string")],
+                      [("status", "no layout"), ("recommendation", "create one with rewrite_data_files(strategy => 'pando')")])
+    layout_paths = {ref.path for refs in sidecar.block_files.values() for ref in refs}
+    tasks = list(tbl.scan().plan_files())
+    inside = [t for t in tasks if t.file.file_path in layout_paths]
+    outside = [t for t in tasks if t.file.file_path not in layout_paths]
+    rows_in = sum(t.file.record_count for t in inside)
+    rows_out = sum(t.file.record_count for t in outside)
+    share_out = rows_out / max(1, rows_in + rows_out)
+    workload = json.loads(sidecar.properties.get("pando.workload", "[]"))
+    at_layout = float(sidecar.properties.get("pando.expected-rows-fraction", "nan"))
+    now = _workload_fraction_now(ctx, tbl, workload, plan_scan)
+    loss = (now - at_layout) / at_layout if at_layout == at_layout and at_layout > 0 and now is not None else None
+    reasons = []
+    if share_out > max_rows_outside:
+        reasons.append(f"{share_out:.0%} of rows are outside the layout (> {max_rows_outside:.0%})")
+    if loss is not None and loss > max_efficiency_loss:
+        reasons.append(f"the recorded workload reads {loss:.0%} more rows than at layout time (> {max_efficiency_loss:.0%})")
+    if not inside:
+        reasons.append("no live file belongs to the layout (rewritten by another tool)")
+    rec = ("re-layout: " + "; ".join(reasons)) if reasons else "ok"
+    rows = [("status", "degraded" if reasons else "ok"), ("layout_id", sidecar.layout_id),
+            ("layout_snapshot_id", tbl.properties.get("pando.snapshot-id")),
+            ("current_snapshot_id", str(tbl.current_snapshot().snapshot_id) if tbl.current_snapshot() else None),
+            ("layout_files_live", str(len(inside))), ("files_outside_layout", str(len(outside))),
+            ("rows_outside_layout", str(rows_out)), ("rows_outside_share", f"{share_out:.4f}"),
+            ("workload_rows_fraction_at_layout", f"{at_layout:.4f}"),
+            ("workload_rows_fraction_now", f"{now:.4f}" if now is not None else "n/a"),
+            ("recommendation", rec)]
+    if relayout and reasons:
+        r = rewrite_data_files(ctx, table, "pando", None, options, None, None)
+        rows.append(("action", f"re-laid out: layout {r.rows[0][4]}, {r.rows[0][1]} files written, snapshot {r.rows[0][6]}"))
+    elif relayout:
+        rows.append(("action", "none (healthy)"))
+    return Result([("metric", "string"), ("value", "string")], rows)
+
+
+def _workload_fraction_now(ctx, tbl, workload: list[str], plan_scan) -> float | None:
+    """Weighted share of live rows the recorded workload reads now, by the real planner."""
+    if not workload:
+        return None
+    from ..workload import parse_workload
+
+    name = ctx.spark_name(tbl)
+    schemas = {name: tbl.schema().as_arrow()}
+    try:
+        wl = parse_workload(workload, schemas)
+    except Exception:
+        return None  # the recorded workload names other tables we do not load here: no estimate
+    total = read = 0.0
+    for q in wl.queries:
+        if name not in q.filters:
+            continue
+        e = plan_scan(tbl, q.filters[name]).explain
+        total += q.weight * max(1, e.total_rows)
+        read += q.weight * e.pando_rows
+    return read / total if total else None
+
+
+@procedure("remove_layout", Param("table", "string", required=True),
+           Param("delete_sidecar", "boolean", default=True))
+def remove_layout(ctx: ProcedureContext, table: str, delete_sidecar: bool) -> Result:
+    """Forget the table's layout: remove the pointer properties (and the sidecar file)."""
+    from ..storage.paths import delete_sidecar as _delete
+    from ..storage.pointer import LAYOUT_PROPERTIES, layout_pointer
+
+    tbl = ctx.table(table)
+    pointer = layout_pointer(tbl.properties)
+    if pointer is None:
+        return Result([("layout_id", "string"), ("sidecar_deleted", "boolean")], [(None, False)],
+                      notes=["the table had no layout"])
+    with tbl.transaction() as tx:
+        tx.remove_properties(*[p for p in LAYOUT_PROPERTIES if p in tbl.properties])
+    deleted = False
+    if delete_sidecar:
+        try:
+            _delete(tbl.io, tbl.location(), pointer.sidecar)
+            deleted = True
+        except Exception:
+            deleted = False
+    if ctx._spark is not None:
+        ctx.spark.sql(f"REFRESH TABLE {ctx.spark_name(tbl)}")
+    return Result([("layout_id", "string"), ("sidecar_deleted", "boolean")], [(pointer.layout_id, deleted)])
+
+
+__all__ = ["ProcedureContext", "REGISTRY", "call", "explain_result"]

@@ -57,8 +57,11 @@ def _schema_from_b64(text: str) -> pa.Schema:
 class ExprCut(Cut):
     """A single-table predicate, in canonical form (see bind.py)."""
 
-    def __init__(self, expr: str | exp.Expression, schema: pa.Schema, table: str | None = None):
-        self.expr = bind(expr, schema, table)
+    def __init__(self, expr: str | exp.Expression, schema: pa.Schema, table: str | None = None,
+                 *, bound: bool = False):
+        """`bound=True`: `expr` is already canonical (bind's output for this schema), so it
+        is not bound again."""
+        self.expr = expr if bound and isinstance(expr, exp.Expression) else bind(expr, schema, table)
         self.key = self.expr.sql(DIALECT)
         self.columns = frozenset(c.name for c in self.expr.find_all(exp.Column))
         by_lower = {f.name.lower(): f for f in schema}
@@ -67,6 +70,7 @@ class ExprCut(Cut):
         self.table = table
         self._dnf: dict[str, Any] = {}
         self._compiled: dict[tuple[int, str], tuple[AtomTable, CompiledDnf | None]] = {}
+        self._sql_keys: dict[int, str] = {}  # node id → canonical SQL, for keyed_dnf
 
     def evaluate(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
         return evaluate_predicate(self.expr, table)
@@ -87,7 +91,7 @@ class ExprCut(Cut):
         if hit is None or hit[0] is not atoms:
             if len(self._compiled) > 32:  # atom tables that were replaced
                 self._compiled.clear()
-            kd = keyed_dnf(self.dnf(polarity))
+            kd = keyed_dnf(self.dnf(polarity), self._sql_keys)
             hit = self._compiled[(id(atoms), polarity)] = (atoms, None if kd is None else atoms.compile(kd))
         return hit[1]
 

@@ -98,11 +98,11 @@ class Domain:
 
     @staticmethod
     def everything() -> "Domain":
-        return Domain((Span(),), True)
+        return _EVERYTHING
 
     @staticmethod
     def non_null() -> "Domain":
-        return Domain((Span(),), False)
+        return _NON_NULL
 
     @staticmethod
     def only_null() -> "Domain":
@@ -120,6 +120,11 @@ class Domain:
         return not self.null and all(s.is_empty(discrete) for s in self.spans)
 
     def intersect(self, other: "Domain") -> "Domain":
+        # Fast paths: most restrictions in sides() are "non-NULL" or cover everything.
+        if other.spans is _ALL or other.spans == _ALL:
+            return self if self.null <= other.null else Domain(self.spans, False)
+        if self.spans is _ALL or self.spans == _ALL:
+            return other if other.null <= self.null else Domain(other.spans, False)
         spans = []
         for a in self.spans:
             for b in other.spans:
@@ -147,6 +152,11 @@ class Domain:
             lo, lo_c = s.hi, not s.hi_closed
         out.append(Span(lo, lo_c, None, False))
         return Domain(tuple(out), not self.null)
+
+
+_ALL = (Span(),)
+_EVERYTHING = Domain(_ALL, True)
+_NON_NULL = Domain(_ALL, False)
 
 
 def _merge(spans: tuple[Span, ...]) -> tuple[Span, ...]:

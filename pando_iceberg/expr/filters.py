@@ -92,6 +92,7 @@ class TableFilter:
         self._sql: str | None = None
         self._memo_key: tuple | None = None
         self._dim_schemas: dict[str, pa.Schema] | None = None
+        self._fingerprints: dict[str | None, tuple | None] | None = None
 
     # -------------------------------------------------------------- construction
 
@@ -130,8 +131,7 @@ class TableFilter:
     def memo_key(self) -> tuple:
         """Identifies what sides() answers depend on: the SQL and the column types."""
         if self._memo_key is None:
-            fp = None if self.schema is None else schema_fingerprint(self.schema)
-            self._memo_key = (self.to_sql(), self.table, fp)
+            self._memo_key = (self.to_sql(), self.table, self.schema_fingerprints()[None])
         return self._memo_key
 
     def is_true_expr(self) -> bool:
@@ -268,6 +268,15 @@ class TableFilter:
         s = join.dim_filter.filter_sides(_origin_filter(cut, join.dim_filter))
         return Sides(keyed_row and s.may_true, s.may_not_true)
 
+    def schema_fingerprints(self) -> dict[str | None, tuple | None]:
+        """Fingerprints of this table's schema (key None) and of `dim_schemas()`."""
+        if self._fingerprints is None:
+            fps: dict[str | None, tuple | None] = {
+                name: schema_fingerprint(s) for name, s in self.dim_schemas().items()}
+            fps[None] = None if self.schema is None else schema_fingerprint(self.schema)
+            self._fingerprints = fps
+        return self._fingerprints
+
     def dim_schemas(self) -> dict[str, pa.Schema]:
         if self._dim_schemas is None:
             out: dict[str, pa.Schema] = {}
@@ -290,7 +299,7 @@ class TableFilter:
 
     def _to_cut(self) -> ExprCut:
         if self._as_cut is None:
-            self._as_cut = ExprCut(self.expr, self.schema, self.table)  # type: ignore[arg-type]
+            self._as_cut = ExprCut(self.expr, self.schema, self.table, bound=True)  # type: ignore[arg-type]
         return self._as_cut
 
     def _compute_filter_sides(self, other: "TableFilter") -> Sides:
@@ -318,9 +327,9 @@ def _origin_filter(cut: LiteralCut, dim_filter: TableFilter) -> TableFilter:
     # Binding reads only the schemas of the tables the predicate names (nested `IN (SELECT
     # ...)`); keying by the others would rebind it for every query's set of joins.
     text = cut.origin.predicate.lower()
+    fingerprints = dim_filter.schema_fingerprints()
     dim_schemas = {name: s for name, s in dim_filter.dim_schemas().items() if name.lower().split(".")[-1] in text}
-    key = (schema_fingerprint(dim_filter.schema) if dim_filter.schema is not None else None,
-           tuple(sorted((name, schema_fingerprint(s)) for name, s in dim_schemas.items())))
+    key = (fingerprints[None], tuple(sorted((name, fingerprints[name]) for name in dim_schemas)))
     hit = cut._origin_filters.get(key)
     if hit is None:
         try:

@@ -91,12 +91,14 @@ def to_dnf(node: exp.Expression, polarity: str = T, cap: int = MAX_CONJUNCTIONS)
 KeyedDnf = list[list[tuple[str, exp.Expression, str]]]
 
 
-def keyed_dnf(dnf: Dnf | None) -> KeyedDnf | None:
+def keyed_dnf(dnf: Dnf | None, keys: dict[int, str] | None = None) -> KeyedDnf | None:
     """The DNF with each literal's canonical SQL rendered once: distributing AND over OR
-    repeats the same node objects in many conjunctions."""
+    repeats the same node objects in many conjunctions. `keys` (node id → SQL) may be
+    shared by DNFs of one expression whose nodes stay alive (both polarities of a cut)."""
     if dnf is None:
         return None
-    keys: dict[int, str] = {}
+    if keys is None:
+        keys = {}
     out = []
     for conj in dnf:
         row = []

@@ -47,19 +47,20 @@ def main() -> None:
     filters, cuts = build(directory)
     print(f"{len(filters)} filters x {len(cuts)} cuts")
     prof = cProfile.Profile() if profile else None
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if prof:
         prof.enable()
     first = run(filters, cuts)
     if prof:
         prof.disable()
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     second = run(filters, cuts)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     assert first == second
     n_true = sum(s[0] for row in first for s in row)
     n_not = sum(s[1] for row in first for s in row)
-    print(f"cold: {t1 - t0:.2f} s   warm: {t2 - t1:.3f} s   may_true={n_true} may_not_true={n_not}")
+    print(f"cold: {t1 - t0:.2f} s (cpu {c1 - c0:.2f} s)   warm: {t2 - t1:.3f} s (cpu {c2 - c1:.3f} s)   "
+          f"may_true={n_true} may_not_true={n_not}")
     digest = hash(tuple(tuple(r) for r in first))
     print(f"result digest: {digest}")
     for arg in sys.argv:

@@ -52,6 +52,12 @@ _ACCEPTED = {
     "bool": "true / false",
 }
 
+_ACCEPTED_TEXT = {
+    "date": "'yyyy-mm-dd' (also 'yyyy' or 'yyyy-mm') with a valid month and day",
+    "timestamp": "'yyyy-mm-dd[ hh:mm[:ss[.ffffff]]][zone]', zone Z, UTC or +hh:mm (no zone: UTC)",
+    "timestamp_ntz": "'yyyy-mm-dd[ hh:mm[:ss[.ffffff]]]'",
+}
+
 
 class _Binder:
     def __init__(self, schema: pa.Schema, table: str | None):
@@ -70,7 +76,8 @@ class _Binder:
         try:
             return eval_node(node, self.empty).kind
         except PandoExprError as e:
-            raise self.fail(str(e)) from None
+            msg, text = str(e), node.sql(DIALECT)
+            raise self.fail(msg if text in msg else f"{msg} in {text}") from None
 
     # -------------------------------------------------------------- the walk
 
@@ -106,6 +113,8 @@ class _Binder:
             except PandoExprError as e:
                 raise self.fail(str(e)) from None
             if const is not None:
+                if const.kind == "null":
+                    self.check_typed_literals(node)
                 if const.kind == "interval":
                     return node
                 return render(const)
@@ -152,11 +161,31 @@ class _Binder:
         self.kind_of(out)
         return out
 
+    def check_typed_literals(self, node: exp.Expression) -> None:
+        """`DATE 'x'` / `TIMESTAMP 'x'` (sqlglot: Cast; an explicit Spark CAST is TryCast)
+        with an unparsable string is an error in Spark, not NULL: say so instead of
+        silently comparing with NULL."""
+        for cast in node.find_all(exp.Cast):
+            if type(cast) is not exp.Cast or not (isinstance(cast.this, exp.Literal) and cast.this.is_string):
+                continue
+            to = cast.args["to"]
+            kind = ("date" if to.is_type("date") else "timestamp_ntz" if to.is_type("timestamp_ntz")
+                    else "timestamp" if to.is_type("timestamp", "timestamptz", "timestampltz") else None)
+            if kind is None:
+                continue
+            text = cast.this.this
+            ok = parse_date(text) if kind == "date" else parse_timestamp(text, ntz=kind == "timestamp_ntz")
+            if ok is None:
+                accepted = _ACCEPTED_TEXT[kind]
+                raise self.fail(f"invalid {kind} literal {text!r} in {cast.sql(DIALECT)}; accepted: {accepted}")
+
     def literal_of(self, node: exp.Expression) -> TypedValue | None:
         try:
             v = fold(node)
         except PandoExprError as e:
             raise self.fail(str(e)) from None
+        if v is not None and v.kind == "null":
+            self.check_typed_literals(node)
         return None if v is None or v.kind == "interval" else v
 
     def bind_comparison(self, node: exp.Expression) -> exp.Expression:
@@ -275,13 +304,41 @@ def sort_values(values: list[TypedValue]) -> list[TypedValue]:
     return out
 
 
-def parse_predicate(sql: str | exp.Expression) -> exp.Expression:
+PREDICATE_HELP = ("expected one boolean SQL expression in Spark syntax, e.g. "
+                  "l_shipdate >= DATE '1994-01-01' AND l_discount BETWEEN 0.05 AND 0.07")
+
+
+def parse_predicate(sql: str | exp.Expression, table: str | None = None) -> exp.Expression:
+    """Parse one predicate (Spark SQL); errors name the table, the text and the position."""
     if isinstance(sql, exp.Expression):
         return sql
+    where = f"table {table!r}: " if table else ""
+    if not isinstance(sql, str):
+        raise PandoExprError(f"{where}a predicate must be SQL text or a sqlglot expression, got "
+                             f"{type(sql).__name__}; {PREDICATE_HELP}")
     try:
-        return sqlglot.parse_one(sql, read=DIALECT)
+        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except sqlglot.errors.ParseError as e:
-        raise PandoExprError(f"cannot parse predicate {sql!r}: {e}") from None
+        first = e.errors[0] if e.errors else {}
+        what = _ANSI.sub("", str(first.get("description") or e).split("\n")[0])
+        what = re.sub(r"<class 'sqlglot\.expressions(?:\.\w+)*\.(\w+)'>", r"\1", what)
+        at = f" at line {first['line']}, column {first['col']}" if first.get("line") else ""
+        raise PandoExprError(f"{where}cannot parse predicate {sql!r}: {what}{at}; {PREDICATE_HELP}") from None
+    except sqlglot.errors.SqlglotError as e:  # tokenizer errors: unterminated strings, ...
+        raise PandoExprError(f"{where}cannot parse predicate {sql!r}: {_ANSI.sub('', str(e))}; "
+                             f"{PREDICATE_HELP}") from None
+    if not statements:
+        raise PandoExprError(f"{where}empty predicate {sql!r}; {PREDICATE_HELP}")
+    if isinstance(statements[0], exp.Alias):  # `a < 1 b`: sqlglot reads trailing text as an alias
+        raise PandoExprError(f"{where}unexpected text {statements[0].alias!r} after the predicate in {sql!r}; "
+                             f"{PREDICATE_HELP}")
+    if len(statements) > 1:
+        raise PandoExprError(f"{where}predicate {sql!r} holds {len(statements)} statements; "
+                             f"{PREDICATE_HELP} (combine conditions with AND / OR, not ';')")
+    return statements[0]
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def parenthesize(node: exp.Expression) -> exp.Expression:
@@ -304,7 +361,7 @@ def bind(expr: str | exp.Expression, schema: pa.Schema, table: str | None = None
     """The canonical form of a single-table predicate; raises PandoExprError if it cannot
     be modeled."""
     binder = _Binder(schema, table)
-    bound = parenthesize(binder.bind(parse_predicate(expr)))
+    bound = parenthesize(binder.bind(parse_predicate(expr, table)))
     kind = binder.kind_of(bound)
     if kind not in ("bool", "null"):
         raise binder.fail(f"{bound.sql(DIALECT)} is a {kind} expression, not a predicate")

@@ -549,7 +549,9 @@ def eval_node(node: exp.Expression, ctx: Context) -> Vec:
                      eval_node(other, ctx) if other is not None else literal_vec(TypedValue("null", None), n))
     if isinstance(node, exp.Boolean):
         return literal_vec(TypedValue("bool", bool(node.this)), n)
-    raise PandoExprError(f"unsupported expression {node.sql('spark')!r} ({type(node).__name__})")
+    raise PandoExprError(f"unsupported expression {node.sql('spark')!r} ({type(node).__name__}); accepted: "
+                         "comparisons, BETWEEN, IN lists, LIKE, IS [NOT] NULL, AND / OR / NOT, + - * /, "
+                         "CAST, CASE WHEN, IF, year / month / day / quarter (EXTRACT), substring, length, abs")
 
 
 def evaluate_predicate(node: exp.Expression, table: pa.Table | pa.RecordBatch) -> np.ndarray:

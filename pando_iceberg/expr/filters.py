@@ -105,7 +105,7 @@ class TableFilter:
                  schemas: dict[str, pa.Schema] | None = None) -> "TableFilter":
         """Parse a filter. Top-level conjuncts `col IN (SELECT pk FROM dim WHERE p)` become
         JoinFilters (their dimension schema is looked up in `schemas`)."""
-        node = parse_predicate(sql)
+        node = parse_predicate(sql, table)
         plain, joins = [], []
         for conj in _conjuncts(node):
             sub = conj.args.get("query") if isinstance(conj, exp.In) else None
@@ -353,19 +353,27 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
 
 def _join_from_subquery(conj: exp.In, sub: exp.Expression, schemas: dict[str, pa.Schema],
                         table: str | None) -> JoinFilter:
+    where = f"table {table!r}: " if table else ""
+    expected = "expected <column> IN (SELECT <primary key column> FROM <dimension table> [WHERE <predicate>])"
     select = sub.this if isinstance(sub, exp.Subquery) else sub
     if not isinstance(select, exp.Select) or len(select.expressions) != 1 or not isinstance(conj.this, exp.Column):
-        raise PandoExprError(f"unsupported IN subquery {conj.sql(DIALECT)}: expected "
-                             "col IN (SELECT pk FROM dim WHERE ...)")
+        raise PandoExprError(f"{where}unsupported IN subquery {conj.sql(DIALECT)}: {expected}")
     from_ = select.args.get("from") or select.args.get("from_")
     tables = list(from_.find_all(exp.Table)) if from_ is not None else []
     if len(tables) != 1 or select.args.get("joins") or not isinstance(select.expressions[0], exp.Column):
-        raise PandoExprError(f"unsupported IN subquery {conj.sql(DIALECT)}: expected one dimension table")
+        raise PandoExprError(f"{where}unsupported IN subquery {conj.sql(DIALECT)}: {expected} "
+                             "(one dimension table, one plain column selected)")
     tbl = tables[0]
     dim = ".".join(p.name for p in tbl.parts)
     schema = next((s for name, s in schemas.items() if same_table(name, dim)), None)
     if schema is None:
-        raise PandoExprError(f"no schema for dimension table {dim!r} in {conj.sql(DIALECT)}")
+        known = ", ".join(sorted(schemas)) or "none"
+        raise PandoExprError(f"{where}no schema for dimension table {dim!r} in {conj.sql(DIALECT)}; "
+                             f"schemas were given for: {known}")
+    pk = select.expressions[0].name.lower()
+    if pk not in {n.lower() for n in schema.names}:
+        raise PandoExprError(f"{where}dimension table {dim!r} has no column {pk!r} (selected in "
+                             f"{conj.sql(DIALECT)}); columns are: {', '.join(schema.names)}")
     where = select.args.get("where")
     dim_filter = TableFilter.from_sql(where.this, schema, dim, schemas) if where is not None else TableFilter.true(
         schema, dim)

@@ -95,7 +95,7 @@ def _filter(sql):
         return None
 
 
-@settings(max_examples=examples(300))
+@settings(max_examples=examples(150))
 @given(tables(min_rows=1), predicates())
 def test_implied_row_by_row(table, pred):
     filt = _filter(pred[0])
@@ -232,7 +232,7 @@ GRID_ICEBERG = Schema(NestedField(1, "i", LongType(), required=False),
                       NestedField(2, "m", DecimalType(9, 2), required=False))
 
 
-@settings(max_examples=examples(300))
+@settings(max_examples=examples(200))
 @given(st.sampled_from(["=", "<>", "<", "<=", ">", ">=", "between", "in"]),
        st.lists(st.integers(0, 3).flatmap(lambda k: st.integers(-5 * 10**k, 5 * 10**k).map(
            lambda n: Decimal(n).scaleb(-k))), min_size=2, max_size=2),

@@ -7,6 +7,7 @@ input (usage, configuration, SQL that does not parse, unknown table).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -14,7 +15,7 @@ from typing import Any, Callable
 
 from . import __version__
 from .config import ConfigError, PandoConfig, load_config
-from .output import emit
+from .output import emit, jsonable
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -117,7 +118,7 @@ def cmd_sql(args) -> int:
 def cmd_run(args) -> int:
     from .runner import run_script
 
-    variables = {}
+    variables = {"catalog": _config(args).catalog.name}
     for item in args.var or []:
         if "=" not in item:
             raise CliError(f"--var {item!r}: expected NAME=VALUE")
@@ -129,8 +130,13 @@ def cmd_run(args) -> int:
         raise CliError(f"cannot read runbook {args.file!r}: {e.strerror}") from None
     with _Context(args) as ctx:
         results = run_script(ctx, text, variables, where=args.file)
-        for stmt, result in results:
-            _emit_result(args, result, title=None if args.json else f"-- {' '.join(stmt.split())[:160]}")
+        if args.json:
+            docs = [{"statement": stmt, "columns": r.names, "rows": [dict(zip(r.names, map(jsonable, row))) for row in r.rows],
+                     "notes": r.notes} for stmt, r in results]
+            print(json.dumps(docs, indent=2))
+        else:
+            for stmt, result in results:
+                _emit_result(args, result, title=f"-- {' '.join(stmt.split())[:160]}")
     return EXIT_OK
 
 

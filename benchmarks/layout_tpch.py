@@ -1,7 +1,7 @@
 """Pando on TPC-H lineitem: blocks read per held-out query (pure Python, no Spark).
 
     .venv/bin/python benchmarks/layout_tpch.py [--sf 1] [--k 1,2,3,4] [--per-template 8] [--seed 0]
-                                               [--b 100000] [--sample-rate 0.01] [--out DIR]
+                                               [--b 100000] [--sample-rate 0.01] [--out /tmp/pando-bench]
 
 The paper's §8.2 protocol on lineitem:
 - data: TPC-H generated with tpchgen-cli (cached under ``--cache``), loaded as Arrow;
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a test query is 'selective' when its lower bound is below this fraction of all blocks")
     ap.add_argument("--no-trace-memory", action="store_true", help="skip the traced optimizer run (peak memory)")
     ap.add_argument("--cache", default=os.environ.get("PANDO_TPCH_CACHE", "/tmp/pando-tpch"))
-    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--out", default="/tmp/pando-bench")
     args = ap.parse_args(argv)
     ks = [int(x) for x in args.k.split(",") if x]
     t_start = time.perf_counter()

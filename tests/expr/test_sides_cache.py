@@ -1,17 +1,48 @@
 """sides() caches (atom tables shared per schema, keyed and compiled DNFs on filters and
 cuts, memoized satisfiability and dimension-predicate comparisons) never change an answer:
 warm answers, asked in any order over shared objects, equal the uncached path (fresh
-objects, empty caches, one question each)."""
+objects, every memo bypassed, one question each)."""
+
+import contextlib
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import pando_iceberg.expr.filters as filters_mod
 from expr_gen import SCHEMA, examples, predicates
 from pando_iceberg.expr import CutOrigin, ExprCut, LiteralCut, PandoExprError, TableFilter
-from pando_iceberg.expr.sides import clear_caches
+from pando_iceberg.expr.domain import Domain, Span
+from pando_iceberg.expr.sides import AtomTable, clear_caches, keyed_dnf
 from pando_iceberg.workload import arrow_key_provider
 from test_literal_cuts import FACT, chain_filter, star
+
+
+def _compile(atoms, dnf):
+    return None if dnf is None else atoms.compile(keyed_dnf(dnf))
+
+
+def _bind_origin(cut, dim_filter):
+    return TableFilter.from_sql(cut.origin.predicate, dim_filter.schema, cut.origin.dim_table,
+                                schemas=dim_filter.dim_schemas())
+
+
+@contextlib.contextmanager
+def uncached():
+    """The path without memoization: every cache layer of sides() recomputes."""
+    clear_caches()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(AtomTable, "shared", staticmethod(AtomTable))
+        mp.setattr(TableFilter, "_satisfiable_with", lambda self, cols: self._compute_satisfiable_with(frozenset(cols)))
+        mp.setattr(TableFilter, "filter_sides", lambda self, other: self._compute_filter_sides(other))
+        mp.setattr(TableFilter, "_own_compiled", lambda self, atoms: _compile(atoms, self._own_dnf()))
+        mp.setattr(TableFilter, "_to_cut", lambda self: ExprCut(self.expr.sql("spark"), self.schema, self.table))
+        mp.setattr(ExprCut, "compiled_dnf", lambda self, polarity, atoms: _compile(atoms, self.dnf(polarity)))
+        mp.setattr(filters_mod, "_origin_filter", _bind_origin)
+        yield
+    clear_caches()
+
 
 # Same column names, other types: a shared atom table must not be reused across them.
 OTHER = pa.schema([("i", pa.decimal128(9, 1)), ("f", pa.float32()), ("s", pa.string()), ("d", pa.date32()),
@@ -19,13 +50,13 @@ OTHER = pa.schema([("i", pa.decimal128(9, 1)), ("f", pa.float32()), ("s", pa.str
 
 
 def _uncached_expr(f_sql, f_schema, c_sql, c_schema):
-    clear_caches()
-    try:
-        filt = TableFilter.from_sql(f_sql, f_schema)
-        cut = ExprCut(c_sql, c_schema)
-    except PandoExprError:
-        return None
-    return tuple(filt.sides(cut))
+    with uncached():
+        try:
+            filt = TableFilter.from_sql(f_sql, f_schema)
+            cut = ExprCut(c_sql, c_schema)
+        except PandoExprError:
+            return None
+        return tuple(filt.sides(cut))
 
 
 @settings(max_examples=examples(40))
@@ -56,9 +87,14 @@ def test_warm_expr_sides_equal_uncached(filter_specs, cut_specs, rnd):
         assert filt.is_unsatisfiable() == TableFilter.from_sql(f_sql, f_schema).is_unsatisfiable()
 
 
+# Fact filters without a join: literal cuts then depend on whether the key may be non-NULL.
+PLAIN = st.sampled_from(["f_orderkey IS NULL", "f_orderkey IS NULL AND f_x < 5", "f_x < 3", "f_orderkey > 1000"]).map(
+    lambda sql: TableFilter.from_sql(sql, FACT, "fact"))
+
+
 @settings(max_examples=examples(30))
-@given(star(), st.lists(chain_filter(), min_size=1, max_size=3), st.lists(chain_filter(), min_size=1, max_size=3),
-       st.randoms())
+@given(star(), st.lists(st.one_of(chain_filter(), PLAIN), min_size=1, max_size=4),
+       st.lists(chain_filter(), min_size=1, max_size=3), st.randoms())
 def test_warm_literal_sides_equal_uncached(tables, queries, cut_sources, rnd):
     provider = arrow_key_provider(tables)
     specs = []
@@ -73,12 +109,12 @@ def test_warm_literal_sides_equal_uncached(tables, queries, cut_sources, rnd):
         got = tuple(queries[qi].sides(cuts[ci]))
         assert warm.setdefault((qi, ci), got) == got
     for qi, ci in set(pairs):
-        clear_caches()
-        # Fresh objects: rebuild the query (and its dimension filters) from its SQL.
-        query = TableFilter.from_sql(queries[qi].to_sql(), FACT, "fact", schemas=_schemas(tables))
-        keys, origin = specs[ci]
-        cut = LiteralCut("f_orderkey", keys, CutOrigin("orders", "o_orderkey", origin))
-        assert tuple(query.sides(cut)) == warm[(qi, ci)], (queries[qi].to_sql(), origin)
+        with uncached():
+            # Fresh objects: rebuild the query (and its dimension filters) from its SQL.
+            query = TableFilter.from_sql(queries[qi].to_sql(), FACT, "fact", schemas=_schemas(tables))
+            keys, origin = specs[ci]
+            cut = LiteralCut("f_orderkey", keys, CutOrigin("orders", "o_orderkey", origin))
+            assert tuple(query.sides(cut)) == warm[(qi, ci)], (queries[qi].to_sql(), origin)
 
 
 def _schemas(tables):
@@ -96,3 +132,24 @@ def test_same_sql_other_column_types_not_confused():
     only_z = pa.schema([("z", pa.int64())])
     for schema, want in [(SCHEMA, (False, True)), (OTHER, (True, True))]:
         assert tuple(TableFilter.from_sql("z = 1", only_z).sides(ExprCut("i > 3 and i < 4", schema))) == want
+
+
+_SPANS = st.lists(st.tuples(st.one_of(st.none(), st.integers(-3, 3)), st.booleans(),
+                            st.one_of(st.none(), st.integers(-3, 3)), st.booleans()), max_size=3)
+
+
+@settings(max_examples=examples(200))
+@given(_SPANS, st.booleans(), st.booleans(), st.booleans())
+def test_domain_intersect_fast_paths(spans, null, other_null, flip):
+    # Intersecting with a whole-range domain (the fast path) keeps exactly the same values.
+    d = Domain(tuple(Span(lo, lc, hi, hc) for lo, lc, hi, hc in spans), null)
+    full = Domain.everything() if other_null else Domain.non_null()
+    fast = full.intersect(d) if flip else d.intersect(full)
+    slow = Domain.empty().union(d).intersect(Domain((Span(None, False, 4, True), Span(4, False, None, False)),
+                                                    other_null))  # same range, no fast path
+    for x in [v / 2 for v in range(-10, 11)]:
+        inside = lambda dom: any((s.lo is None or s.lo < x or (s.lo == x and s.lo_closed)) and  # noqa: E731
+                                 (s.hi is None or x < s.hi or (x == s.hi and s.hi_closed)) for s in dom.spans)
+        assert inside(fast) == inside(slow), (d, x)
+    assert fast.null == (null and other_null)
+    assert fast.is_empty(True) == slow.is_empty(True) and fast.is_empty(False) == slow.is_empty(False)

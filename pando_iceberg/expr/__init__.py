@@ -20,4 +20,14 @@ __all__ = [
     "bind",
     "cut_from_json",
     "same_table",
+    "to_pyiceberg",
 ]
+
+
+def __getattr__(name: str):
+    # Imported on first use: pyiceberg is not needed to build or evaluate cuts.
+    if name == "to_pyiceberg":
+        from pando_iceberg.expr.iceberg import to_pyiceberg
+
+        return to_pyiceberg
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,6 +17,12 @@ then proven empty by one of:
 - any other atom (opaque, compared structurally by its canonical SQL): the possible truth
   values {T, F, N} are intersected;
 - NULL-intolerant atoms that must be TRUE or FALSE force their columns to be non-NULL.
+
+Speed (the layout optimizer asks every (query, cut) pair, the planner every cut per query):
+rendering SQL is the expensive step, so it happens once per atom. An `AtomTable` is shared
+by all filters and cuts of one schema (`AtomTable.shared`); DNFs are built once per filter
+and per cut, keyed by canonical SQL (`keyed_dnf`) and classified once per atom table
+(`AtomTable.compile`); the satisfiability loop then only touches classified atoms.
 """
 
 from __future__ import annotations

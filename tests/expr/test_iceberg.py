@@ -252,3 +252,9 @@ def test_grid_rounding_is_sound(op, lits, col, negate, units):
     kept = set(numbered.filter(expression_to_pyarrow(expr)).column("__row").to_pylist())
     sat = filt.evaluate(table)
     assert all(r in kept for r in np.flatnonzero(sat)), (sql, expr, table.to_pylist())
+
+
+def test_exported_lazily_from_the_package():
+    import pando_iceberg.expr as expr_pkg
+
+    assert expr_pkg.to_pyiceberg is to_pyiceberg

@@ -28,6 +28,7 @@ and per cut, keyed by canonical SQL (`keyed_dnf`) and classified once per atom t
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -259,6 +260,7 @@ def schema_fingerprint(schema: pa.Schema) -> tuple:
 
 _MAX_SHARED_TABLES = 64
 _SHARED_TABLES: dict[tuple, "AtomTable"] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def clear_caches() -> None:
@@ -290,9 +292,12 @@ class AtomTable:
         key = schema_fingerprint(schema)
         table = _SHARED_TABLES.get(key)
         if table is None or len(table._cache) > AtomTable.MAX_ATOMS:
-            if len(_SHARED_TABLES) >= _MAX_SHARED_TABLES:
-                _SHARED_TABLES.pop(next(iter(_SHARED_TABLES)))
-            table = _SHARED_TABLES[key] = AtomTable(schema)
+            with _SHARED_LOCK:  # planners may run in threads; hits need no lock
+                table = _SHARED_TABLES.get(key)
+                if table is None or len(table._cache) > AtomTable.MAX_ATOMS:
+                    if len(_SHARED_TABLES) >= _MAX_SHARED_TABLES:
+                        _SHARED_TABLES.pop(next(iter(_SHARED_TABLES)))
+                    table = _SHARED_TABLES[key] = AtomTable(schema)
         return table
 
     def kind(self, node: exp.Expression) -> str:

@@ -182,7 +182,24 @@ def cmd_load_tpch(args) -> int:
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
-    return run_demo(_config(args), sf=args.sf, as_json=args.json, progress=_progress(args))
+    return run_demo(_config(args), sf=args.sf, as_json=args.json, per_template=args.per_template, k=args.k,
+                    progress=_progress(args))
+
+
+def cmd_cleanup(args) -> int:
+    from .catalog import load_catalog
+    from .cleanup import Leftover, cleanup_table
+
+    if args.older_than_minutes < 0:
+        raise CliError(f"--older-than-minutes must be >= 0, got {args.older_than_minutes:g}")
+    report = cleanup_table(load_catalog(_config(args)), args.table, apply=args.apply,
+                           older_than_minutes=args.older_than_minutes)
+    title = None if args.json else (f"{'deleted' if args.apply else 'dry run (nothing deleted; --apply deletes)'}: "
+                                    f"files of failed Pando rewrites of {args.table}")
+    emit(list(Leftover.COLUMNS), [x.row() for x in report.leftovers], args.json, title=title, extra=report.summary())
+    if report.failed:
+        raise CliError(f"{len(report.failed)} file(s) could not be deleted (see the action column)", EXIT_FAILED)
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,7 +245,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_load_tpch)
     s = sub.add_parser("demo", parents=[common], help="the main job on the embedded lakehouse (see README)")
     s.add_argument("--sf", type=float, default=0.1, help="TPC-H scale factor (default 0.1)")
+    s.add_argument("--k", type=int, default=3, help="Pando trees per table (default 3)")
+    s.add_argument("--per-template", type=int, default=2, help="queries per TPC-H template, half held out (default 2)")
     s.set_defaults(func=cmd_demo)
+    s = sub.add_parser("cleanup", parents=[common],
+                       help="list (dry run) or delete (--apply) files that failed/crashed Pando rewrites left behind")
+    s.add_argument("table")
+    s.add_argument("--apply", action="store_true", help="delete the listed files (default: dry run, print only)")
+    s.add_argument("--older-than-minutes", type=float, default=60.0,
+                   help="keep files younger than this, a rewrite may still be running (default 60)")
+    s.set_defaults(func=cmd_cleanup)
     return p
 
 

@@ -139,6 +139,26 @@ def load_tpch(spark, sf: float, namespace: str = "tpch", replace: bool = False,
     return results
 
 
+def copy_table(spark, source: str, target: str) -> None:
+    """Copy a table with the same columns, nullability and identifier fields (CTAS would drop
+    NOT NULL and identifier fields)."""
+    src_parts, dst_parts = source.split("."), target.split(".")
+    src = ".".join(quote_ident(p) for p in src_parts)
+    dst = ".".join(quote_ident(p) for p in dst_parts)
+    df = spark.table(source)
+    cols = ", ".join(f"{quote_ident(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
+                     for f in df.schema.fields)
+    spark.sql(f"DROP TABLE IF EXISTS {dst}")
+    spark.sql(f"CREATE TABLE {dst} ({cols}) USING iceberg TBLPROPERTIES ('format-version'='2')")
+    from .spark.iceberg_jvm import load_table
+
+    jt = load_table(spark, source)
+    ids = [str(jt.schema().findColumnName(i)) for i in jt.schema().identifierFieldIds()]
+    if ids:
+        spark.sql(f"ALTER TABLE {dst} SET IDENTIFIER FIELDS {', '.join(quote_ident(c) for c in ids)}")
+    spark.sql(f"INSERT INTO {dst} SELECT * FROM {src}")
+
+
 # TPC-H Q6 with the spec's validation parameters: the smoke query of `pando demo` and the tests.
 Q6_SQL = """
 SELECT sum(l_extendedprice * l_discount) AS revenue

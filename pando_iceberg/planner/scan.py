@@ -109,10 +109,33 @@ def table_filter(table, filter: Any = None, schemas: dict[str, pa.Schema] | None
     if isinstance(filter, TableFilter):
         return filter
     if isinstance(filter, str):
+        if schemas is None:
+            schemas = _subquery_schemas(table, filter)
         return TableFilter.from_sql(filter, schema, table=name, schemas=schemas)
     from .pyiceberg_sql import pyiceberg_to_sql
 
     return TableFilter.from_sql(pyiceberg_to_sql(filter), schema, table=name, schemas=schemas)
+
+
+def _subquery_schemas(table, sql: str) -> dict[str, pa.Schema] | None:
+    """Schemas of the dimension tables a filter's ``IN (SELECT ...)`` parts name, from the catalog."""
+    from sqlglot import exp, parse_one
+
+    try:
+        tree = parse_one(f"SELECT 1 WHERE {sql}", read="spark")
+    except Exception:
+        return None  # from_sql reports the parse error with its own message
+    names = {".".join(p for p in (t.db, t.name) if p) for t in tree.find_all(exp.Table) if t.name}
+    catalog = getattr(table, "catalog", None)
+    if not names or catalog is None:
+        return None
+    out = {}
+    for n in names:
+        try:
+            out[n] = catalog.load_table(n).schema().as_arrow()
+        except Exception:
+            pass  # an unknown dimension table is reported by from_sql, naming it
+    return out
 
 
 def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cache: LayoutCache | None = DEFAULT_CACHE,
@@ -157,16 +180,16 @@ def _sizes(tasks) -> tuple[int, int, int]:
     return (len(tasks), sum(int(t.file.file_size_in_bytes) for t in tasks), sum(int(t.file.record_count) for t in tasks))
 
 
-def _prune_with_layout(table, tf, tasks, ex: ExplainRecord, cache: LayoutCache | None):
+def layout_of(table, cache: LayoutCache | None = DEFAULT_CACHE):
+    """(pointer, layout, path → block) of the table's current layout; (None, None, None) when
+    the table has none. Raises SidecarError (or the decoder's error) when it is unusable."""
     from ..storage.paths import sidecar_path
     from ..storage.pointer import layout_pointer
     from ..storage.sidecar import LayoutSidecar
 
     pointer = layout_pointer(table.properties)
     if pointer is None:
-        ex.fallback_reason = "the table has no Pando layout"
-        return tasks
-    ex.layout_id = pointer.layout_id
+        return None, None, None
     key = (str(table.metadata.table_uuid), pointer.layout_id)
     hit = cache.get(key) if cache is not None else None
     if hit is None:
@@ -178,7 +201,69 @@ def _prune_with_layout(table, tf, tasks, ex: ExplainRecord, cache: LayoutCache |
         hit = (layout, block_of_path)
         if cache is not None:
             cache.put(key, hit)
-    layout, block_of_path = hit
+    return (pointer,) + hit
+
+
+def literal_joins(layout) -> set[tuple[str, str, str]]:
+    """(fk column, dimension table, dimension pk) of the layout's literal (join-induced) cuts."""
+    return {(c.column, c.origin.dim_table, c.origin.dim_pk) for c in layout.cuts if hasattr(c, "origin")}
+
+
+def needs_keys(tf, layout) -> list:
+    """The filter's join filters that meet a literal cut of the layout and have no key set yet.
+    Comparing key sets is exact whatever happened to the dimension since the layout; comparing
+    predicates is not (a dimension row may have been updated), so these get key sets first."""
+    if layout is None or not getattr(tf, "joins", None):
+        return []
+    wanted = literal_joins(layout)
+    return [j for j in tf.joins if j.dim_keys is None and (j.column, j.dim_table, j.dim_pk) in wanted]
+
+
+def with_dim_keys(tf, key_of):
+    """``tf`` with ``key_of(join)`` as the key set of every join filter that has none."""
+    from ..expr import JoinFilter, TableFilter
+
+    joins = [j if j.dim_keys is not None else JoinFilter(j.column, j.dim_table, j.dim_pk, j.dim_filter,
+                                                         dim_keys=key_of(j))
+             for j in tf.joins]
+    return TableFilter(tf.expr, tf.schema, joins, tf.table)
+
+
+def _pyiceberg_keys(table, join) -> Any:
+    """SELECT DISTINCT pk FROM dim WHERE p (nested join filters applied) through pyiceberg."""
+    catalog = getattr(table, "catalog", None)
+    if catalog is None:
+        raise ValueError("the table has no catalog to read dimension tables from")
+    dim = catalog.load_table(join.dim_table)
+    dim_filter = join.dim_filter
+    if dim_filter.joins:
+        dim_filter = with_dim_keys(dim_filter, lambda j: _pyiceberg_keys(dim, j))
+    from ..expr.iceberg import to_pyiceberg
+
+    arrow = dim.scan(row_filter=to_pyiceberg(dim_filter, dim.schema())).to_arrow()
+    mask = np.asarray(dim_filter.evaluate(arrow), dtype=bool)
+    for j in dim_filter.joins:  # evaluate() covers the single-table part; apply the semi-joins
+        mask &= _in_keys(arrow.column(j.column), j.dim_keys)
+    return np.unique(arrow.column(join.dim_pk).filter(pa.array(mask)).drop_null().to_numpy(zero_copy_only=False))
+
+
+def _in_keys(column, keys) -> np.ndarray:
+    """Vectorized ``column IN keys`` (NULL → False); keys a roaring bitmap or an array."""
+    import pyarrow.compute as pc
+
+    values = np.asarray(keys.to_array() if hasattr(keys, "to_array") else keys)
+    value_set = pa.array(values).cast(column.type)
+    return np.asarray(pc.fill_null(pc.is_in(column, value_set=value_set), False), dtype=bool)
+
+
+def _prune_with_layout(table, tf, tasks, ex: ExplainRecord, cache: LayoutCache | None):
+    pointer, layout, block_of_path = layout_of(table, cache)
+    if pointer is None:
+        ex.fallback_reason = "the table has no Pando layout"
+        return tasks
+    ex.layout_id = pointer.layout_id
+    if needs_keys(tf, layout):
+        tf = with_dim_keys(tf, lambda j: _pyiceberg_keys(table, j))
 
     blocks, why = layout.blocks_for(tf)
     wanted = np.zeros(layout.num_blocks, dtype=bool)
@@ -209,8 +294,13 @@ def read_arrow(table, plan: ScanPlan, columns: tuple[str, ...] | None = None) ->
 
     schema = table.schema()
     arrow = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table(plan.tasks)
-    if plan.filter is not None and not plan.filter.is_true_expr():
-        arrow = arrow.filter(pa.array(plan.filter.evaluate(arrow), pa.bool_()))
+    tf = plan.filter
+    if tf is not None and (not tf.is_true_expr() or tf.joins):
+        mask = np.asarray(tf.evaluate(arrow), dtype=bool) if not tf.is_true_expr() else np.ones(arrow.num_rows, bool)
+        for j in tf.joins:  # the semi-joins: rows whose key has a matching dimension row
+            keys = j.dim_keys if j.dim_keys is not None else _pyiceberg_keys(table, j)
+            mask &= _in_keys(arrow.column(j.column), keys)
+        arrow = arrow.filter(pa.array(mask, pa.bool_()))
     if columns:
         arrow = arrow.select(list(columns))
     return arrow

@@ -51,21 +51,33 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
     plan = plan_scan(table, filter, use_layout=use_layout, schemas=schemas)
     jtable = jv.load_table(spark, name)
     with jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths) as df:
+        if plan.filter.joins:  # IN (SELECT ...) parts need SQL, not a DataFrame expression
+            view = f"__pando_pruned_{abs(hash(name))}"
+            df.createOrReplaceTempView(view)
+            try:
+                yield spark.sql(f"SELECT * FROM {view} WHERE {plan.filter.to_sql()}"), plan
+            finally:
+                spark.catalog.dropTempView(view)
+            return
         if not plan.filter.is_true_expr():
             df = df.where(plan.filter.expr.sql(dialect="spark"))
         yield df, plan
 
 
-def with_join_keys(spark, tf, schemas: dict[str, pa.Schema]):
-    """The filter with each join filter's dimension key set computed by Spark (exact pruning)."""
-    from ..expr import JoinFilter, TableFilter
+def with_join_keys(spark, table, tf, schemas: dict[str, pa.Schema]):
+    """The filter with Spark-computed key sets for the join filters that meet one of the
+    table's literal cuts (exact pruning; see planner.needs_keys). Other joins need none."""
+    from ..planner.scan import layout_of, needs_keys, with_dim_keys
 
-    if not tf.joins:
+    try:
+        _, layout, _ = layout_of(table)
+    except Exception:
+        return tf  # the planner will fall back and say why
+    if not needs_keys(tf, layout):
         return tf
     provider = SparkKeyProvider(spark, schemas)
-    joins = [JoinFilter(j.column, j.dim_table, j.dim_pk, j.dim_filter, dim_keys=provider(j.dim_table, j.dim_pk, j.dim_filter))
-             for j in tf.joins]
-    return TableFilter(tf.expr, tf.schema, joins, tf.table)
+    wanted = {id(j) for j in needs_keys(tf, layout)}
+    return with_dim_keys(tf, lambda j: provider(j.dim_table, j.dim_pk, j.dim_filter) if id(j) in wanted else None)
 
 
 @dataclass
@@ -97,8 +109,9 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     query = wl.queries[0]
     plans = {}
     for name in sorted(query.filters):
-        tf = with_join_keys(spark, query.filters[name], schemas) if use_layout else query.filters[name]
-        plans[name] = plan_scan(catalog.load_table(name), tf, use_layout=use_layout, schemas=schemas)
+        table = catalog.load_table(name)
+        tf = with_join_keys(spark, table, query.filters[name], schemas) if use_layout else query.filters[name]
+        plans[name] = plan_scan(table, tf, use_layout=use_layout, schemas=schemas)
     return QueryPlan(sql, tree, plans)
 
 

@@ -280,12 +280,20 @@ def main(argv: list[str] | None = None) -> int:
         return code
 
 
+def _text(e: BaseException) -> str:
+    try:
+        return str(e)
+    except Exception:  # py4j needs the JVM to render its errors; it may be gone
+        return f"{type(e).__name__} (the Spark JVM is no longer reachable)"
+
+
 def _classify(e: Exception) -> tuple[int, str]:
     name = type(e).__name__
     if name in ("ProcedureError", "RunbookError", "PandoRewriteError", "PandoWorkloadError", "PandoExprError",
                 "ConfigError"):
-        return EXIT_BAD_INPUT, str(e)
-    msg = str(e).strip().splitlines()[0] if str(e).strip() else name
+        return EXIT_BAD_INPUT, _text(e)
+    text = _text(e).strip()
+    msg = text.splitlines()[0] if text else name
     if name in ("ParseException", "AnalysisException", "NoSuchTableError", "NoSuchNamespaceError"):
         return EXIT_BAD_INPUT, f"{name}: {msg}"
     if name == "SparkSqlError":

@@ -5,6 +5,7 @@ file metrics from Parquet footers, and scan-task sets for reading chosen files w
 
 from __future__ import annotations
 
+import re
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -99,10 +100,31 @@ def commit_replace(spark, table, base_snapshot_id: int, old_files: list, new_fil
     except Exception as e:  # py4j wraps ValidationException / CommitFailedException
         text = str(e)
         if any(s in text for s in ("ValidationException", "CommitFailedException", "Missing required files", "found new")):
-            first = next((ln for ln in text.splitlines() if "Exception" in ln), text.splitlines()[0] if text else "")
-            raise CommitConflict(f"the table changed concurrently and the rewrite was not committed: {first.strip()}") from None
+            raise CommitConflict(conflict_message(text)) from None
         raise
     return snapshot_id
+
+
+def conflict_message(text: str) -> str:
+    """A short, clear CommitConflict message from a py4j-wrapped Iceberg exception's text (which
+    names every conflicting file and dumps whole DataFile structs)."""
+    lines = [ln.strip().lstrip(":").strip() for ln in text.splitlines()]
+    line = next((ln for ln in lines if "Exception:" in ln and ln.startswith("org.")), None) \
+        or next((ln for ln in lines if "Exception" in ln), lines[0] if lines else "")
+    kind, _, detail = line.partition(": ")
+    kind = kind.rsplit(".", 1)[-1]
+    if detail.startswith("Missing required files to delete:"):
+        paths = [p for p in detail.split(":", 1)[1].strip().split(",") if p]
+        reason = (f"{len(paths)} data file(s) it replaces were already removed or rewritten by another commit "
+                  f"({kind}: Missing required files to delete, e.g. {paths[0] if paths else '?'})")
+    elif "found new" in detail:
+        m = re.search(r"file_path=([^,}]+)", detail)
+        reason = (f"another commit added row-level deletes to data file(s) it replaces "
+                  f"({kind}: {detail.split(':', 1)[0]}{', e.g. ' + m.group(1) if m else ''})")
+    else:
+        reason = f"{kind}: {detail[:400] or line[:400]}"
+    return (f"the table changed concurrently and the rewrite was not committed: {reason}; "
+            "the table is as the other commit left it: run the rewrite again on the new snapshot")
 
 
 @contextmanager

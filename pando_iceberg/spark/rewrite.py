@@ -15,6 +15,7 @@ and leaves the table exactly as it was.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -212,6 +213,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
         raise PandoRewriteError(f"table {table_name} is empty: nothing to lay out")
     fraction = min(1.0, max(options.sample_rate, options.min_sample_rows / total_rows))
     progress(f"sampling {table_name} ({fraction:.2%} of {total_rows:,} rows)")
+    test_pause("SAMPLING")
     sample = collect_arrow(df.sample(withReplacement=False, fraction=fraction, seed=options.seed))
     t1 = time.time()
     if sample.num_rows == 0:
@@ -220,6 +222,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     b_sample = max(1.0, options.min_block_rows * scale)
     progress(f"optimizing k={options.k} trees on {sample.num_rows:,} sample rows, {len(cuts)} candidate cuts, "
              f"{len(queries)} queries")
+    test_pause("OPTIMIZING")
     layout = build_layout(sample, cuts, queries, options.k, b_sample, max_ktuples=options.max_ktuples)
     literal_keys = {c.key: c.keys_to_bytes() for c in layout.cuts if hasattr(c, "keys_to_bytes")}
     return LearnedLayout(layout, literal_keys, total_rows, sample.num_rows, len(queries), len(cuts),
@@ -293,6 +296,7 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
     payload = LayoutPayload(layout.to_bytes(), learned.literal_keys)
     written: list[Any] = []
     sidecar_path = None
+    committing = False
     try:
         t0 = time.time()
         progress(f"routing rows to {layout.num_blocks} blocks and writing one file per block")
@@ -334,17 +338,35 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         sidecar_path, sidecar_size = sidecar.write(io, location)
         seconds["metadata"] = time.time() - t0
 
+        test_pause("BEFORE_COMMIT")
         t0 = time.time()
         progress("committing one replace snapshot")
         new_files = jv.build_data_files(spark, table, [jv.NewFile(w.path, w.file_size_in_bytes) for w in written])
         pointer = LayoutPointer(layout_id, sidecar.file_name, snapshot_id=0, base_snapshot_id=base_id)
         props = {**pointer.to_properties(), P_SNAPSHOT: "{snapshot-id}"}
+        committing = True
         snapshot_id = jv.commit_replace(spark, table, base_id, list(old_files.values()), new_files, props,
                                         summary={"pando.layout-id": layout_id})
         seconds["commit"] = time.time() - t0
-    except BaseException:
-        _delete_quietly(io_properties, [w.path for w in written] + ([sidecar_path] if sidecar_path else []), location)
-        raise
+    except BaseException as failure:
+        committed = _committed_snapshot(spark, table_name, layout_id) if committing else None
+        if committed is not None:
+            # The commit reached the catalog although the call failed (e.g. a lost connection after
+            # the metadata swap): the files are the table's now and must stay.
+            progress(f"commit outcome unclear ({type(failure).__name__}) but snapshot {committed} holds the layout")
+            snapshot_id = committed
+        elif committing and _commit_state_unknown(failure):
+            raise  # the catalog may still commit: deleting the files could corrupt the table
+        else:
+            # Every file of this rewrite lives under data/pando-<layout id>/ (a directory nothing else
+            # writes to), so remove the directory: it also catches files of tasks that finished
+            # before a failing one, which `written` never saw. Tasks of a failed job are killed
+            # asynchronously: let them stop first (a straggler's file is left to `pando cleanup`).
+            if not written:
+                _wait_for_running_tasks(spark)
+            _delete_quietly(io_properties, [w.path for w in written] + ([sidecar_path] if sidecar_path else []),
+                            location, directory=data_dir)
+            raise
     spark.sql(f"REFRESH TABLE {table_name}")
     return RewriteResult(len(old_files), len(written), rewritten_bytes, 0, layout_id, layout.num_blocks,
                          snapshot_id, base_id, seconds)
@@ -360,21 +382,108 @@ def _route_and_write(spark, table_name: str, base_id: int, layout, payload: Layo
     parallel = max(1, int(spark.sparkContext.defaultParallelism))
     tasks = max(1, min(layout.num_blocks, 4 * parallel))
     shuffled = routed.repartition(tasks, BLOCK_COL).sortWithinPartitions(BLOCK_COL)
-    return shuffled.mapInArrow(write_blocks(spec), WRITTEN_FILE_DDL).collect()
+    writer = write_blocks(spec)
+    pause_path = os.environ.get(PAUSE_ENV_PREFIX + "WRITING")
+    if pause_path:
+        writer = _pause_after_first_file(writer, pause_path, float(os.environ.get("PANDO_TEST_PAUSE_TIMEOUT", "300")))
+    return shuffled.mapInArrow(writer, WRITTEN_FILE_DDL).collect()
 
 
-def _delete_quietly(io_properties, paths: list[str], location: str) -> None:
-    """Best effort: remove files of a rewrite that did not commit (cleanup lists any left)."""
-    if not paths:
-        return
+def _committed_snapshot(spark, table_name: str, layout_id: str) -> int | None:
+    """The id of a snapshot of the table that carries this rewrite's layout id, if any (the
+    commit's outcome, read back from the catalog); None if it cannot be read."""
+    try:
+        table = jv.load_table(spark, table_name)
+        for snap in jv._iter(table.snapshots()):
+            if str(snap.summary().get("pando.layout-id")) == layout_id:
+                return int(snap.snapshotId())
+    except Exception:
+        return None
+    return None
+
+
+def _wait_for_running_tasks(spark, timeout: float = 10.0) -> None:
+    """Wait (bounded) until no executor runs a task, e.g. the killed tasks of a failed job."""
+    try:
+        tracker = spark.sparkContext._jsc.sc().statusTracker()
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            infos = tracker.getExecutorInfos()
+            if sum(int(i.numRunningTasks()) for i in infos) == 0:
+                return
+            time.sleep(0.2)
+    except Exception:
+        pass
+
+
+def _commit_state_unknown(error: BaseException) -> bool:
+    return "CommitStateUnknownException" in f"{type(error).__name__}: {error}"
+
+
+def _delete_quietly(io_properties, paths: list[str], location: str, directory: str | None = None) -> None:
+    """Best effort: remove files of a rewrite that did not commit, and its own data directory
+    with whatever else is in it (``pando cleanup`` lists anything left, e.g. after a crash)."""
     try:
         from pyiceberg.io import load_file_io
 
         io = load_file_io(dict(io_properties or {}), location)
-        for p in paths:
-            try:
-                io.delete(p)
-            except Exception:
-                pass
     except Exception:
-        pass
+        return
+    for p in paths:
+        try:
+            io.delete(p)
+        except Exception:
+            pass
+    if directory and hasattr(io, "parse_location") and hasattr(io, "fs_by_scheme"):
+        try:
+            scheme, netloc, path = io.parse_location(directory)
+            fs = io.fs_by_scheme(scheme, netloc)
+            from pyarrow.fs import FileType
+
+            if fs.get_file_info(path).type == FileType.Directory:
+                fs.delete_dir(path)
+        except Exception:
+            pass
+
+
+# ---- test hook --------------------------------------------------------------------------------
+# For reliability tests only (tests/spark/test_reliability.py): park a rewrite at a stage so a
+# test can race another writer against it or kill the process there. With the environment
+# variable PANDO_TEST_PAUSE_<STAGE>=<path> set, the rewrite creates ``<path>.ready`` on reaching
+# the stage and waits until ``<path>.go`` exists (at most PANDO_TEST_PAUSE_TIMEOUT seconds,
+# default 300, then it fails and cleans up). Stages: SAMPLING (before the sample is collected),
+# OPTIMIZING (before the trees are built), WRITING (in an executor task, after its first data
+# file is complete; read on the driver, so set it before the rewrite starts), BEFORE_COMMIT
+# (files and sidecar written, nothing committed). Unset (always, in production): no effect.
+
+PAUSE_ENV_PREFIX = "PANDO_TEST_PAUSE_"
+
+
+def test_pause(stage: str, path: str | None = None, timeout: float | None = None) -> None:
+    path = path or os.environ.get(PAUSE_ENV_PREFIX + stage)
+    if not path:
+        return
+    if timeout is None:
+        timeout = float(os.environ.get("PANDO_TEST_PAUSE_TIMEOUT", "300"))
+    with open(path + ".ready", "w") as f:
+        f.write(f"{stage} {os.getpid()}\n")
+    deadline = time.time() + timeout
+    while not os.path.exists(path + ".go"):
+        if time.time() > deadline:
+            raise RuntimeError(f"test hook {PAUSE_ENV_PREFIX}{stage}: {path}.go did not appear within {timeout:g} s")
+        time.sleep(0.05)
+
+
+test_pause.__test__ = False  # not a pytest test
+
+
+def _pause_after_first_file(writer, path: str, timeout: float):
+    def run(batches):
+        paused = False
+        for out in writer(batches):
+            yield out
+            if not paused:
+                paused = True
+                test_pause("WRITING", path, timeout)
+
+    return run

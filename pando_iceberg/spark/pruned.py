@@ -99,10 +99,11 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     from ..workload import parse_workload
 
     tree = parse_one(sql, read="spark")
-    names = sorted({_qualified(t) for t in tree.find_all(exp.Table) if t.name})
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    names = sorted({_qualified(t) for t in tree.find_all(exp.Table) if t.name and not (t.name in ctes and not t.db)})
     current = spark.catalog.currentDatabase()
     schemas: dict[str, pa.Schema] = {}
-    for ns in sorted({n.rsplit(".", 1)[0] if "." in n else current for n in names}):
+    for ns in sorted({n.rsplit(".", 1)[0] if "." in n else current for n in names} - {""}):
         schemas.update(namespace_schemas(spark, f"{ns}.x"))
     pks = {n: identifier_fields(spark, n) for n in schemas}
     wl = parse_workload([sql], schemas, primary_keys={k: v for k, v in pks.items() if v})

@@ -130,15 +130,24 @@ def start_spark(cfg: PandoConfig, app_name: str = "pando-iceberg", quiet: bool =
 @contextlib.contextmanager
 def spark_session(cfg: PandoConfig, app_name: str = "pando-iceberg", quiet: bool = True) -> Iterator[object]:
     """``with spark_session(cfg) as spark:`` — starts Spark and always stops it on exit."""
+    from py4j.protocol import Py4JJavaError
     from pyspark.errors.exceptions.captured import CapturedException
 
     spark = start_spark(cfg, app_name, quiet)
     try:
         yield spark
-    except CapturedException as e:
-        # str() of a captured exception needs the JVM, which is about to stop.
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        kind = type(e).__name__
+    except (CapturedException, Py4JJavaError) as e:
+        # str() of a JVM exception needs the JVM, which is about to stop.
+        if isinstance(e, Py4JJavaError):
+            java = e.java_exception
+            first, kind = f"{java.getClass().getName()}: {java.getMessage()}", "Py4JJavaError"
+            cause = java.getCause()
+            while cause is not None:
+                first += f" (caused by {cause.getClass().getName()}: {cause.getMessage()})"
+                cause = cause.getCause()
+        else:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            kind = type(e).__name__
         if "initialized without view support" in first:
             # Iceberg's JDBC catalog (V0 schema) answers a lookup of a missing table this way.
             kind, first = "AnalysisException", ("a table or view named in the statement does not exist "

@@ -8,7 +8,8 @@ embedded lakehouse) and is parked at a stage with the rewrite's test hook
 * Concurrent writers: while the rewrite is parked between writing its files and committing,
   this process commits an append, a merge-on-read DELETE, Iceberg's ``rewrite_data_files`` or
   a second Pando rewrite ("window" trials: the other writer commits inside the window), or
-  both are released at once ("race" trials: the order is up to the machines). Every outcome
+  the rewrite is released 0 s / 1 s after the other writer starts ("race" trials: the order is
+  up to the machines; both orders occur). Every outcome
   must be a valid commit or a clean abort with a ``CommitConflict``; the table's row count and
   order-independent checksum must equal a serial reference computed from the generator (not
   from Iceberg) for the operations that committed; an aborted rewrite leaves nothing on disk
@@ -271,6 +272,11 @@ def _first_error(text: str) -> str:
     return next((ln[:300] for ln in lines if "Exception:" in ln and not ln.startswith("Py4J")), lines[0][:300])
 
 
+# Trial i runs TRIAL_MODES[i % 3]: "window" = the other writer commits while the rewrite is
+# parked before its commit (deterministic interleaving); "race" = the other writer starts and
+# the rewrite is released after the delay (0 s: the rewrite usually commits first; 1 s: the
+# two commits land close together, either may win).
+TRIAL_MODES = [("window", 0.0), ("race", 0.0), ("race", 1.0)]
 SCENARIOS = ["append", "delete", "iceberg_rewrite", "pando"]
 # What must happen when the other writer commits inside the rewrite's window (rewrite paused
 # between writing its files and committing): True = the Pando rewrite commits too.
@@ -280,7 +286,7 @@ WINDOW_EXPECTS_PANDO_COMMIT = {"append": True, "delete": False, "iceberg_rewrite
 @pytest.mark.parametrize("trial", range(TRIALS))
 @pytest.mark.parametrize("kind", SCENARIOS)
 def test_concurrent_writer(spark, catalog, lakehouse_cfg, worker, tmp_path, kind, trial):
-    mode = "race" if trial % 2 else "window"
+    mode, delay = TRIAL_MODES[trial % len(TRIAL_MODES)]
     name = f"rel_{kind}_{trial}.t"
     _make_table(spark, name)
     base = _snapshots(catalog, name)[-1].snapshot_id
@@ -298,15 +304,17 @@ def test_concurrent_writer(spark, catalog, lakehouse_cfg, worker, tmp_path, kind
         left_by_other = catalog.load_table(name)
         Path(f"{pause}.go").touch()
         res = worker.result()
-    else:
-        Path(f"{pause}.go").touch()
+    else:  # race: the other writer starts, the rewrite is released `delay` seconds later
+        release = threading.Timer(delay, Path(f"{pause}.go").touch)  # the timer only touches a file
+        release.start()
         other = _other_writer(kind, spark, lakehouse_cfg, name)
+        release.join()
         res = worker.result()
         left_by_other = None
     if res["ok"]:
         assert res["base_snapshot_id"] == base
 
-    print(f"\nOUTCOME {kind} trial={trial} mode={mode} pando={'commit' if res['ok'] else 'abort: ' + res['message']} "
+    print(f"\nOUTCOME {kind} trial={trial} mode={mode}{f'({delay:g}s)' if mode == 'race' else ''} pando={'commit' if res['ok'] else 'abort: ' + res['message']} "
           f"other={'commit' if other['ok'] else 'failed: ' + _first_error(other['error'])}")
     # ---- outcome: a valid commit or a clean abort with a clear CommitConflict ----
     if not res["ok"]:
@@ -324,12 +332,18 @@ def test_concurrent_writer(spark, catalog, lakehouse_cfg, worker, tmp_path, kind
     assert len(pando_snaps) == (1 if res["ok"] else 0)
     if res["ok"]:
         assert pando_snaps[0].summary.operation.value == "replace" and pando_snaps[0].snapshot_id == res["snapshot_id"]
+    # exactly one new snapshot per committed operation, nothing else
+    order = [s.snapshot_id for s in snaps]
+    assert order[0] == base or base in order
+    others = [sid for sid in order[order.index(base) + 1:] if sid != res.get("snapshot_id")]
+    assert len(others) == (1 if other["ok"] else 0), (order, res, other)
+    assert len(order) == order.index(base) + 1 + int(res["ok"]) + int(bool(other["ok"]))
     if kind in ("iceberg_rewrite", "pando", "delete") and res["ok"] and other["ok"]:
         # Both rewrote / deleted from the same files only if they ran one after the other: the
-        # worker's rewrite (based on the original snapshot) must have committed first.
-        order = [s.snapshot_id for s in snaps]
-        assert order.index(res["snapshot_id"]) < order.index(other["snapshot_id"]), (res, other)
-        assert _snapshots(catalog, name)[order.index(res["snapshot_id"]) - 1].snapshot_id == base
+        # parked rewrite (based on the original snapshot) must have committed first, on the base.
+        assert order.index(res["snapshot_id"]) == order.index(base) + 1, (order, res, other)
+    if not res["ok"]:  # the table is exactly as the other writer left it
+        assert catalog.load_table(name).current_snapshot().snapshot_id == others[0]
 
     # ---- content: no row lost or duplicated, deleted rows stay deleted ----
     state = _state(spark, name)

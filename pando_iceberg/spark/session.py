@@ -130,31 +130,46 @@ def start_spark(cfg: PandoConfig, app_name: str = "pando-iceberg", quiet: bool =
 @contextlib.contextmanager
 def spark_session(cfg: PandoConfig, app_name: str = "pando-iceberg", quiet: bool = True) -> Iterator[object]:
     """``with spark_session(cfg) as spark:`` — starts Spark and always stops it on exit."""
-    from py4j.protocol import Py4JJavaError
-    from pyspark.errors.exceptions.captured import CapturedException
-
     spark = start_spark(cfg, app_name, quiet)
     try:
         yield spark
-    except (CapturedException, Py4JJavaError) as e:
-        # str() of a JVM exception needs the JVM, which is about to stop.
-        if isinstance(e, Py4JJavaError):
+    except Exception as e:
+        err = as_spark_sql_error(e)
+        if err is None:
+            raise
+        raise err from None
+    finally:
+        stop_spark(spark)
+
+
+def as_spark_sql_error(e: BaseException) -> SparkSqlError | None:
+    """A JVM-side error as a SparkSqlError whose text is read NOW, while the JVM still runs
+    (str() of a py4j or captured exception asks the JVM; after stop it hangs or fails)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors.exceptions.captured import CapturedException
+
+    if isinstance(e, Py4JJavaError):
+        try:
             java = e.java_exception
             first, kind = f"{java.getClass().getName()}: {java.getMessage()}", "Py4JJavaError"
             cause = java.getCause()
             while cause is not None:
                 first += f" (caused by {cause.getClass().getName()}: {cause.getMessage()})"
                 cause = cause.getCause()
-        else:
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            kind = type(e).__name__
-        if "initialized without view support" in first:
-            # Iceberg's JDBC catalog (V0 schema) answers a lookup of a missing table this way.
-            kind, first = "AnalysisException", ("a table or view named in the statement does not exist "
-                                                "(Iceberg's JDBC catalog has no views; check the table names with `pando tables`)")
-        raise SparkSqlError(kind, first) from None
-    finally:
-        stop_spark(spark)
+        except Exception:
+            first, kind = "the Spark JVM is no longer reachable", "Py4JJavaError"
+        if "NoSuchNamespaceException" in first or "NoSuchTableException" in first:
+            kind = "AnalysisException"
+    elif isinstance(e, CapturedException):
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        kind = type(e).__name__
+    else:
+        return None
+    if "initialized without view support" in first:
+        # Iceberg's JDBC catalog (V0 schema) answers a lookup of a missing table this way.
+        kind, first = "AnalysisException", ("a table or view named in the statement does not exist "
+                                            "(Iceberg's JDBC catalog has no views; check the table names with `pando tables`)")
+    return SparkSqlError(kind, first)
 
 
 def stop_spark(spark) -> None:

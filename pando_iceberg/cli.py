@@ -27,13 +27,11 @@ class CliError(Exception):
 
 
 def _progress(args) -> Callable[[str], None]:
-    quiet = args.json or not sys.stderr.isatty()
+    # A Progress is a Callable[[str], None] with .step(name, total) for bars; quiet unless
+    # stderr is a terminal and the output is not --json.
+    from .progress import Progress
 
-    def say(msg: str) -> None:
-        if not quiet:
-            print(f"… {msg}", file=sys.stderr, flush=True)
-
-    return say
+    return Progress(sys.stderr, enabled=not getattr(args, "json", False) and sys.stderr.isatty())
 
 
 def _config(args) -> PandoConfig:
@@ -89,15 +87,15 @@ class _Context:
     def __exit__(self, et, ev, tb):
         from .spark.session import stop_spark
 
+        from .spark.session import as_spark_sql_error
+
         spark = self.ctx._spark
         if spark is not None:
-            if ev is not None and type(ev).__module__.startswith("pyspark"):
-                # read the message while the JVM is up
-                msg = (str(ev).strip().splitlines() or [type(ev).__name__])[0]
-                stop_spark(spark)
-                code = EXIT_BAD_INPUT if type(ev).__name__ in ("ParseException", "AnalysisException") else EXIT_FAILED
-                raise CliError(f"{type(ev).__name__}: {msg}", code) from None
+            err = as_spark_sql_error(ev) if ev is not None else None  # read while the JVM is up
             stop_spark(spark)
+            if err is not None:
+                code = EXIT_BAD_INPUT if err.kind in ("ParseException", "AnalysisException") else EXIT_FAILED
+                raise CliError(str(err), code) from None
         return False
 
 
@@ -158,6 +156,14 @@ def cmd_describe_layout(args) -> int:
     with _Context(args) as ctx:
         result = describe_layout(ctx, args.table)
         _emit_result(args, result)
+        if getattr(args, "png", None):
+            from .pictures import draw_layout
+            from .procedures.builtin import _current_sidecar
+
+            sidecar = _current_sidecar(ctx.table(args.table))
+            draw_layout(sidecar.load_layout(), sidecar.block_files, args.png, title=args.table)
+            if not args.json:
+                print(f"picture written to {args.png}")
     return EXIT_OK
 
 
@@ -237,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_explain)
     s = sub.add_parser("describe-layout", parents=[common], help="a table's Pando trees, cuts, blocks and files")
     s.add_argument("table")
+    s.add_argument("--png", metavar="FILE", help="also draw the trees, the k-tuple grid and block sizes to this PNG")
     s.set_defaults(func=cmd_describe_layout)
     s = sub.add_parser("load-tpch", parents=[common], help="generate TPC-H and load all 8 tables as Iceberg tables")
     s.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1)")

@@ -87,15 +87,15 @@ class _Context:
     def __exit__(self, et, ev, tb):
         from .spark.session import stop_spark
 
+        from .spark.session import as_spark_sql_error
+
         spark = self.ctx._spark
         if spark is not None:
-            if ev is not None and type(ev).__module__.startswith("pyspark"):
-                # read the message while the JVM is up
-                msg = (str(ev).strip().splitlines() or [type(ev).__name__])[0]
-                stop_spark(spark)
-                code = EXIT_BAD_INPUT if type(ev).__name__ in ("ParseException", "AnalysisException") else EXIT_FAILED
-                raise CliError(f"{type(ev).__name__}: {msg}", code) from None
+            err = as_spark_sql_error(ev) if ev is not None else None  # read while the JVM is up
             stop_spark(spark)
+            if err is not None:
+                code = EXIT_BAD_INPUT if err.kind in ("ParseException", "AnalysisException") else EXIT_FAILED
+                raise CliError(str(err), code) from None
         return False
 
 

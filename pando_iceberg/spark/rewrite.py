@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import iceberg_jvm as jv
 from .blocks import (BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches,
@@ -163,6 +164,7 @@ class SparkKeyProvider:
         self.spark = spark
         self.schemas = schemas
         self._unique: dict[tuple[str, str], bool] = {}
+        self._cache: dict[tuple[str, str, str], np.ndarray] = {}
 
     def _frame(self, dim_table: str, dim_filter):
         df = self.spark.table(dim_table)
@@ -174,9 +176,48 @@ class SparkKeyProvider:
         return df
 
     def __call__(self, dim_table: str, pk_column: str, dim_filter) -> np.ndarray:
+        hit = self._cache.get((dim_table, pk_column, dim_filter.to_sql()))
+        if hit is not None:
+            return hit
         keys = collect_arrow(self._frame(dim_table, dim_filter).select(pk_column).distinct())
         col = keys.column(0).drop_null()
         return np.sort(col.to_numpy(zero_copy_only=False))
+
+    def prefetch(self, requests: Sequence[tuple[str, str, Any]]) -> None:
+        """Key sets of many single-table dimension predicates with ONE Spark job per dimension:
+        ``SELECT pk, (p1) AS c0, (p2) AS c1, ... FROM dim``, then a mask per predicate (NULL →
+        not in the set, as in WHERE). Predicates with their own join filters (multi-hop) are
+        left to ``__call__``."""
+        groups: dict[tuple[str, str], dict[str, Any]] = {}
+        for dim, pk, flt in requests:
+            if flt is None or flt.joins or flt.is_true_expr():
+                continue
+            groups.setdefault((dim, pk), {})[flt.to_sql()] = flt
+        for (dim, pk), filters in groups.items():
+            sqls = list(filters)
+            cols = [f"({filters[q].expr.sql(dialect='spark')}) AS `c{i}`" for i, q in enumerate(sqls)]
+            table = collect_arrow(self.spark.table(dim).selectExpr(f"`{pk}` AS `pk`", *cols))
+            pks = table.column(0)
+            for i, q in enumerate(sqls):
+                mask = pc.fill_null(table.column(i + 1), False)
+                keys = pks.filter(mask).drop_null().to_numpy(zero_copy_only=False)
+                self._cache[(dim, pk, q)] = np.unique(keys)
+
+
+class _RecordingKeyProvider:
+    """Records which key sets ``join_induced_cuts`` asks for (answering with none), so they can
+    be computed in a few batched Spark jobs before the real pass."""
+
+    def __init__(self, inner: SparkKeyProvider):
+        self.inner = inner
+        self.requests: list[tuple[str, str, Any]] = []
+
+    def __call__(self, dim_table: str, pk_column: str, dim_filter) -> np.ndarray:
+        self.requests.append((dim_table, pk_column, dim_filter))
+        return np.zeros(0, dtype=np.int64)
+
+    def is_unique(self, table: str, column: str) -> bool:
+        return self.inner.is_unique(table, column)
 
     def is_unique(self, table: str, column: str) -> bool:
         key = (table, column)
@@ -203,7 +244,11 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
         raise PandoRewriteError(f"the workload has no query that reads {table_name}; a layout needs queries on the table "
                                 f"(tables the workload reads: {', '.join(wl.tables) or 'none'})")
     cuts = list(wl.candidate_cuts(target))
-    cuts += list(wl.join_induced_cuts(target, SparkKeyProvider(spark, schemas)))
+    provider = SparkKeyProvider(spark, schemas)
+    recorder = _RecordingKeyProvider(provider)
+    wl.join_induced_cuts(target, recorder)  # which key sets are needed ...
+    provider.prefetch(recorder.requests)  # ... computed with one Spark job per dimension
+    cuts += list(wl.join_induced_cuts(target, provider))
     if not cuts:
         raise PandoRewriteError(f"the workload's queries on {table_name} have no predicate usable as a cut "
                                 f"({len(wl.unsupported)} predicate(s) were not modelable)")

@@ -34,6 +34,7 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from pando_iceberg.expr import Cut, CutOrigin, ExprCut, JoinFilter, LiteralCut, PandoExprError, TableFilter
 from pando_iceberg.expr import keys as keyset
+from pando_iceberg.expr.filters import _conjuncts  # one definition of "split an AND"
 
 
 class PandoWorkloadError(ValueError):
@@ -531,14 +532,6 @@ class _QueryParser:
                     semi_joins.append((occ[c.this.table], c.this.name.lower(), c))
                     return
         report(c, "predicate with a subquery (EXISTS, scalar or correlated) is not a single-table filter")
-
-
-def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
-    if isinstance(node, exp.Paren):
-        return _conjuncts(node.this)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
 
 
 def _disjuncts(node: exp.Expression) -> list[exp.Expression]:

@@ -320,8 +320,10 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         raise PandoRewriteError(f"table {table_name} has no snapshot (no data): nothing to lay out")
     base_id = int(current.snapshotId())
 
+    base_rows = None
     if learned is None:
         learned = learn_layout(spark, table_name, workload, options, base_id, progress)
+        base_rows = learned.table_rows  # counted on base_id while learning: no second count
     seconds["sampling"] = learned.seconds_sampling
     seconds["optimizing"] = learned.seconds_optimizing
     layout = learned.layout
@@ -364,7 +366,7 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         old_files = jv.live_data_files(table, base_id)
         rewritten_bytes = sum(int(f.fileSizeInBytes()) for f in old_files.values())
         new_rows = int(sum(w.record_count for w in written))
-        expected = _row_count(spark, table_name, base_id)
+        expected = base_rows if base_rows is not None else _row_count(spark, table_name, base_id)
         if new_rows != expected:
             raise PandoRewriteError(f"wrote {new_rows} rows but the base snapshot has {expected} live rows: not committing")
 

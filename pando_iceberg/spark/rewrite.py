@@ -91,7 +91,7 @@ class LearnedLayout:
     seconds_sampling: float = 0.0
     seconds_optimizing: float = 0.0
     queries: list[Any] = field(default_factory=list)  # (TableFilter, weight) for this table
-    workload_sql: list[str] = field(default_factory=list)
+    workload_sql: list[tuple[str, float]] = field(default_factory=list)  # (statement, weight)
 
     def expected_fraction(self, layout=None) -> float:
         """Weighted share of the table's rows the workload reads with this layout (§5, the one
@@ -272,7 +272,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     literal_keys = {c.key: c.keys_to_bytes() for c in layout.cuts if hasattr(c, "keys_to_bytes")}
     return LearnedLayout(layout, literal_keys, total_rows, sample.num_rows, len(queries), len(cuts),
                          list(wl.unsupported), t1 - t0, time.time() - t1, queries,
-                         [q.sql for q in wl.queries if target in q.filters for _ in range(max(1, int(q.weight)))])
+                         [(q.sql, q.weight) for q in wl.queries if target in q.filters])
 
 
 def _schema_key(table_name: str, schemas: dict[str, pa.Schema]) -> str:

@@ -239,17 +239,24 @@ def _split_statements(text: str) -> list[str]:
     return [s.strip() for s in out if s.strip()]
 
 
-def _read_sources(sources: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+def _read_sources(sources: str | os.PathLike | Iterable[str | os.PathLike | tuple[str, float]]) -> list[tuple[str, float]]:
+    """(text, weight) per source; a ``(sql, weight)`` pair weighs each of its statements by weight."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     texts = []
     for src in sources:
+        weight = 1.0
+        if isinstance(src, (tuple, list)):
+            src, weight = src
+            weight = float(weight)
+            if not weight > 0:
+                raise PandoWorkloadError(f"query weight must be > 0, got {weight!r} for {str(src)[:80]!r}")
         if isinstance(src, os.PathLike) or (isinstance(src, str) and "\n" not in src and len(src) < 4096
                                              and os.path.isfile(src)):
             with open(src, encoding="utf-8") as fh:
-                texts.append(fh.read())
+                texts.append((fh.read(), weight))
         else:
-            texts.append(str(src))
+            texts.append((str(src), weight))
     return texts
 
 
@@ -276,14 +283,18 @@ def _flat_name(key: str) -> str:
     return "pando_t_" + _FLAT.sub("_", key.lower())
 
 
-def parse_workload(sources: str | os.PathLike | Iterable[str | os.PathLike], schemas: dict[str, pa.Schema],
-                   dialect: str = "spark", primary_keys: dict[str, list[str]] | None = None) -> Workload:
+def parse_workload(sources: str | os.PathLike | Iterable[str | os.PathLike | tuple[str, float]],
+                   schemas: dict[str, pa.Schema], dialect: str = "spark",
+                   primary_keys: dict[str, list[str]] | None = None) -> Workload:
+    """Sources: SQL text or .sql files (each statement weighs 1), or ``(sql, weight)`` pairs
+    (e.g. from a query log, ``pando_iceberg.workload.log``). Equal statements are merged and
+    their weights added: the weight multiplies the query's term in the cost model."""
     pks = {_resolve_table(k, schemas): v for k, v in (primary_keys or {}).items()}
     parser = _QueryParser(schemas, dialect, pks)
     merged: dict[str, WorkloadQuery] = {}
     unsupported: list[UnsupportedPredicate] = []
     number = 0
-    for text in _read_sources(sources):
+    for text, weight in _read_sources(sources):
         for stmt_text in _split_statements(text):
             number += 1
             try:
@@ -296,9 +307,10 @@ def parse_workload(sources: str | os.PathLike | Iterable[str | os.PathLike], sch
                 continue
             normalized = stmt.sql(dialect=dialect)
             if normalized in merged:  # repeated queries weigh more
-                merged[normalized].weight += 1
+                merged[normalized].weight += weight
                 continue
             query, problems = parser.parse(stmt, normalized, number)
+            query.weight = weight
             unsupported.extend(problems)
             merged[normalized] = query
     return Workload(list(merged.values()), unsupported, schemas, pks)

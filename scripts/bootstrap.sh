@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian machine (and a fast no-op on a second run):
 #  1. Debian packages: Java 17 (Spark's JVM) and the SQLite JDBC driver (Spark's side of the
-#     embedded Iceberg catalog; no PyPI package ships it).
+#     embedded Iceberg catalog; no PyPI package ships it); PostgreSQL and its JDBC driver.
 #  2. A virtual environment in .venv with pando-iceberg installed (editable) and its dev extras.
 # Only Debian's package mirrors and PyPI are contacted.
 set -euo pipefail
@@ -13,6 +13,9 @@ PYTHON=${PYTHON:-python3}
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || need_apt+=(libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni)
+# PostgreSQL catalog (tests/cluster start a throwaway server): the server and Spark's JDBC driver.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+[ -f /usr/share/java/postgresql.jar ] || need_apt+=(libpostgresql-jdbc-java)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${need_apt[*]}"
   SUDO=""

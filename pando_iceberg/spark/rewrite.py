@@ -175,6 +175,13 @@ class SparkKeyProvider:
             df = df.join(inner, df[j.column] == inner[j.dim_pk], "left_semi")
         return df
 
+    def is_unique(self, table: str, column: str) -> bool:
+        key = (table, column)
+        if key not in self._unique:
+            row = self.spark.table(table).selectExpr(f"count(`{column}`) AS n", f"count(DISTINCT `{column}`) AS d").collect()[0]
+            self._unique[key] = row.n == row.d
+        return self._unique[key]
+
     def __call__(self, dim_table: str, pk_column: str, dim_filter) -> np.ndarray:
         hit = self._cache.get((dim_table, pk_column, dim_filter.to_sql()))
         if hit is not None:
@@ -219,12 +226,6 @@ class _RecordingKeyProvider:
     def is_unique(self, table: str, column: str) -> bool:
         return self.inner.is_unique(table, column)
 
-    def is_unique(self, table: str, column: str) -> bool:
-        key = (table, column)
-        if key not in self._unique:
-            row = self.spark.table(table).selectExpr(f"count(`{column}`) AS n", f"count(DISTINCT `{column}`) AS d").collect()[0]
-            self._unique[key] = row.n == row.d
-        return self._unique[key]
 
 
 def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options: RewriteOptions,

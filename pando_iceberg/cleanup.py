@@ -161,7 +161,8 @@ def referenced_layout_ids(table: Any) -> set[str]:
     ids = {s.summary.additional_properties.get("pando.layout-id") if s.summary else None
            for s in table.metadata.snapshots}
     current = table.properties.get("pando.layout-id")
-    return {i for i in ids | {current} if i}
+    pending = table.properties.get("pando.pending-layout-id")  # optimize_layout's, not applied yet
+    return {i for i in ids | {current, pending} if i}
 
 
 # ---- the procedure ----------------------------------------------------------------------------

@@ -18,6 +18,16 @@ def lakehouse_cfg(tmp_path_factory):
     from pando_iceberg.config import load_config
 
     home = tmp_path_factory.mktemp("lakehouse")
+    # PANDO_TEST_CATALOG_URI (a jdbc:postgresql:// URI; tests/cluster/test_postgres.py re-runs the
+    # integration suite this way): the lakehouse's catalog is that database instead of SQLite. It
+    # goes into <home>/pando.yaml, so subprocesses calling load_config(home=...) use it too.
+    uri = os.environ.get("PANDO_TEST_CATALOG_URI")
+    if uri:
+        import yaml
+
+        catalog = {"type": "jdbc", "uri": uri, "user": os.environ.get("PANDO_TEST_CATALOG_USER") or None,
+                   "warehouse": str(home / "warehouse")}
+        (home / "pando.yaml").write_text(yaml.safe_dump({"catalog": catalog}))
     return load_config(home=home, env={}, overrides={"spark": {"master": "local[2]", "driver_memory": "2g"}})
 
 

@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import quote
 
 import yaml
 
@@ -222,8 +223,8 @@ def _jdbc_to_sqlalchemy(jdbc: str, user: str | None, password: str | None) -> st
     if jdbc.startswith("jdbc:postgresql://"):
         rest = jdbc[len("jdbc:postgresql://"):]
         cred = ""
-        if user:
-            cred = user + (f":{password}" if password else "") + "@"
+        if user:  # SQLAlchemy URL: '@', ':' or '/' in a credential must be percent-encoded
+            cred = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "") + "@"
         return f"postgresql+psycopg2://{cred}{rest}"
     raise ConfigError(f"catalog.uri: JDBC URI {jdbc!r} is not supported; accepted: jdbc:sqlite:<path>, jdbc:postgresql://host[:port]/db")
 

@@ -146,3 +146,42 @@ def test_cli_progress_is_a_progress_quiet_with_json(monkeypatch):
     assert p.enabled
     p("loading lineitem")
     assert sys.stderr.getvalue() == "… loading lineitem\n"
+
+
+def test_layout_phases_report_counted_steps_and_the_same_layout_with_or_without_progress():
+    import numpy as np
+    import pyarrow as pa
+
+    from pando_iceberg.layout import build_layout
+    from pando_iceberg.workload import parse_workload
+
+    rng = np.random.default_rng(7)
+    sample = pa.table({"a": rng.integers(0, 1000, 20_000), "b": rng.random(20_000)})
+    sqls = [f"SELECT * FROM t WHERE a < {x} AND b > {y:.2f}" for x, y in zip(range(50, 1000, 90), rng.random(11))]
+    wl = parse_workload(";".join(sqls), {"t": sample.schema})
+    queries = [(q.filters["t"], q.weight) for q in wl.queries]
+    out, clock = FakeTTY(), Clock()
+    shown = build_layout(sample, wl.candidate_cuts("t"), queries, 2, 500, progress=Progress(out, min_interval=0, clock=clock))
+    quiet = build_layout(sample, wl.candidate_cuts("t"), queries, 2, 500)
+    assert shown.to_bytes() == quiet.to_bytes()
+    lines = {ln.split(" [")[0]: ln for ln in re.split(r"[\r\n]", out.getvalue()) if " [" in ln}
+    for name in ("top-down: splits of 2 tree(s)", "bottom-up: merge candidates", "bottom-up: merges"):
+        assert name in lines, out.getvalue()
+    final = {name: re.search(r"\] (\d+)/(\d+) ", ln).groups() for name, ln in lines.items()}
+    done, total = final["top-down: splits of 2 tree(s)"]
+    assert done == total and int(done) > 0  # finish(): the upper bound becomes the real count
+    done, total = final["bottom-up: merges"]
+    assert done == total and int(done) > 0
+
+
+def test_spark_job_progress_without_a_terminal_is_a_plain_step():
+    said: list[str] = []
+    from pando_iceberg.progress import spark_job_progress
+
+    with spark_job_progress(object(), said.append, "routing + writing") as s:
+        s.update(3, 10)
+    assert said == ["routing + writing"] and s.done == 3
+    out = io.StringIO()
+    with spark_job_progress(object(), Progress(out), "quiet") as s:  # not a terminal: no Spark polling at all
+        s.advance()
+    assert out.getvalue() == ""

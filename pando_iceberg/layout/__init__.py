@@ -87,11 +87,13 @@ def build_layout(
     min_block_rows: float,
     min_leaf_rows: int | None = None,
     max_ktuples: int | None = 10_000,
+    progress: Any = None,
 ) -> Layout:
     """Both phases on a sample. ``min_block_rows`` is b scaled to the sample; the top-down
-    threshold defaults to ``top_down_threshold`` (b, for every k). Not finalized."""
+    threshold defaults to ``top_down_threshold`` (b, for every k). Not finalized.
+    ``progress``: a ``pando_iceberg.progress`` reporter (counted steps for splits and merges)."""
     queries = list(queries)
     if min_leaf_rows is None:
         min_leaf_rows = top_down_threshold(min_block_rows, k)
-    trees = build_trees(sample, cuts, queries, k, min_leaf_rows, max_ktuples)
-    return Layout.from_assignment(assign_blocks(trees, sample, queries, min_block_rows))
+    trees = build_trees(sample, cuts, queries, k, min_leaf_rows, max_ktuples, progress=progress)
+    return Layout.from_assignment(assign_blocks(trees, sample, queries, min_block_rows, progress=progress))

@@ -221,18 +221,29 @@ class _Merger:
     def _small(self, i: int) -> bool:
         return bool(self.alive[i]) and self.rows[i] < self.b
 
-    def run(self) -> None:
+    def run(self, progress: Any = None) -> None:
+        """``progress``: a ``pando_iceberg.progress`` reporter; merges are counted against the
+        number of small blocks (each merge absorbs at least one)."""
+        from ..progress import progress_step
+
         small = np.flatnonzero(self.rows < self.b)
         words = self.bits.shape[0] * self.bits.shape[2]
         batch = max(1, int(4_000_000 // max(1, self.n * words)))
-        for s in range(0, len(small), batch):
-            ids = small[s : s + batch]
-            dd = self._deltas(ids)
-            sh = self._shared(ids)
-            for r, i in enumerate(ids):
-                self._set_list(int(i), dd[r], sh[r])
+        with progress_step(progress, "bottom-up: merge candidates", len(small)) as step:
+            for s in range(0, len(small), batch):
+                ids = small[s : s + batch]
+                dd = self._deltas(ids)
+                sh = self._shared(ids)
+                for r, i in enumerate(ids):
+                    self._set_list(int(i), dd[r], sh[r])
+                step.advance(len(ids))
         for i in small:
             self._push_best(int(i))
+        with progress_step(progress, "bottom-up: merges", len(small)) as step:
+            self._merge_all(step)
+            step.finish()
+
+    def _merge_all(self, step: Any) -> None:
         while self.heap:
             d, _, _, i, j, vi, vj = heapq.heappop(self.heap)
             if not self._small(i) or self.version[i] != vi:
@@ -244,6 +255,7 @@ class _Merger:
                     self._push_best(i)  # partner gone: next valid candidate (or recompute)
                 continue
             self._merge(i, j)
+            step.advance()
 
     def _merge(self, i: int, j: int) -> None:
         s, o = min(i, j), max(i, j)
@@ -295,7 +307,7 @@ class _Merger:
 
 def merge_blocks(
     returned: np.ndarray, rows: np.ndarray, weights: np.ndarray, min_block_rows: float, candidates: int = 8,
-    *, trees: Sequence[PartitionTree] | None = None, ktuples: np.ndarray | None = None,
+    *, trees: Sequence[PartitionTree] | None = None, ktuples: np.ndarray | None = None, progress: Any = None,
 ) -> tuple[np.ndarray, dict]:
     """Merge k-tuples into blocks (§6.2 steps 2-5).
 
@@ -312,7 +324,7 @@ def merge_blocks(
         cover = np.asarray(ktuples, dtype=np.int64).T  # k × K: a k-tuple's covering node = its leaf
     merger = _Merger(bits, rows, WeightedPopcount(weights), float(min_block_rows), candidates, cover, proximity)
     if nk:
-        merger.run()
+        merger.run(progress)
     block_of = np.empty(nk, dtype=np.int32)
     slots = np.flatnonzero(merger.alive) if nk else np.array([], dtype=np.int64)
     for b, slot in enumerate(slots):
@@ -347,6 +359,7 @@ def assign_blocks(
     sides: SideMatrix | None = None,
     candidates: int = 8,
     tie_break: str = "tree",
+    progress: Any = None,
 ) -> BlockAssignment:
     """§6.2 on ``sample``; ``min_block_rows`` is b already scaled to the sample.
 
@@ -364,7 +377,7 @@ def assign_blocks(
     kt_rows = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
     returned = ktuple_returns(trees, uniq, sides, cut_column)
     block_of, stats = merge_blocks(returned, kt_rows, weights, min_block_rows, candidates,
-                                   trees=trees if tie_break == "tree" else None, ktuples=uniq)
+                                   trees=trees if tie_break == "tree" else None, ktuples=uniq, progress=progress)
     block_rows = np.bincount(block_of, weights=kt_rows, minlength=stats["blocks"]).astype(np.int64)
     return BlockAssignment(
         trees=trees,

@@ -164,7 +164,8 @@ class TopDown:
         """k-tuple ids present on both sides of the split: each becomes two k-tuples."""
         return np.intersect1d(self.kcode[rows_true], self.kcode[rows_false])
 
-    def run(self) -> list[PartitionTree]:
+    def run(self, step: Any = None) -> list[PartitionTree]:
+        """``step``: a progress step advanced once per split (its total an upper bound)."""
         self.stats.initial_cost = self.current_cost()
         while True:
             choice = self._best()
@@ -188,6 +189,8 @@ class TopDown:
                 self.num_ktuples += len(both)
             self.stats.splits += 1
             self.stats.history.append((t, node, c, benefit))
+            if step is not None:
+                step.advance()
         self.stats.ktuples = self.num_ktuples
         self.stats.final_cost = self.current_cost()
         return self.trees
@@ -261,6 +264,7 @@ def build_trees(
     masks: np.ndarray | None = None,
     sides: SideMatrix | None = None,
     stats: dict | None = None,
+    progress: Any = None,
 ) -> list[PartitionTree]:
     """§6.1: k partitioning trees over ``cuts`` for the workload ``queries`` on ``sample``.
 
@@ -279,7 +283,13 @@ def build_trees(
     if sides is None:
         sides = side_matrix(filters, cuts)
     td = TopDown(np.asarray(masks, dtype=bool), sides, weights, k, min_leaf_rows, max_ktuples)
-    trees = td.run()
+    from ..progress import progress_step
+
+    n = np.asarray(masks).shape[1]
+    bound = k * max(0, n // max(1, int(min_leaf_rows)) - 1)  # splits: every leaf keeps >= min_leaf_rows
+    with progress_step(progress, f"top-down: splits of {k} tree(s)", bound) as step:
+        trees = td.run(step)
+        step.finish()
     # Swap the index placeholders for the real cut objects.
     for tree in trees:
         tree.node_cut = [None if ref is None else cuts[ref.index] for ref in tree.node_cut]

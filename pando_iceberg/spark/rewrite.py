@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..progress import progress_step, spark_job_progress
 from . import iceberg_jvm as jv
 from .blocks import (BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches,
                      unpack_ktuples, write_blocks)
@@ -258,9 +259,9 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     if total_rows == 0:
         raise PandoRewriteError(f"table {table_name} is empty: nothing to lay out")
     fraction = min(1.0, max(options.sample_rate, options.min_sample_rows / total_rows))
-    progress(f"sampling {table_name} ({fraction:.2%} of {total_rows:,} rows)")
-    test_pause("SAMPLING")
-    sample = collect_arrow(df.sample(withReplacement=False, fraction=fraction, seed=options.seed))
+    with spark_job_progress(spark, progress, f"sampling {table_name} ({fraction:.2%} of {total_rows:,} rows)"):
+        test_pause("SAMPLING")
+        sample = collect_arrow(df.sample(withReplacement=False, fraction=fraction, seed=options.seed))
     t1 = time.time()
     if sample.num_rows == 0:
         sample = collect_arrow(df.limit(options.min_sample_rows))
@@ -269,7 +270,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     progress(f"optimizing k={options.k} trees on {sample.num_rows:,} sample rows, {len(cuts)} candidate cuts, "
              f"{len(queries)} queries")
     test_pause("OPTIMIZING")
-    layout = build_layout(sample, cuts, queries, options.k, b_sample, max_ktuples=options.max_ktuples)
+    layout = build_layout(sample, cuts, queries, options.k, b_sample, max_ktuples=options.max_ktuples, progress=progress)
     literal_keys = {c.key: c.keys_to_bytes() for c in layout.cuts if hasattr(c, "keys_to_bytes")}
     return LearnedLayout(layout, literal_keys, total_rows, sample.num_rows, len(queries), len(cuts),
                          list(wl.unsupported), t1 - t0, time.time() - t1, queries,
@@ -347,8 +348,8 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
     committing = False
     try:
         t0 = time.time()
-        progress(f"routing rows to {layout.num_blocks} blocks and writing one file per block")
-        written = _route_and_write(spark, table_name, base_id, layout, payload, spec)
+        with spark_job_progress(spark, progress, f"routing + writing {layout.num_blocks} blocks (Spark tasks)"):
+            written = _route_and_write(spark, table_name, base_id, layout, payload, spec)
         seconds["writing"] = time.time() - t0
 
         t0 = time.time()
@@ -388,13 +389,15 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
 
         test_pause("BEFORE_COMMIT")
         t0 = time.time()
-        progress("committing one replace snapshot")
-        new_files = jv.build_data_files(spark, table, [jv.NewFile(w.path, w.file_size_in_bytes) for w in written])
-        pointer = LayoutPointer(layout_id, sidecar.file_name, snapshot_id=0, base_snapshot_id=base_id)
-        props = {**pointer.to_properties(), P_SNAPSHOT: "{snapshot-id}"}
-        committing = True
-        snapshot_id = jv.commit_replace(spark, table, base_id, list(old_files.values()), new_files, props,
-                                        summary={"pando.layout-id": layout_id})
+        with progress_step(progress, "commit: data file metadata, one replace snapshot", 2) as step:
+            new_files = jv.build_data_files(spark, table, [jv.NewFile(w.path, w.file_size_in_bytes) for w in written])
+            step.advance()
+            pointer = LayoutPointer(layout_id, sidecar.file_name, snapshot_id=0, base_snapshot_id=base_id)
+            props = {**pointer.to_properties(), P_SNAPSHOT: "{snapshot-id}"}
+            committing = True
+            snapshot_id = jv.commit_replace(spark, table, base_id, list(old_files.values()), new_files, props,
+                                            summary={"pando.layout-id": layout_id})
+            step.advance()
         seconds["commit"] = time.time() - t0
     except BaseException as failure:
         committed = _committed_snapshot(spark, table_name, layout_id) if committing else None

@@ -33,6 +33,7 @@ class ProcedureCall:
 
 
 _CALL_RE = re.compile(r"^\s*CALL\s+", re.IGNORECASE)
+_FORM = "expected CALL pando.system.<procedure>(name => value, ...) or positional values"
 
 
 def is_call(statement: str) -> bool:
@@ -53,9 +54,10 @@ def parse_call(statement: str) -> ProcedureCall:
     try:
         tree = sqlglot.parse_one(f"SELECT {body}", read="spark")
     except sqlglot.errors.ParseError as e:
-        raise ProcedureError(f"cannot parse {text!r}: {e.errors[0]['description'] if e.errors else e}") from None
-    if not isinstance(tree, exp.Select) or len(tree.expressions) != 1 or tree.args.get("from"):
-        raise ProcedureError(f"cannot parse {text!r}: expected CALL <catalog>.system.<procedure>(args)")
+        raise ProcedureError(f"cannot parse {text!r}: {e.errors[0]['description'] if e.errors else e}; {_FORM}") from None
+    if not isinstance(tree, exp.Select) or len(tree.expressions) != 1 or any(
+            v for k, v in tree.args.items() if k != "expressions"):  # FROM, WHERE, ... after the call
+        raise ProcedureError(f"cannot parse {text!r}: {_FORM}")
     node = tree.expressions[0]
     path: list[str] = []
     while isinstance(node, exp.Dot):
@@ -63,7 +65,7 @@ def parse_call(statement: str) -> ProcedureCall:
         node = node.expression
     func = node
     if not isinstance(func, (exp.Anonymous, exp.Func)):
-        raise ProcedureError(f"cannot parse {text!r}: expected a procedure call with parentheses")
+        raise ProcedureError(f"cannot parse {text!r}: no argument list; {_FORM}")
     name = func.name if isinstance(func, exp.Anonymous) else func.sql_name().lower()
     namespace = tuple(p.lower() for p in ".".join(path).split(".") if p)
     call = ProcedureCall(namespace, name.lower(), text=text)

@@ -83,6 +83,8 @@ class BlockAssignment:
     cost: float  # the workload's cost on the sample (cost.py model), after merging
     merges: int = 0
     stats: dict = field(default_factory=dict)
+    sides: SideMatrix | None = None  # the workload's side matrix over cut_table(trees)'s cut order
+    weights: np.ndarray | None = None  # the workload's query weights (Q)
 
 
 class _TreeProximity:
@@ -389,4 +391,6 @@ def assign_blocks(
         cost=stats["cost"],
         merges=stats["merges"],
         stats=stats,
+        sides=sides,
+        weights=weights,
     )

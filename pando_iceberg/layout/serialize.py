@@ -15,6 +15,12 @@ k-tuples were observed in the full data, block row counts, and per truncated tre
 leaf → blocks sets in CSR form. Literal cut key sets are stored by the storage layer and come
 back through the injected ``cut_from_json(d, literal_keys)``.
 
+Version 2 adds the workload the layout was learned from, as the arrays ``workload_may_true`` and
+``workload_may_not_true`` (queries × cuts, u1) and ``workload_weights`` (f8), present when the
+layout has one (JSON ``"workload": true``): routing uses it for k-tuples the sample never saw
+(layout.py). Version 1 layouts are still read; they route unseen k-tuples by the
+nearest-k-tuple rule.
+
 On load the leaf → block sets and truncated trees are re-derived from the map and must equal
 the stored ones: a disagreement is reported as corruption, never silently trusted.
 """
@@ -34,8 +40,8 @@ from .tree import PartitionTree
 __all__ = ["LayoutFormatError", "layout_to_bytes", "layout_from_bytes", "MAGIC", "FORMAT_VERSION", "SUPPORTED_VERSIONS"]
 
 MAGIC = b"PNDL"
-FORMAT_VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+FORMAT_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
 _HEADER = struct.Struct("<4sHHII")
 _MAX_PAYLOAD = 1 << 31
 
@@ -55,6 +61,10 @@ def layout_to_bytes(layout: Any) -> bytes:
         "ktuple_observed": layout.ktuple_observed.astype("u1"),
         "block_rows": layout.block_rows.astype("<i8"),
     }
+    if layout.workload_sides is not None:
+        arrays["workload_may_true"] = layout.workload_sides.may_true.astype("u1")
+        arrays["workload_may_not_true"] = layout.workload_sides.may_not_true.astype("u1")
+        arrays["workload_weights"] = layout.workload_weights.astype("<f8")
     truncated = []
     for t, (tree, tt, lb) in enumerate(zip(layout.trees, layout.truncated, layout.leaf_blocks)):
         collapsed = [n for n in tt.leaves() if not tree.is_leaf(n)]
@@ -78,6 +88,7 @@ def layout_to_bytes(layout: Any) -> bytes:
         "trees": [tree.to_arrays(layout.cut_index) for tree in layout.trees],
         "truncated": truncated,
         "arrays": directory,
+        "workload": layout.workload_sides is not None,
     }
     js = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
     body = struct.pack("<I", len(js)) + js + b"".join(blobs)
@@ -129,7 +140,7 @@ def layout_from_bytes(
     except Exception as e:  # zstd / struct / json errors all mean the same thing here
         raise LayoutFormatError(f"layout payload cannot be decoded: {e}") from e
     try:
-        return _build(doc, blob, cut_from_json or _default_decoder(), literal_keys, Layout)
+        return _build(doc, blob, cut_from_json or _default_decoder(), literal_keys, Layout, version)
     except LayoutFormatError:
         raise
     except Exception as e:
@@ -148,7 +159,7 @@ def _array(doc: dict, blob: bytes, name: str) -> np.ndarray:
     return arr.reshape(d["shape"]).copy()
 
 
-def _build(doc: dict, blob: bytes, decode: Callable, literal_keys: Any, Layout: Any) -> Any:
+def _build(doc: dict, blob: bytes, decode: Callable, literal_keys: Any, Layout: Any, version: int) -> Any:
     if doc.get("format") != "pando-layout":
         raise LayoutFormatError(f"payload format is {doc.get('format')!r}, expected 'pando-layout'")
     cuts = []
@@ -165,6 +176,13 @@ def _build(doc: dict, blob: bytes, decode: Callable, literal_keys: Any, Layout: 
             raise LayoutFormatError(f"tree {t} is malformed: {e}") from e
     if len(trees) != int(doc["k"]):
         raise LayoutFormatError(f"layout says k={doc['k']} but holds {len(trees)} trees")
+    workload: dict[str, Any] = {}
+    if version >= 2 and doc.get("workload"):
+        from .cost import SideMatrix
+
+        mt = _array(doc, blob, "workload_may_true").astype(bool)
+        mn = _array(doc, blob, "workload_may_not_true").astype(bool)
+        workload = {"workload_sides": SideMatrix(mt, mn), "workload_weights": _array(doc, blob, "workload_weights")}
     try:
         layout = Layout(
             trees,
@@ -174,9 +192,10 @@ def _build(doc: dict, blob: bytes, decode: Callable, literal_keys: Any, Layout: 
             ktuple_observed=_array(doc, blob, "ktuple_observed").astype(bool),
             finalized=bool(doc["finalized"]),
             cuts=cuts,
+            **workload,
         )
     except ValueError as e:
-        raise LayoutFormatError(f"k-tuple map is inconsistent with the trees: {e}") from e
+        raise LayoutFormatError(f"k-tuple map or workload is inconsistent with the trees: {e}") from e
     # The stored planning view must equal the one the map implies.
     for t, (tt, lb) in enumerate(zip(layout.truncated, layout.leaf_blocks)):
         want_collapsed = [n for n in tt.leaves() if not trees[t].is_leaf(n)]

@@ -66,8 +66,39 @@ def _reheader(data: bytes, version: int) -> bytes:
 
 def test_future_version_is_refused_by_name(built):
     data = _reheader(built[0].to_bytes(), max(SUPPORTED_VERSIONS) + 1)
-    with pytest.raises(LayoutFormatError, match=r"version 2 .*newer.*supported versions: 1"):
+    future = max(SUPPORTED_VERSIONS) + 1
+    with pytest.raises(LayoutFormatError, match=rf"version {future} .*newer.*supported versions: 1, 2"):
         Layout.from_bytes(data, cut_from_json=cut_from_json)
+
+
+def test_workload_round_trip_routes_unseen_ktuples_alike(built):
+    """Version 2 keeps the workload: rows with k-tuples the layout never saw route the same."""
+    full, table, qs = built
+    weighted = [(q, float(1 + i % 3)) for i, q in enumerate(qs)]
+    layout = build_layout(table.slice(0, 150), full.cuts, weighted, k=3, min_block_rows=20, min_leaf_rows=5)
+    back = Layout.from_bytes(layout.to_bytes(), cut_from_json=cut_from_json)
+    assert np.array_equal(back.workload_sides.may_true, layout.workload_sides.may_true)
+    assert np.array_equal(back.workload_sides.may_not_true, layout.workload_sides.may_not_true)
+    assert np.array_equal(back.workload_weights, layout.workload_weights)
+    kts = {tuple(r) for r in layout.route_ktuples(table).tolist()} - {tuple(r) for r in layout.ktuples.tolist()}
+    assert kts, "the table should hold k-tuples its 150-row sample has not"
+    assert np.array_equal(back.route(table), layout.route(table))
+
+
+def test_version_1_is_read_and_routes_by_the_nearest_rule(built):
+    """A version-1 blob has no workload: it loads, plans alike, and routes unseen k-tuples by
+    the nearest-k-tuple rule."""
+    layout, table, qs = built
+    old = Layout(layout.trees, layout.ktuples, layout.ktuple_block, layout.block_rows,
+                 ktuple_observed=layout.ktuple_observed, finalized=True, cuts=layout.cuts)
+    data = _reheader(old.to_bytes(), 1)
+    back = Layout.from_bytes(data, cut_from_json=cut_from_json)
+    assert back.workload_sides is None
+    rng = np.random.default_rng(12)
+    fresh = pa.table({"a": rng.integers(-5, 60, 2000), "b": rng.integers(-5, 60, 2000)})
+    assert np.array_equal(back.route(fresh), old.route(fresh))
+    for f in qs:
+        assert np.array_equal(back.blocks_for(f)[0], layout.blocks_for(f)[0])
 
 
 @pytest.mark.parametrize("cut_at", [0, 3, 15, 16, 100, -1])

@@ -2,7 +2,8 @@
 
 Random tables with NULLs, random threshold / equality cuts, random workloads, k in 1..4,
 random b; the sample is a strict subset of the table, so rows with k-tuples never seen in the
-sample occur and are routed by the nearest-k-tuple rule. For every random filter: every block
+sample occur and are routed by the least-added-cost rule (the layout keeps its workload). For
+every random filter: every block
 holding a row that matches the filter is returned by blocks_for (truncated and non-truncated).
 """
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from _layout_fixtures import Box, Equals, LessThan
 from pando_iceberg.layout import Layout, ObservedKTuples, assign_blocks, build_trees
+from pando_iceberg.layout.cost import reach_matrix
 
 COLS = ("a", "b", "c")
 
@@ -96,15 +98,21 @@ def test_blocks_for_is_sound_on_full_table(seed, k, n, b, sample_frac):
         _check_sound(layout, table, blocks, _filter(rng))
 
 
+def _without_workload(assignment) -> Layout:
+    """A layout that does not know its workload (format version 1): nearest-k-tuple routing."""
+    return Layout(assignment.trees, assignment.ktuples, assignment.ktuple_block, assignment.block_rows)
+
+
 def test_unseen_ktuple_goes_to_nearest_seen_ktuple():
     """Two trees on a and b; the sample never has (a<5, b>=5): it maps to the k-tuple that
-    differs in fewest trees, ties broken by the deeper shared root path, then smallest block."""
+    differs in fewest trees, ties broken by the deeper shared root path, then smallest block
+    (a layout without its workload)."""
     sample = pa.table({"a": [0, 1, 2, 3, 10, 11, 12, 13], "b": [0, 1, 2, 3, 10, 11, 12, 13]})
     cuts = [LessThan("a", 5), LessThan("b", 5)]
     workload = [Box.of(a=(0, 4)), Box.of(a=(6, 20)), Box.of(b=(0, 4)), Box.of(b=(6, 20))]
     trees = build_trees(sample, cuts, workload, 2, 1)
     assert sorted(c.key for t in trees for c in t.cuts()) == sorted(c.key for c in cuts)
-    layout = Layout.from_assignment(assign_blocks(trees, sample, workload, 1))
+    layout = _without_workload(assign_blocks(trees, sample, workload, 1))
     assert layout.num_blocks == 2
     full = pa.table({"a": [0, 10, 1, 11], "b": [0, 10, 11, 1]})  # last two rows: unseen k-tuples
     got = layout.route(full)
@@ -146,7 +154,7 @@ def test_vectorized_nearest_matches_reference(seed, k):
                 for lo in rng.integers(0, 15, 8)]
     sample = table.take(pa.array(np.sort(rng.choice(400, 60, replace=False))))
     trees = build_trees(sample, cuts, workload, k, 3)
-    layout = Layout.from_assignment(assign_blocks(trees, sample, workload, 8))
+    layout = _without_workload(assign_blocks(trees, sample, workload, 8))
     kt = layout.route_ktuples(table)
     uniq, blocks, _ = layout._blocks_of(kt)
     known = {tuple(int(x) for x in r) for r in layout.ktuples}
@@ -157,3 +165,80 @@ def test_vectorized_nearest_matches_reference(seed, k):
     got, obs = layout.route_observed(table)
     assert np.array_equal(got, layout.route(table))
     assert obs.pairs() == layout.observed_ktuples(table).pairs()
+
+
+def _cheapest_reference(layout: Layout, key: tuple[int, ...]) -> int:
+    """The least-added-cost rule (layout.py docstring), one block at a time, plain Python."""
+    sides, w = layout.workload_sides, layout.workload_weights
+    reach = [reach_matrix(t, sides, layout.cut_index) for t in layout.trees]  # Q × nodes
+    best = None
+    for b in range(layout.num_blocks):
+        members = [kt for kt, blk in zip(layout.ktuples, layout.ktuple_block) if blk == b]
+
+        def scanning(ktuples) -> float:
+            return sum(w[q] for q in range(len(w))
+                       if all(any(reach[t][q, kt[t]] for kt in ktuples) for t in range(layout.k)))
+
+        before, after = scanning(members), scanning(members + [key])
+        cand = (layout.block_rows[b] * (after - before), after, _nearest_reference_among(layout, key, b), b)
+        best = cand if best is None or cand < best else best
+    return best[3]
+
+
+def _nearest_reference_among(layout: Layout, key: tuple[int, ...], block: int) -> tuple:
+    """The nearest-k-tuple order of ``key`` to the closest k-tuple of ``block``."""
+    best = None
+    for kt, blk in zip(layout.ktuples, layout.ktuple_block):
+        if blk != block:
+            continue
+        differ = sum(int(a != b) for a, b in zip(kt, key))
+        shared = sum(sum(1 for x, y in zip(tree.path(int(kt[t])), tree.path(int(key[t]))) if x == y) - 1
+                     for t, tree in enumerate(layout.trees))
+        cand = (differ, -shared)
+        best = cand if best is None or cand < best else best
+    return best
+
+
+def test_unseen_ktuples_go_where_they_add_least_cost():
+    """Vectorized least-added-cost routing = a plain per-block reference, weights included."""
+    unseen = 0
+    for seed in range(12):
+        for k in (1, 2, 3, 4):
+            rng = np.random.default_rng(seed)
+            table = _table(rng, 400)
+            cuts = _cuts(rng, 10)
+            workload = [(Box.of(**{COLS[rng.integers(3)]: (int(lo), int(lo) + int(rng.integers(1, 8)))}),
+                         float(rng.integers(1, 4))) for lo in rng.integers(0, 15, 8)]
+            sample = table.take(pa.array(np.sort(rng.choice(400, 60, replace=False))))
+            trees = build_trees(sample, cuts, workload, k, 3)
+            layout = Layout.from_assignment(assign_blocks(trees, sample, workload, 8))
+            assert layout.workload_sides is not None
+            uniq, blocks, _ = layout._blocks_of(layout.route_ktuples(table))
+            known = {tuple(int(x) for x in r) for r in layout.ktuples}
+            for row, block in zip(uniq, blocks):
+                key = tuple(int(x) for x in row)
+                if key not in known:
+                    unseen += 1
+                    assert block == _cheapest_reference(layout, key), (seed, k, key)
+    assert unseen >= 20  # the 60-row samples miss k-tuples of the 400-row tables
+
+
+def test_unseen_ktuple_avoids_the_block_it_would_make_queries_read():
+    """Two trees on a and b, a block per diagonal corner, queries on a or b alone. The unseen
+    (a<5, b>=5) k-tuple makes the queries on b>=5 read the low block or those on a<5 read the
+    high block: equal costs, so it goes where fewer queries scan afterwards — both blocks here
+    are read by one query each, so the nearest rule decides (smaller block id). With the
+    queries on a weighted 3×, putting it in the high block costs 3× more: it goes low."""
+    sample = pa.table({"a": [0, 1, 2, 3, 10, 11, 12, 13], "b": [0, 1, 2, 3, 10, 11, 12, 13]})
+    cuts = [LessThan("a", 5), LessThan("b", 5)]
+    full = pa.table({"a": [0, 10, 1], "b": [0, 10, 11]})
+    for wa in (1.0, 3.0):
+        workload = [(Box.of(a=(0, 4)), wa), (Box.of(a=(6, 20)), wa), (Box.of(b=(0, 4)), 1.0), (Box.of(b=(6, 20)), 1.0)]
+        trees = build_trees(sample, cuts, workload, 2, 1)
+        layout = Layout.from_assignment(assign_blocks(trees, sample, workload, 1))
+        got = layout.route(full)
+        low, high = got[0], got[1]
+        assert low != high
+        # In the high block it would be read by the a<5 queries (weight wa) → cost 4·wa;
+        # in the low block by the b>=5 queries (weight 1) → cost 4.
+        assert got[2] == (low if wa > 1 else min(low, high))

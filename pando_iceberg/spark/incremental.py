@@ -1,0 +1,279 @@
+"""Incremental layout of appended rows (paper §7): ``rewrite_data_files(strategy => 'pando',
+options => map('mode', 'incremental'))``.
+
+    current layout (sidecar) ─▶ files of the current snapshot NOT in its block → files map
+    those files ─Spark read (scan-task set, deletes applied)─▶ mapInArrow(route with the STORED
+        non-truncated trees, literal key sets and k-tuple → block map; unseen k-tuples go to
+        the nearest known one, layout.py) ─▶ rows per block
+    blocks with >= min rows ─▶ one NEW Parquet file per block (old blocks' files untouched)
+    blocks with <  min rows ─▶ "carry-over" files that stay OUTSIDE the layout
+    driver: new (block, k-tuple) pairs join the map (leaf → block sets stay sound), a new
+        sidecar = old block → files map + the new files; ONE ``replace`` commit (validated from
+        the starting snapshot, like the full rewrite) that swaps the outside files for the
+        new ones and moves the layout pointer.
+
+Minimum block size (our rule). The layout's blocks already hold >= b rows each; what the
+minimum protects here is the size of the new files the planner must open with a block. A
+block's share of this run's rows becomes a new file of the block only when it has at least
+``min-block-rows`` rows (default: the smallest block of the current layout, which is >= the b
+the layout was built with). Smaller shares are written, all together, into carry-over files
+that are NOT in the block → files map: the planner always reads them (as any file outside the
+layout), so nothing is ever skipped wrongly, and the next incremental run reads them again with
+that run's new rows, so small shares accumulate until they are large enough. When no block
+reaches the minimum nothing is committed at all.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from . import iceberg_jvm as jv
+from .blocks import BLOCK_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches, unpack_ktuples, \
+    write_blocks
+from .rewrite import (DEFAULT_TARGET_FILE_SIZE, PandoRewriteError, RewriteResult, _commit_state_unknown,
+                      _committed_snapshot, _delete_quietly, _wait_for_running_tasks)
+
+CARRY_OVER_BLOCK = -1  # block id of rows written to carry-over files (outside the layout)
+MODES = ("full", "incremental")
+
+
+@dataclass
+class IncrementalResult(RewriteResult):
+    """``RewriteResult`` plus what the incremental run did with the rows it read."""
+
+    rows_read: int = 0
+    rows_laid_out: int = 0
+    rows_carried_over: int = 0
+    blocks_extended: int = 0
+    min_block_rows: int = 0
+    committed: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CurrentLayout:
+    """The layout a table points to now, read through the JVM table and pyiceberg's FileIO."""
+
+    table: Any  # Java org.apache.iceberg.Table (refreshed)
+    pointer: Any  # LayoutPointer
+    sidecar: Any  # LayoutSidecar
+    layout: Any  # Layout
+    io: Any  # pyiceberg FileIO
+    location: str
+
+    @property
+    def layout_paths(self) -> set[str]:
+        return {ref.path for refs in self.sidecar.block_files.values() for ref in refs}
+
+
+def current_layout(spark, table_name: str, io_properties: dict[str, str] | None) -> CurrentLayout:
+    """The table's current layout; PandoRewriteError naming what to do when it has none."""
+    from pyiceberg.io import load_file_io
+
+    from ..storage.paths import sidecar_path
+    from ..storage.pointer import layout_pointer
+    from ..storage.sidecar import LayoutSidecar
+
+    table = jv.load_table(spark, table_name)
+    props = {str(k): str(v) for k, v in dict(table.properties()).items()}
+    pointer = layout_pointer(props)
+    if pointer is None:
+        raise PandoRewriteError(f"table {table_name} has no Pando layout to extend; create one first with "
+                                "rewrite_data_files(strategy => 'pando', workload => ...) (mode 'full')")
+    location = str(table.location()).rstrip("/")
+    io = load_file_io(dict(io_properties or {}), location)
+    sidecar = LayoutSidecar.read(io, sidecar_path(location, pointer.sidecar), expected_layout_id=pointer.layout_id,
+                                 expected_table_uuid=str(table.uuid()))
+    return CurrentLayout(table, pointer, sidecar, sidecar.load_layout(), io, location)
+
+
+def write_successor_sidecar(cur: CurrentLayout, layout, block_files, *, base_snapshot_id: int | None,
+                            base_sequence_number: int | None, extra: dict[str, str], layout_id: str | None = None):
+    """A new sidecar (new layout id) that carries the previous one's properties (workload,
+    expected rows fraction, k) plus ``extra`` and ``pando.previous-layout-id``."""
+    from ..storage.sidecar import LayoutSidecar, new_layout_id
+
+    props = dict(cur.sidecar.properties)
+    props.update(extra)
+    props["pando.previous-layout-id"] = cur.pointer.layout_id
+    sidecar = LayoutSidecar.from_layout(layout, layout_id=layout_id or new_layout_id(), table_uuid=str(cur.table.uuid()),
+                                        block_files=block_files, base_snapshot_id=base_snapshot_id,
+                                        base_sequence_number=base_sequence_number, properties=props)
+    path, _ = sidecar.write(cur.io, cur.location)
+    return sidecar, path
+
+
+def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = None,
+                        target_file_size_bytes: int | None = None, io_properties: dict[str, str] | None = None,
+                        progress: Callable[[str], None] = lambda m: None) -> IncrementalResult:
+    """Lay out the rows of the files outside the current layout with the stored layout (module
+    docstring); one ``replace`` commit, or none when no block reaches ``min_block_rows``."""
+    from pyspark.sql import functions as F
+
+    from ..storage.pointer import P_SNAPSHOT, LayoutPointer
+    from ..storage.sidecar import DataFileRef, new_layout_id
+
+    seconds: dict[str, float] = {}
+    t0 = time.time()
+    cur = current_layout(spark, table_name, io_properties)
+    table, layout = cur.table, cur.layout
+    if table.spec().isPartitioned():
+        raise PandoRewriteError(f"table {table_name} is partitioned; incremental Pando layouts of partitioned tables "
+                                "are not supported yet")
+    snap = table.currentSnapshot()
+    base_id = int(snap.snapshotId())
+    live = jv.live_data_files(table, base_id)
+    inside = cur.layout_paths
+    outside = {p: f for p, f in live.items() if p not in inside}
+    if min_block_rows is None:
+        min_block_rows = max(1, int(layout.block_rows.min())) if layout.num_blocks else 1
+    if min_block_rows < 1:
+        raise PandoRewriteError(f"option 'min-block-rows' must be >= 1, got {min_block_rows}")
+    result = IncrementalResult(len(outside), 0, 0, 0, cur.pointer.layout_id, layout.num_blocks, None, base_id,
+                               seconds, min_block_rows=min_block_rows, committed=False)
+    if not outside:
+        result.notes.append("every live data file belongs to the layout: nothing to lay out")
+        return result
+
+    payload = LayoutPayload(cur.sidecar.layout_bytes, dict(cur.sidecar.literal_keys))
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    with jv.staged_scan(spark, table, table_name, base_id, set(outside)) as df:
+        routed_schema = StructType(df.schema.fields + [StructField(BLOCK_COL, IntegerType(), False),
+                                                       StructField("_pando_kt", LongType(), False)])
+        routed = df.mapInArrow(route_batches(payload), routed_schema).persist()
+        try:
+            progress(f"routing the rows of {len(outside)} file(s) outside layout {cur.pointer.layout_id}")
+            counts = {int(r[0]): int(r[1]) for r in routed.groupBy(BLOCK_COL).count().collect()}
+            seconds["routing"] = time.time() - t0
+            result.rows_read = sum(counts.values())
+            big = sorted(b for b, n in counts.items() if n >= min_block_rows)
+            result.rows_laid_out = sum(counts[b] for b in big)
+            result.rows_carried_over = result.rows_read - result.rows_laid_out
+            result.blocks_extended = len(big)
+            if not big:
+                result.rewritten_data_files_count = 0
+                result.notes.append(f"no block gets >= {min_block_rows} of the {result.rows_read} rows outside the "
+                                    f"layout (largest share {max(counts.values(), default=0)}): nothing committed; "
+                                    "the rows stay outside the layout (always read) until more arrive")
+                return result
+            layout_id = new_layout_id()
+            location = cur.location
+            data_dir = f"{location}/data/pando-{layout_id}"
+            spec = WriteSpec(
+                data_dir=data_dir,
+                iceberg_schema_json=str(spark._jvm.org.apache.iceberg.SchemaParser.toJson(table.schema())),
+                io_properties=dict(io_properties or {}),
+                target_file_size_bytes=target_file_size_bytes or int(table.properties().getOrDefault(
+                    "write.target-file-size-bytes", str(DEFAULT_TARGET_FILE_SIZE))),
+                compression=str(table.properties().getOrDefault("write.parquet.compression-codec", "zstd")).lower())
+            block = F.when(F.col(BLOCK_COL).isin(big), F.col(BLOCK_COL)).otherwise(F.lit(CARRY_OVER_BLOCK))
+            tagged = routed.withColumn(BLOCK_COL, block.cast("int"))
+            tasks = max(1, min(len(big) + 1, 4 * max(1, int(spark.sparkContext.defaultParallelism))))
+            written: list[Any] = []
+            sidecar_path = None
+            committing = False
+            try:
+                t1 = time.time()
+                progress(f"writing new files for {len(big)} block(s), carrying over {result.rows_carried_over} rows")
+                written = tagged.repartition(tasks, BLOCK_COL).sortWithinPartitions(BLOCK_COL) \
+                    .mapInArrow(write_blocks(spec), WRITTEN_FILE_DDL).collect()
+                seconds["writing"] = time.time() - t1
+                t1 = time.time()
+                n_written = int(sum(w.record_count for w in written))
+                if n_written != result.rows_read:
+                    raise PandoRewriteError(f"wrote {n_written} rows but read {result.rows_read} rows from the files "
+                                            "outside the layout: not committing")
+                laid = [w for w in written if int(w.block) != CARRY_OVER_BLOCK]
+                new_layout = _extend_layout(layout, laid)
+                block_files = {b: list(refs) for b, refs in cur.sidecar.block_files.items()}
+                for w in laid:
+                    block_files.setdefault(int(w.block), []).append(
+                        DataFileRef(w.path, int(w.record_count), int(w.file_size_in_bytes)))
+                sidecar, sidecar_path = write_successor_sidecar(
+                    cur, new_layout, block_files, base_snapshot_id=base_id, base_sequence_number=int(snap.sequenceNumber()),
+                    extra={"pando.mode": "incremental", "pando.incremental-min-block-rows": str(min_block_rows)},
+                    layout_id=layout_id)
+                seconds["metadata"] = time.time() - t1
+                t1 = time.time()
+                new_files = jv.build_data_files(spark, table, [jv.NewFile(w.path, w.file_size_in_bytes) for w in written])
+                pointer = LayoutPointer(sidecar.layout_id, sidecar.file_name, snapshot_id=0,
+                                        base_snapshot_id=cur.pointer.base_snapshot_id)
+                props = {**pointer.to_properties(), P_SNAPSHOT: "{snapshot-id}"}
+                committing = True
+                progress("committing one replace snapshot")
+                snapshot_id = jv.commit_replace(spark, table, base_id, list(outside.values()), new_files, props,
+                                                summary={"pando.layout-id": sidecar.layout_id, "pando.mode": "incremental"})
+                seconds["commit"] = time.time() - t1
+            except BaseException as failure:
+                committed = _committed_snapshot(spark, table_name, layout_id) if committing else None
+                if committed is not None:
+                    snapshot_id = committed
+                elif committing and _commit_state_unknown(failure):
+                    raise
+                else:
+                    if not written:
+                        _wait_for_running_tasks(spark)
+                    _delete_quietly(io_properties, [w.path for w in written] + ([sidecar_path] if sidecar_path else []),
+                                    location, directory=data_dir)
+                    raise
+        finally:
+            routed.unpersist()
+    spark.sql(f"REFRESH TABLE {table_name}")
+    result.added_data_files_count = len(written)
+    result.rewritten_bytes_count = sum(int(f.fileSizeInBytes()) for f in outside.values())
+    result.layout_id, result.snapshot_id, result.committed = sidecar.layout_id, snapshot_id, True
+    result.block_count = new_layout.num_blocks
+    result.notes.append(f"{result.rows_laid_out} rows laid out into {len(laid)} new file(s) of {len(big)} block(s); "
+                        f"{result.rows_carried_over} rows in {len(written) - len(laid)} carry-over file(s) outside the "
+                        f"layout (blocks with < {min_block_rows} new rows)")
+    return result
+
+
+def _extend_layout(layout, written) -> Any:
+    """The layout with the (block, k-tuple) pairs of the new files added to the map (§7) and
+    their rows added to ``block_rows``: leaf → block sets then cover every new row."""
+    obs = layout.ktuple_observed
+    pairs = [(int(b), tuple(kt)) for b, kt in zip(layout.ktuple_block[obs].tolist(), layout.ktuples[obs].tolist())]
+    radices = ktuple_radices(layout)
+    added = np.zeros(layout.num_blocks, dtype=np.int64)
+    for w in written:
+        codes = np.array([int(c) for c in w.ktuples.split(",") if c], dtype=np.int64)
+        pairs += [(int(w.block), tuple(kt)) for kt in unpack_ktuples(codes, radices).tolist()]
+        added[int(w.block)] += int(w.record_count)
+    rows = layout.block_rows + added
+    layout.finalize(pairs)
+    layout.block_rows = rows
+    return layout
+
+
+def parse_mode(options: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """Split option 'mode' (full | incremental) from the other rewrite options."""
+    opts = dict(options or {})
+    mode = str(opts.pop("mode", "full")).lower()
+    if mode not in MODES:
+        raise PandoRewriteError(f"option 'mode' must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode, opts
+
+
+INCREMENTAL_OPTIONS = ("min-block-rows", "target-file-size-bytes")
+
+
+def incremental_options(opts: dict[str, str]) -> dict[str, int]:
+    """min_block_rows / target_file_size_bytes from the options of an incremental run."""
+    bad = sorted(set(opts) - set(INCREMENTAL_OPTIONS))
+    if bad:
+        raise PandoRewriteError(f"option(s) {', '.join(map(repr, bad))} do not apply to mode 'incremental' (it reuses "
+                                f"the stored trees); accepted: mode, {', '.join(INCREMENTAL_OPTIONS)}")
+    out = {}
+    for key in INCREMENTAL_OPTIONS:
+        if key in opts:
+            try:
+                out[key.replace("-", "_")] = int(str(opts[key]))
+            except ValueError:
+                raise PandoRewriteError(f"option {key!r} must be an integer, got {opts[key]!r}") from None
+    return out

@@ -1,0 +1,134 @@
+"""Incremental layout of appended rows: rewrite_data_files(strategy => 'pando',
+options => map('mode', 'incremental')) — new files only, old blocks untouched, one replace
+commit, carry-over of small per-block shares; pruned == unpruned after every change."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pando_iceberg.planner import plan_scan
+from pando_iceberg.procedures import call
+from pando_iceberg.spark.incremental import current_layout, incremental_rewrite
+from pando_iceberg.spark.rewrite import PandoRewriteError, RewriteOptions, collect_arrow, rewrite_table
+from pando_iceberg.tpch import copy_table
+
+from _living import FILTERS, WORKLOAD, check_pruning, checksum, snapshots
+
+pytestmark = pytest.mark.spark
+
+T = "living.li"
+LATE = "l_shipdate >= date '1997-01-01'"
+
+
+def _incremental(ctx, **options) -> tuple:
+    opts = ", ".join(f"'{k}', '{v}'" for k, v in {"mode": "incremental", **options}.items())
+    r = call(ctx, f"CALL pando.system.rewrite_data_files(table => '{T}', strategy => 'pando', options => map({opts}))")
+    return r.rows[0], r.notes
+
+
+@pytest.fixture(scope="module")
+def living(spark, tpch, lakehouse_cfg):
+    """living.ord (orders, with its identifier field) and living.li = lineitem before 1997,
+    laid out with k=2 from a workload with a join-induced cut on living.ord."""
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS living")
+    copy_table(spark, "tpch.orders", "living.ord")
+    spark.sql(f"DROP TABLE IF EXISTS {T}")
+    spark.sql(f"CREATE TABLE {T} USING iceberg TBLPROPERTIES ('format-version'='2') AS "
+              f"SELECT * FROM tpch.lineitem WHERE NOT ({LATE})")
+    r = rewrite_table(spark, T, WORKLOAD, RewriteOptions(k=2, sample_rate=0.5, min_block_rows=3000, seed=3),
+                      io_properties=lakehouse_cfg.pyiceberg_properties())
+    assert any(hasattr(c, "origin") for c in current_layout(spark, T, lakehouse_cfg.pyiceberg_properties()).layout.cuts)
+    return r
+
+
+def test_appends_then_incremental_layout(spark, catalog, ctx, living, lakehouse_cfg):
+    io = lakehouse_cfg.pyiceberg_properties()
+    first = current_layout(spark, T, io)
+    old_paths = first.layout_paths
+    # A nightly batch with later dates (out of distribution) in two files.
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE {LATE} AND l_orderkey % 2 = 0")
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE {LATE} AND l_orderkey % 2 = 1")
+    before_files = check_pruning(spark, catalog, T)
+    before_sum, before_snaps = checksum(spark, T), snapshots(spark, T)
+
+    row, notes = _incremental(ctx, **{"min-block-rows": "500"})
+    rewritten, added, _, failed, layout_id, blocks, snapshot_id = row
+    assert (rewritten, failed) == (2, 0) and added >= 1 and layout_id != living.layout_id
+    snaps = snapshots(spark, T)
+    assert snaps[:-1] == before_snaps and snaps[-1] == (snapshot_id, "replace")  # exactly one commit
+    assert checksum(spark, T) == before_sum
+    now = current_layout(spark, T, io)
+    live = {r.file_path for r in spark.sql(f"SELECT file_path FROM {T}.files").collect()}
+    assert old_paths <= live  # old blocks' files never rewritten
+    assert old_paths <= now.layout_paths and now.layout_paths - old_paths  # the map only grows
+    assert now.sidecar.properties["pando.previous-layout-id"] == living.layout_id
+    total = spark.sql(f"SELECT sum(record_count) FROM {T}.files").collect()[0][0]
+    assert int(now.layout.block_rows.sum()) == total - _carried(spark, T, now)
+    after_files = check_pruning(spark, catalog, T)
+    # The appended files were always read; now their rows sit in blocks the trees can skip
+    # (min/max alone cannot skip them for a dimension predicate: every file has urgent orders).
+    assert all(after_files[f] <= before_files[f] for f in FILTERS), (before_files, after_files)
+    assert after_files[FILTERS[3]] < before_files[FILTERS[3]], (before_files, after_files, notes)
+    ex = plan_scan(catalog.load_table(T), FILTERS[0]).explain
+    assert ex.fallback_reason is None and ex.files_outside_layout == _files_outside(spark, T, now)
+
+
+def _carried(spark, name, cur) -> int:
+    return sum(r.record_count for r in spark.sql(f"SELECT file_path, record_count FROM {name}.files").collect()
+               if r.file_path not in cur.layout_paths)
+
+
+def _files_outside(spark, name, cur) -> int:
+    return sum(1 for r in spark.sql(f"SELECT file_path FROM {name}.files").collect() if r.file_path not in cur.layout_paths)
+
+
+def test_small_shares_are_carried_over_then_laid_out(spark, catalog, ctx, living, lakehouse_cfg):
+    io = lakehouse_cfg.pyiceberg_properties()
+    # In-distribution rows spread over every block.
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE NOT ({LATE}) AND l_orderkey % 16 = 5")
+    cur = current_layout(spark, T, io)
+    outside = [r.file_path for r in spark.sql(f"SELECT file_path FROM {T}.files").collect()
+               if r.file_path not in cur.layout_paths]
+    appended = collect_arrow(spark.sql(f"SELECT * FROM tpch.lineitem WHERE NOT ({LATE}) AND l_orderkey % 16 = 5"))
+    counts = np.bincount(cur.layout.route(appended))  # how the stored layout routes this batch
+    assert len(outside) >= 1 and counts.max() > 0
+
+    # A minimum above every share: nothing committed, the rows stay outside (always read).
+    snaps = snapshots(spark, T)
+    r = incremental_rewrite(spark, T, min_block_rows=10**9, io_properties=io)
+    assert not r.committed and r.rows_laid_out == 0 and "nothing committed" in r.notes[0]
+    assert snapshots(spark, T) == snaps
+    check_pruning(spark, catalog, T, spark_too=False)
+
+    # A minimum between the smallest and the largest share: some blocks get new files, the
+    # rest go to carry-over files outside the layout.
+    shares = np.sort(np.unique(counts[counts > 0]))
+    r = incremental_rewrite(spark, T, min_block_rows=int(shares[len(shares) // 2]) + 1 if len(shares) > 1 else 1,
+                            io_properties=io)
+    assert r.committed and r.rows_laid_out > 0 and r.rows_carried_over > 0, r.notes
+    cur = current_layout(spark, T, io)
+    assert _files_outside(spark, T, cur) >= 1 and _carried(spark, T, cur) == r.rows_carried_over
+    check_pruning(spark, catalog, T)
+
+    # The next run with a minimum of 1 lays out what was carried over.
+    r2 = incremental_rewrite(spark, T, min_block_rows=1, io_properties=io)
+    cur = current_layout(spark, T, io)
+    assert r2.rows_carried_over == 0 and _files_outside(spark, T, cur) == 0
+    assert r2.rows_read == r.rows_carried_over
+    check_pruning(spark, catalog, T)
+
+
+def test_incremental_errors(spark, ctx, living, lakehouse_cfg):
+    with pytest.raises(PandoRewriteError, match="option 'mode' must be one of full, incremental, got 'later'"):
+        _incremental(ctx, mode="later")
+    with pytest.raises(PandoRewriteError, match="do not apply to mode 'incremental'.*accepted: mode, min-block-rows"):
+        _incremental(ctx, k="2")
+    spark.sql("DROP TABLE IF EXISTS living.plain")
+    spark.sql("CREATE TABLE living.plain (a INT) USING iceberg")
+    spark.sql("INSERT INTO living.plain VALUES (1)")
+    with pytest.raises(PandoRewriteError, match="has no Pando layout to extend"):
+        incremental_rewrite(spark, "living.plain", io_properties=lakehouse_cfg.pyiceberg_properties())
+    # Nothing outside the layout: a no-op.
+    r = incremental_rewrite(spark, T, io_properties=lakehouse_cfg.pyiceberg_properties())
+    assert not r.committed and r.rewritten_data_files_count == 0

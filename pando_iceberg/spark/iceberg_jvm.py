@@ -140,6 +140,12 @@ def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: se
     for task in _iter(scan.planFiles()):
         if keep_paths is None or str(task.file().location()) in keep_paths:
             tasks.add(task)
+    if tasks.isEmpty():  # nothing to read (Iceberg refuses to stage an empty task set)
+        reader = spark.read.format("iceberg")
+        if snapshot_id is not None:
+            reader = reader.option("snapshot-id", str(snapshot_id))
+        yield spark.createDataFrame([], reader.load(name).schema)
+        return
     set_id = f"pando-{uuid.uuid4().hex}"
     manager = jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
     manager.stageTasks(table, set_id, tasks)

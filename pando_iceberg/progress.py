@@ -202,11 +202,15 @@ class _SparkJobs:
         done = total = 0
         for job in tracker.getJobIdsForGroup(self.group):
             info = tracker.getJobInfo(job)
+            job_done = job_total = 0
             for stage in (info.stageIds if info else []):
                 s = tracker.getStageInfo(stage)
                 if s is not None:
-                    total += s.numTasks
-                    done += s.numCompletedTasks
+                    job_total += s.numTasks
+                    job_done += s.numCompletedTasks
+            succeeded = info is not None and str(info.status) == "SUCCEEDED"
+            done += job_done
+            total += job_done if succeeded else job_total  # stages a finished job skipped never ran
         return done, total
 
     def _poll(self) -> None:
@@ -227,6 +231,7 @@ class _SparkJobs:
                 done, total = self._counts()
                 if total:
                     self.step.update(done, total)
+                self.step.finish()
             group, description = self._previous
             self.sc.setLocalProperty("spark.jobGroup.id", group)
             self.sc.setLocalProperty("spark.job.description", description)

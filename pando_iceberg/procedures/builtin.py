@@ -59,17 +59,39 @@ def call(ctx: ProcedureContext, statement: str) -> Result:
     return proc.run(ctx, **args)
 
 
-def _workload_sources(workload: str | list[str] | None) -> list[str] | None:
-    if workload is None:
-        return None
-    items = workload if isinstance(workload, list) else [workload]
-    out = []
+WORKLOAD_PARAMS = (
+    Param("workload", "string", doc="SQL text, a .sql file, a directory of .sql files, or a .jsonl/.csv query log"),
+    Param("workload_log", "string", doc="a query log: a .jsonl/.csv file or an Iceberg table (text, timestamp, weight)"),
+    Param("since", "string", doc="query logs: only queries at or after this (ISO-8601 instant or '1 day', '24 hours')"),
+    Param("until", "string", doc="query logs: only queries before this (same forms as since)"),
+)
+
+
+def _workload_sources(ctx: ProcedureContext, workload: str | list[str] | None, workload_log: str | None = None,
+                      since: str | None = None, until: str | None = None) -> list | None:
+    """Sources for ``parse_workload``: SQL texts and files, and (text, weight) pairs of query logs."""
+    from ..workload.log import is_log_file, read_query_log
+
+    items = [] if workload is None else (workload if isinstance(workload, list) else [workload])
+    logs = [workload_log] if workload_log is not None else []
+    out: list = []
     for item in items:
         if os.path.isdir(item):
             out += sorted(os.path.join(item, f) for f in os.listdir(item) if f.endswith(".sql"))
+        elif is_log_file(item):
+            logs.append(item)
         else:
             out.append(item)
-    return out
+    if (since is not None or until is not None) and not logs:
+        raise ProcedureError("arguments 'since'/'until' select queries of a query log: give 'workload_log' (a .jsonl/"
+                             ".csv file or an Iceberg table) or a .jsonl/.csv file as 'workload'")
+    for log in logs:
+        got = read_query_log(log, since=since, until=until, load_table=ctx.table)
+        if not got:
+            window = " ".join(x for x in (f"since {since}" if since else "", f"until {until}" if until else "") if x)
+            raise ProcedureError(f"query log {log!r} has no queries{' ' + window if window else ''}")
+        out += got
+    return out or None
 
 
 def _stored_workload(ctx: ProcedureContext, table) -> list[str] | None:
@@ -105,37 +127,26 @@ REWRITE_COLUMNS = [("rewritten_data_files_count", "int"), ("added_data_files_cou
            Param("sort_order", "string", doc="for sort: e.g. 'zorder(a,b)' or 'a ASC NULLS LAST'"),
            Param("options", "map<string,string>", default={}, doc="Iceberg options, or Pando's: k, sample-rate, ..."),
            Param("where", "string", doc="binpack/sort only: restrict to files that may match"),
-           Param("workload", "string", doc="pando: SQL text, a .sql file or a directory of them; default: the recorded one"))
-def rewrite_data_files(ctx: ProcedureContext, table: str, strategy: str, sort_order: str | None,
-                       options: dict[str, str], where: str | None, workload: str | None) -> Result:
+           *WORKLOAD_PARAMS,
+           Param("relearn", "boolean", default=False,
+                 doc="pando: learn a new layout even when optimize_layout stored a pending one"))
+def rewrite_data_files(ctx: ProcedureContext, table: str, strategy: str = "binpack", sort_order: str | None = None,
+                       options: dict[str, str] | None = None, where: str | None = None, workload: str | None = None,
+                       workload_log: str | None = None, since: str | None = None, until: str | None = None,
+                       relearn: bool = False) -> Result:
     """Rewrite a table's data files: 'pando' applies a learned layout; 'binpack'/'sort' are Iceberg's."""
     strategy = strategy.lower()
+    options = options or {}
     tbl = ctx.table(table)
     name = ctx.spark_name(tbl)
     if strategy == "pando":
-        from ..spark.rewrite import RewriteOptions, rewrite_table
-
-        if where is not None:
-            raise ProcedureError("rewrite_data_files: argument 'where' is not supported with strategy 'pando' "
-                                 "(a Pando layout covers the whole table); accepted with 'binpack' and 'sort'")
-        if sort_order is not None:
-            raise ProcedureError("rewrite_data_files: argument 'sort_order' applies to strategy 'sort' only")
-        from ..spark.incremental import incremental_options, incremental_rewrite, parse_mode
-
-        mode, options = parse_mode(options)
-        if mode == "incremental":  # lay out only the rows outside the layout, with its stored trees
-            r = incremental_rewrite(ctx.spark, name, **incremental_options(options),
-                                    io_properties=ctx.cfg.pyiceberg_properties(), progress=ctx.progress)
-            return Result(REWRITE_COLUMNS, [r.row()], notes=r.notes + [f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
-        sources = _workload_sources(workload) or _stored_workload(ctx, tbl)
-        if not sources:
-            raise ProcedureError("rewrite_data_files: strategy 'pando' needs a workload (argument 'workload': SQL "
-                                 "text, a .sql file or a directory) — the table has no recorded one")
-        r = rewrite_table(ctx.spark, name, sources, RewriteOptions.from_map(options),
-                          io_properties=ctx.cfg.pyiceberg_properties(), progress=ctx.progress)
-        return Result(REWRITE_COLUMNS, [r.row()], notes=[f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
+        return _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workload_log, since, until, relearn)
     if strategy not in ("binpack", "sort"):
         raise ProcedureError(f"rewrite_data_files: strategy {strategy!r} is not supported; accepted: pando, binpack, sort")
+    given = [n for n, v in (("workload", workload), ("workload_log", workload_log), ("since", since),
+                            ("until", until)) if v is not None] + (["relearn"] if relearn else [])
+    if given:
+        raise ProcedureError(f"rewrite_data_files: argument(s) {', '.join(given)} apply to strategy 'pando' only")
     args = [f"table => {exp.Literal.string(name).sql()}", f"strategy => {exp.Literal.string(strategy).sql()}"]
     if sort_order is not None:
         args.append(f"sort_order => {exp.Literal.string(sort_order).sql()}")
@@ -150,33 +161,113 @@ def rewrite_data_files(ctx: ProcedureContext, table: str, strategy: str, sort_or
     return Result([(f.name, f.dataType.simpleString()) for f in df.schema.fields], rows)
 
 
+def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workload_log, since, until, relearn) -> Result:
+    from ..spark.rewrite import RewriteOptions, rewrite_table
+    from . import pending as pend
+
+    if where is not None:
+        raise ProcedureError("rewrite_data_files: argument 'where' is not supported with strategy 'pando' "
+                             "(a Pando layout covers the whole table); accepted with 'binpack' and 'sort'")
+    if sort_order is not None:
+        raise ProcedureError("rewrite_data_files: argument 'sort_order' applies to strategy 'sort' only")
+    from ..spark.incremental import incremental_options, incremental_rewrite, parse_mode
+
+    mode, options = parse_mode(options)
+    if mode == "incremental":  # lay out only the rows outside the layout, with its stored trees
+        r = incremental_rewrite(ctx.spark, name, **incremental_options(options),
+                                io_properties=ctx.cfg.pyiceberg_properties(), progress=ctx.progress)
+        return Result(REWRITE_COLUMNS, [r.row()], notes=r.notes + [f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
+    opts = RewriteOptions.from_map(options)
+    request = {"workload": workload, "workload_log": workload_log, "since": since, "until": until}
+    notes: list[str] = []
+    sidecar = None
+    if not relearn:
+        try:
+            sidecar = pend.load_pending(tbl)
+        except Exception as e:  # unreadable pending layout: learn instead
+            notes.append(f"the pending layout cannot be read ({e}); learned a new one")
+        if sidecar is not None:
+            why = pend.matches(sidecar, opts, request)
+            if why:
+                notes.append(f"pending layout {sidecar.layout_id} not applied: {why}; learned a new one "
+                             "(run optimize_layout again, or pass relearn => true to say so)")
+                sidecar = None
+    learned, sources = None, None
+    ctx.spark.sql(f"REFRESH TABLE {name}")  # Spark's cached metadata may predate pyiceberg's last commit
+    if sidecar is not None:
+        learned = pend.learned_from_pending(ctx.spark, name, sidecar)
+        current = tbl.current_snapshot().snapshot_id if tbl.current_snapshot() else None
+        notes.append(f"applied pending layout {sidecar.layout_id} learned by optimize_layout on snapshot "
+                     f"{sidecar.base_snapshot_id}" + ("" if current == sidecar.base_snapshot_id else
+                                                      f" (the table is at snapshot {current} now; rows added since "
+                                                      "are routed by the same trees)") + "; relearn => true learns anew")
+    else:
+        sources = _workload_sources(ctx, workload, workload_log, since, until) or _stored_workload(ctx, tbl)
+        if not sources:
+            raise ProcedureError("rewrite_data_files: strategy 'pando' needs a workload (argument 'workload': SQL "
+                                 "text, a .sql file, a directory or a query log; or 'workload_log') — the table has "
+                                 "no recorded one and no pending layout from optimize_layout")
+    r = rewrite_table(ctx.spark, name, sources or [], opts, io_properties=ctx.cfg.pyiceberg_properties(),
+                      progress=ctx.progress, learned=learned)
+    dropped = pend.clear_pending(ctx.table(name))
+    if dropped:
+        ctx.spark.sql(f"REFRESH TABLE {name}")
+    if dropped and sidecar is None:
+        notes.append(f"pending layout {dropped} from optimize_layout superseded and removed")
+    return Result(REWRITE_COLUMNS, [r.row()], notes=notes + [f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
+
+
 @procedure("optimize_layout",
            Param("table", "string", required=True),
-           Param("workload", "string", required=True, doc="SQL text, a .sql file or a directory of them"),
-           Param("options", "map<string,string>", default={}))
-def optimize_layout(ctx: ProcedureContext, table: str, workload: str, options: dict[str, str]) -> Result:
-    """Learn a layout without rewriting data; report files read now vs rows the layout would read."""
+           *WORKLOAD_PARAMS,
+           Param("options", "map<string,string>", default={}, doc="k, sample-rate, seed, min-block-rows, ..."))
+def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = None, workload_log: str | None = None,
+                    since: str | None = None, until: str | None = None, options: dict[str, str] | None = None) -> Result:
+    """Learn a layout and store it as pending, without rewriting data; report per workload query
+    the files read now and the files the new layout would read. rewrite_data_files(strategy =>
+    'pando') applies it later without learning again."""
     from ..planner import plan_scan
     from ..spark.rewrite import RewriteOptions, learn_layout
+    from .pending import store_pending
 
     tbl = ctx.table(table)
     name = ctx.spark_name(tbl)
-    learned = learn_layout(ctx.spark, name, _workload_sources(workload), RewriteOptions.from_map(options),
-                           progress=ctx.progress)
+    snapshot = tbl.current_snapshot()
+    if snapshot is None:
+        raise ProcedureError(f"optimize_layout: table {name} has no snapshot (no data): nothing to lay out")
+    sources = _workload_sources(ctx, workload, workload_log, since, until)
+    if not sources:
+        raise ProcedureError("optimize_layout: give 'workload' (SQL text, a .sql file, a directory or a query log) "
+                             "or 'workload_log' (a .jsonl/.csv file or an Iceberg table)")
+    opts = RewriteOptions.from_map(options or {})
+    ctx.spark.sql(f"REFRESH TABLE {name}")  # Spark's cached metadata may predate pyiceberg's last commit
+    learned = learn_layout(ctx.spark, name, sources, opts, snapshot_id=snapshot.snapshot_id, progress=ctx.progress)
+    request = {"workload": workload, "workload_log": workload_log, "since": since, "until": until}
+    sidecar = store_pending(tbl, learned, opts, request, snapshot.snapshot_id)
+    ctx.spark.sql(f"REFRESH TABLE {name}")
     layout = learned.layout
     total_rows = max(1, learned.table_rows)
-    rows = []
-    per_query = layout.cost(learned.queries, per_query=True)
     sample_total = float(layout.block_rows.sum()) or 1.0
+    per_query = layout.cost(learned.queries, per_query=True)
+    rows = []
+    files_now = files_new = 0.0
     for i, ((flt, weight), cost) in enumerate(zip(learned.queries, per_query)):
         now = plan_scan(tbl, flt).explain
-        rows.append((i + 1, float(weight), now.pando_files, now.total_files,
+        blocks, _ = layout.blocks_for(flt)
+        files_now += weight * now.pando_files
+        files_new += weight * len(blocks)
+        rows.append((i + 1, float(weight), now.pando_files, now.total_files, len(blocks), layout.num_blocks,
                      round(now.pando_rows / total_rows, 4), round(float(cost) / sample_total, 4), flt.to_sql()[:200]))
-    return Result([("query", "int"), ("weight", "double"), ("files_read_now", "int"), ("files_total", "int"),
-                   ("rows_fraction_now", "double"), ("rows_fraction_with_layout", "double"), ("filter", "string")], rows,
-                  notes=[f"learned k={layout.k}, {layout.num_blocks} blocks from {learned.sample_rows} sample rows, "
-                         f"{learned.cuts} candidate cuts, {learned.queries_used} queries; apply it with "
-                         "rewrite_data_files(strategy => 'pando')"])
+    weights = sum(w for _, w in learned.queries) or 1.0
+    return Result([("query", "int"), ("weight", "double"), ("files_read_now", "int"), ("files_total_now", "int"),
+                   ("files_read_with_layout", "int"), ("files_total_with_layout", "int"),
+                   ("rows_fraction_now", "double"), ("rows_fraction_with_layout", "double"), ("filter", "string")],
+                  rows,
+                  notes=[f"learned k={layout.k}, {layout.num_blocks} blocks (one file each) from {learned.sample_rows} "
+                         f"sample rows, {learned.cuts} candidate cuts, {learned.queries_used} queries; weighted mean "
+                         f"files read per query: {files_now / weights:.1f} now, {files_new / weights:.1f} with the layout",
+                         f"stored as pending layout {sidecar.layout_id} (not used by scans until applied); apply it "
+                         "with rewrite_data_files(table => ..., strategy => 'pando')"])
 
 
 @procedure("explain_scan",
@@ -232,6 +323,11 @@ def describe_layout(ctx: ProcedureContext, table: str) -> Result:
     for b in range(layout.num_blocks):
         files = sidecar.block_files.get(b, [])
         rows.append(("block", None, b, None, f"{len(files)} file(s)", int(sum(f.record_count for f in files))))
+    from .pending import P_PENDING_BASE, P_PENDING_ID
+
+    if P_PENDING_ID in tbl.properties:
+        rows.append(("pending", None, None, None, f"layout {tbl.properties[P_PENDING_ID]} learned by optimize_layout on "
+                     f"snapshot {tbl.properties.get(P_PENDING_BASE)}, not applied yet", None))
     return Result([("section", "string"), ("tree", "int"), ("node", "int"), ("depth", "int"),
                    ("description", "string"), ("rows", "bigint")], rows)
 
@@ -283,7 +379,7 @@ def layout_health(ctx: ProcedureContext, table: str, max_rows_outside: float, ma
             ("workload_rows_fraction_now", f"{now:.4f}" if now is not None else "n/a"),
             ("recommendation", rec)]
     if relayout and reasons:
-        r = rewrite_data_files(ctx, table, "pando", None, options, None, None)
+        r = rewrite_data_files(ctx, table, "pando", options=options, relearn=True)
         rows.append(("action", f"re-laid out: layout {r.rows[0][4]}, {r.rows[0][1]} files written, snapshot {r.rows[0][6]}"))
     elif relayout:
         rows.append(("action", "none (healthy)"))
@@ -319,11 +415,16 @@ def remove_layout(ctx: ProcedureContext, table: str, delete_sidecar: bool) -> Re
     from ..storage.paths import delete_sidecar as _delete
     from ..storage.pointer import LAYOUT_PROPERTIES, layout_pointer
 
+    from .pending import clear_pending
+
     tbl = ctx.table(table)
     pointer = layout_pointer(tbl.properties)
+    pending = clear_pending(tbl)
+    notes = [f"pending layout {pending} (from optimize_layout) removed too"] if pending else []
     if pointer is None:
         return Result([("layout_id", "string"), ("sidecar_deleted", "boolean")], [(None, False)],
-                      notes=["the table had no layout"])
+                      notes=notes + ["the table had no layout"])
+    tbl = ctx.table(table)
     with tbl.transaction() as tx:
         tx.remove_properties(*[p for p in LAYOUT_PROPERTIES if p in tbl.properties])
     deleted = False
@@ -335,7 +436,19 @@ def remove_layout(ctx: ProcedureContext, table: str, delete_sidecar: bool) -> Re
             deleted = False
     if ctx._spark is not None:
         ctx.spark.sql(f"REFRESH TABLE {ctx.spark_name(tbl)}")
-    return Result([("layout_id", "string"), ("sidecar_deleted", "boolean")], [(pointer.layout_id, deleted)])
+    return Result([("layout_id", "string"), ("sidecar_deleted", "boolean")], [(pointer.layout_id, deleted)], notes=notes)
+
+
+@procedure("refresh_literal_cuts", Param("table", "string", required=True))
+def refresh_literal_cuts(ctx: ProcedureContext, table: str) -> Result:
+    """Update the key sets of the layout's literal (join-induced) cuts after dimension changes,
+    soundly: keys whose membership would move laid-out fact rows keep it (paper §7)."""
+    from ..maintenance.literal_cuts import REFRESH_COLUMNS, refresh_literal_cuts as refresh
+
+    tbl = ctx.table(table)
+    r = refresh(ctx.spark, ctx.spark_name(tbl), io_properties=ctx.cfg.pyiceberg_properties(), progress=ctx.progress)
+    note = (f"layout {r.previous_layout_id} -> {r.layout_id}" if r.changed else f"layout {r.layout_id} unchanged")
+    return Result(REFRESH_COLUMNS, [c.row() for c in r.cuts], notes=[note, f"{r.seconds:.1f}s"])
 
 
 __all__ = ["ProcedureContext", "REGISTRY", "call", "explain_result"]

@@ -1,0 +1,1 @@
+"""Keeping Pando layouts useful as tables change (paper §7)."""

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-COMMANDS = ["init", "tables", "sql", "load-tpch", "demo"]
+COMMANDS = ["init", "tables", "sql", "run", "explain", "describe-layout", "load-tpch", "demo", "cleanup"]
 
 
 def run(*args, home=None):

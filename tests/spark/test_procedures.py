@@ -270,7 +270,22 @@ def test_workload_from_an_iceberg_query_log_with_since(ctx, pend, spark):
         call(ctx, f"CALL pando.system.optimize_layout(table => '{pend}', workload => 'SELECT 1', since => '1 day')")
     with pytest.raises(ProcedureError, match="table 'ops.nolog' does not exist"):
         call(ctx, f"CALL pando.system.optimize_layout(table => '{pend}', workload_log => 'ops.nolog')")
+    text = (ROOT / "procedures" / "relayout_from_query_log.sql").read_text()
+    results = run_script(ctx, text, {"table": pend, "query_log": "ops.qlog", "since": "1 day", "k": "2",
+                                     "min_block_rows": "2000"})
+    assert sorted(r[1] for r in results[0][1].rows) == [0.5, 4.0]
+    assert results[1][1].notes[0].startswith("applied pending layout ")
+    health = _metrics(results[2][1])
+    assert health["status"] == "ok" and health["files_outside_layout"] == "0"
+    recorded = json.loads(_current_sidecar_of(ctx, pend).properties["pando.workload"])
+    assert sorted(w for _, w in recorded) == [0.5, 4.0]  # the log's weights are what the layout records
     call(ctx, f"CALL pando.system.remove_layout('{pend}')")
+
+
+def _current_sidecar_of(ctx, name):
+    from pando_iceberg.procedures.builtin import _current_sidecar
+
+    return _current_sidecar(ctx.table(name))
 
 
 def test_spark_job_progress_counts_the_tasks_of_a_job(spark):

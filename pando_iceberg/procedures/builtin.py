@@ -322,7 +322,8 @@ def describe_layout(ctx: ProcedureContext, table: str) -> Result:
                 rows.append(("tree", t, node, tree.depth[node], f"leaf → blocks {list(map(int, blocks))}", None))
     for b in range(layout.num_blocks):
         files = sidecar.block_files.get(b, [])
-        rows.append(("block", None, b, None, f"{len(files)} file(s)", int(sum(f.record_count for f in files))))
+        rows.append(("block", None, b, None, f"{len(files)} file(s), {sum(f.file_size_in_bytes for f in files):,} bytes",
+                     int(sum(f.record_count for f in files))))
     from .pending import P_PENDING_BASE, P_PENDING_ID
 
     if P_PENDING_ID in tbl.properties:

@@ -109,8 +109,14 @@ def _current_sidecar(table, required: bool = True):
     pointer = layout_pointer(table.properties)
     if pointer is None:
         if required:
-            raise ProcedureError(f"table {'.'.join(table.name())} has no Pando layout; create one with "
-                                 "CALL pando.system.rewrite_data_files(table => ..., strategy => 'pando', workload => ...)")
+            from .pending import P_PENDING_ID
+
+            pending = table.properties.get(P_PENDING_ID)
+            hint = (f" (optimize_layout stored pending layout {pending}: apply it with CALL pando.system."
+                    "rewrite_data_files(table => ..., strategy => 'pando'))" if pending else
+                    "; create one with CALL pando.system.rewrite_data_files(table => ..., strategy => 'pando', "
+                    "workload => ...)")
+            raise ProcedureError(f"table {'.'.join(table.name())} has no Pando layout{hint}")
         return None
     return LayoutSidecar.read(table.io, sidecar_path(table.location(), pointer.sidecar),
                               expected_layout_id=pointer.layout_id, expected_table_uuid=table.metadata.table_uuid)

@@ -211,6 +211,8 @@ def test_optimize_layout_stores_a_pending_layout_that_scans_ignore_and_rewrite_a
     # the planner never prunes with a layout that no data file follows
     ex = call(ctx, f"CALL pando.system.explain_scan(table => '{pend}', filter => \"o_orderdate < date '1993-06-01'\")")
     assert "no Pando layout" in ex.rows[-1][5] and ex.rows[-1][2] == 2
+    with pytest.raises(ProcedureError, match=f"optimize_layout stored pending layout {pending.layout_id}: apply it"):
+        call(ctx, f"CALL pando.system.describe_layout('{pend}')")
 
     planned = pending.load_layout()
     rw = call(ctx, f"CALL pando.system.rewrite_data_files(table => '{pend}', strategy => 'pando', options => {ORDERS_OPTS})")

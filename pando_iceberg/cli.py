@@ -192,6 +192,15 @@ def cmd_demo(args) -> int:
                     progress=_progress(args))
 
 
+def cmd_bench(args) -> int:
+    from .bench.harness import BenchError, run_from_args
+
+    try:
+        return run_from_args(_config(args), args, progress=_progress(args))
+    except BenchError as e:
+        raise CliError(str(e)) from None
+
+
 def cmd_cleanup(args) -> int:
     from .catalog import load_catalog
     from .cleanup import Leftover, cleanup_table
@@ -255,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--k", type=int, default=3, help="Pando trees per table (default 3)")
     s.add_argument("--per-template", type=int, default=2, help="queries per TPC-H template, half held out (default 2)")
     s.set_defaults(func=cmd_demo)
+    s = sub.add_parser("bench", parents=[common],
+                       help="Pando vs arrival order, sort and z-order on the same data: files, bytes, time (issue 6)")
+    from .bench.harness import add_arguments
+
+    add_arguments(s)
+    s.set_defaults(func=cmd_bench)
     s = sub.add_parser("cleanup", parents=[common],
                        help="list (dry run) or delete (--apply) files that failed/crashed Pando rewrites left behind")
     s.add_argument("table")

@@ -1,0 +1,493 @@
+"""The benchmark run: every layout on its own copy of the tables, laid out by the real
+procedures, then the held-out queries on each, measured from the executed Spark plans.
+
+Layouts (``--layouts``):
+
+- ``arrival``: the tables as loaded (the dataset's namespace itself, never rewritten);
+- ``sort``: Iceberg ``rewrite_data_files(strategy => 'sort')`` on one column per table
+  (lineitem l_shipdate, orders o_orderdate, trips pickup_time: the paper's baseline);
+- ``zorder``: Iceberg ``sort_order => 'zorder(...)'`` on the 2-3 columns the train half filters
+  most (per table, DECIMAL columns excluded: Iceberg refuses them);
+- ``pando-k1`` … ``pando-k4``: ``CALL pando.system.rewrite_data_files(strategy => 'pando')``
+  learned on the train half with k trees.
+
+All use the same target block size b (default 100,000 rows × SF): Pando's ``min-block-rows``,
+and for sort/z-order a ``target-file-size-bytes`` of Pando's bytes per file, so the file counts
+match.
+
+Per held-out query and layout: files and bytes read per table from the executed plan's scans
+(Iceberg's scan metrics for Spark's native Iceberg scan; for Pando's scan-task-set scans, which
+Iceberg does not plan and so reports no planning metrics, the staged files of each executed scan
+node — the planner's ``pando_files``), the lower bound ⌈matching rows / b⌉, Spark wall time
+(warm-up, then the median of ``runs``; Pando's includes its planning), and result equality
+against the arrival-order table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Callable
+
+from ..demo import _qualify
+
+LAYOUTS = ("arrival", "sort", "zorder", "pando-k1", "pando-k2", "pando-k3", "pando-k4")
+DATASETS = ("tpch", "taxi")
+LAID_OUT = {"tpch": ("lineitem", "orders"), "taxi": ("trips",)}
+SORT_COLUMN = {"lineitem": "l_shipdate", "orders": "o_orderdate", "trips": "pickup_time"}
+
+
+class BenchError(ValueError):
+    """Bad benchmark options (the message names the option and what is accepted)."""
+
+
+@dataclass
+class BenchOptions:
+    dataset: str = "tpch"
+    sf: float = 1.0
+    layouts: tuple[str, ...] = LAYOUTS
+    per_template: int = 8
+    seed: int = 0
+    out: str = "bench-out"
+    runs: int = 3
+    templates: list[int] | None = None
+    block_rows: int | None = None  # b; default 100,000 × sf
+    sample_rate: float = 0.01
+    zorder_columns: int = 3
+    namespace_prefix: str = ""  # prepended to every namespace the run creates (tests)
+
+    def validate(self) -> None:
+        if self.dataset not in DATASETS:
+            raise BenchError(f"dataset {self.dataset!r} is not known; accepted: {', '.join(DATASETS)}")
+        if not self.sf > 0:
+            raise BenchError(f"scale factor must be > 0, got {self.sf}")
+        bad = [x for x in self.layouts if x not in LAYOUTS]
+        if bad or not self.layouts:
+            raise BenchError(f"layout(s) {', '.join(bad) or '(none)'} not known; accepted: {', '.join(LAYOUTS)}")
+        if "arrival" not in self.layouts:
+            raise BenchError("layouts must include 'arrival': results are checked against it")
+        if self.per_template < 2:
+            raise BenchError(f"queries per template must be >= 2 (half are held out), got {self.per_template}")
+        if self.runs < 1:
+            raise BenchError(f"runs per query must be >= 1, got {self.runs}")
+        if not 0 < self.sample_rate <= 1:
+            raise BenchError(f"sample rate must be in (0, 1], got {self.sample_rate}")
+        if self.block_rows is not None and self.block_rows < 1:
+            raise BenchError(f"block rows must be >= 1, got {self.block_rows}")
+
+    @property
+    def b(self) -> int:
+        return self.block_rows or max(1000, int(100_000 * self.sf))
+
+
+# ---- executed-plan metrics ------------------------------------------------------------------
+
+def scans_by_table(df) -> dict[str, list[dict[str, int]]]:
+    """The executed plan's scan nodes per table (``ns.table``): one metrics dict per node
+    (Iceberg's resultDataFiles / totalFileSize where the scan reports them, numOutputRows)."""
+    out: dict[str, list[dict[str, int]]] = {}
+
+    def visit(node):
+        if node.nodeName().startswith("BatchScan"):
+            name = str(node.nodeName())[len("BatchScan"):].strip()
+            metrics = node.metrics()
+            m = {k: int(metrics.apply(k).value()) for k in ("resultDataFiles", "totalFileSize", "numOutputRows")
+                 if metrics.contains(k)}
+            out.setdefault(".".join(name.split(".")[-2:]), []).append(m)
+        children = node.children()
+        for i in range(children.size()):
+            visit(children.apply(i))
+        kind = node.getClass().getSimpleName()
+        if kind == "AdaptiveSparkPlanExec":
+            visit(node.executedPlan())
+        elif kind.endswith("QueryStageExec"):
+            visit(node.plan())
+
+    visit(df._jdf.queryExecution().executedPlan())
+    return out
+
+
+def _execute(spark, catalog, sql: str, pando: bool) -> tuple[list, dict[str, dict[str, int]], float]:
+    """Run ``sql`` once: rows, per-table files/bytes read by the executed plan, wall seconds.
+    Baselines read through Spark's own Iceberg scan; Pando through its pruned scan-task sets
+    (the same steps as :func:`pando_iceberg.spark.pruned.run_sql`, keeping the DataFrame to read
+    its executed plan)."""
+    from ..spark import iceberg_jvm as jv
+    from ..spark.pruned import _replace_tables, plan_query
+
+    t0 = time.perf_counter()
+    if not pando:
+        df = spark.sql(sql)
+        rows = df.collect()
+        seconds = time.perf_counter() - t0
+        return rows, {t: {"files": sum(s.get("resultDataFiles", 0) for s in scans),
+                          "bytes": sum(s.get("totalFileSize", 0) for s in scans), "scans": len(scans)}
+                      for t, scans in scans_by_table(df).items()}, seconds
+    qp = plan_query(spark, catalog, sql)
+    with ExitStack() as stack:
+        views = {}
+        for i, (name, plan) in enumerate(sorted(qp.plans.items())):
+            df = stack.enter_context(jv.staged_scan(spark, jv.load_table(spark, name), name, plan.snapshot_id, plan.paths))
+            view = f"__pando_bench_{i}"
+            df.createOrReplaceTempView(view)
+            stack.callback(spark.catalog.dropTempView, view)
+            views[name] = view
+        df = spark.sql(_replace_tables(qp.tree, views).sql(dialect="spark"))
+        rows = df.collect()
+        seconds = time.perf_counter() - t0
+        scans = scans_by_table(df)
+    metrics = {}
+    for name, plan in qp.plans.items():
+        key = ".".join(name.split(".")[-2:])
+        n = len(scans.get(key, []))  # executed scan nodes of this table, each reading the staged files
+        metrics[key] = {"files": n * plan.explain.pando_files, "bytes": n * plan.explain.pando_bytes, "scans": n}
+    return rows, metrics, seconds
+
+
+def _canonical(v: Any) -> Any:
+    if isinstance(v, float):
+        return float(f"{v:.9g}") if math.isfinite(v) else repr(v)
+    if isinstance(v, Decimal):
+        return v.normalize()
+    return v
+
+
+def same_rows(a: list, b: list, rel_tol: float = 1e-9, abs_tol: float = 1e-6) -> bool:
+    """Order-insensitive equality of result rows, floats within a tolerance."""
+    if len(a) != len(b):
+        return False
+    key = lambda r: repr(tuple(_canonical(v) for v in r))  # noqa: E731
+    for x, y in zip(sorted(map(tuple, a), key=key), sorted(map(tuple, b), key=key)):
+        if len(x) != len(y):
+            return False
+        for u, v in zip(x, y):
+            if isinstance(u, float) and isinstance(v, float):
+                if not (u == v or math.isclose(u, v, rel_tol=rel_tol, abs_tol=abs_tol)):
+                    return False
+            elif u != v:
+                return False
+    return True
+
+
+# ---- layouts --------------------------------------------------------------------------------
+
+def _files_stats(spark, name: str) -> dict[str, int]:
+    r = spark.sql(f"SELECT count(*), coalesce(sum(file_size_in_bytes), 0), coalesce(sum(record_count), 0), "
+                  f"coalesce(max(record_count), 0) FROM {name}.files").collect()[0]
+    return {"files": int(r[0]), "bytes": int(r[1]), "rows": int(r[2]), "max_file_rows": int(r[3])}
+
+
+def _phases(notes: list[str]) -> dict[str, float]:
+    out = {}
+    for n in notes:
+        k, sep, v = n.rpartition(": ")
+        if sep and v.endswith("s"):
+            try:
+                out[k] = float(v[:-1])
+            except ValueError:
+                pass
+    return out
+
+
+def _sidecar_bytes(catalog, name: str) -> int:
+    from ..storage.paths import sidecar_path
+    from ..storage.pointer import layout_pointer
+
+    table = catalog.load_table(name)
+    pointer = layout_pointer(table.properties)
+    if pointer is None:
+        return 0
+    return len(table.io.new_input(sidecar_path(table.location(), pointer.sidecar)))
+
+
+def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train, progress) -> dict[str, dict]:
+    """Copy the dataset per layout and lay out its tables with the real procedures."""
+    from ..procedures import call
+    from ..tpch import copy_table
+    from .workloads import filtered_columns
+
+    tables = LAID_OUT[opts.dataset]
+    all_tables = [r.tableName for r in spark.sql(f"SHOW TABLES IN {source_ns}").collect()
+                  if not getattr(r, "isTemporary", False)]
+    out_dir = Path(opts.out)
+    layouts: dict[str, dict] = {"arrival": {"namespace": source_ns, "tables": {}}}
+    for t in tables:
+        layouts["arrival"]["tables"][t] = {**_files_stats(spark, f"{source_ns}.{t}"), "rewrite_seconds": 0.0}
+    order = sorted((x for x in opts.layouts if x != "arrival"), key=lambda x: (not x.startswith("pando"), x))
+    target_bytes: dict[str, int] = {}
+    for layout in order:
+        ns = f"{source_ns}_{layout.replace('-', '_')}"
+        progress(f"{layout}: copying {len(all_tables)} tables into {ns}")
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+        for t in all_tables:
+            copy_table(spark, f"{source_ns}.{t}", f"{ns}.{t}")
+        info: dict[str, Any] = {"namespace": ns, "tables": {}}
+        if layout.startswith("pando"):
+            k = int(layout.split("k")[-1])
+            wfile = out_dir / "workloads" / f"{ns}.sql"
+            wfile.parent.mkdir(parents=True, exist_ok=True)
+            wfile.write_text(";\n".join(_qualify(s, ns) for _, s in train) + ";\n")
+        for t in tables:
+            name = f"{ns}.{t}"
+            if layout.startswith("pando"):
+                stmt = (f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', "
+                        f"workload => '{wfile}', options => map('k', '{k}', 'min-block-rows', '{opts.b}', "
+                        f"'sample-rate', '{opts.sample_rate}', 'seed', '{opts.seed}'))")
+            else:
+                if layout == "sort":
+                    order_by = f"{SORT_COLUMN[t]} ASC NULLS LAST"
+                else:
+                    cols = filtered_columns(spark, source_ns, train, t, top=opts.zorder_columns)
+                    if SORT_COLUMN[t] not in cols and len(cols) < 2:
+                        cols.append(SORT_COLUMN[t])
+                    order_by = f"zorder({', '.join(cols)})"
+                target = target_bytes.get(t) or _bytes_per_b_rows(spark, f"{source_ns}.{t}", opts.b)
+                stmt = (f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'sort', "
+                        f"sort_order => '{order_by}', options => map('rewrite-all', 'true', "
+                        f"'target-file-size-bytes', '{max(1024, target)}'))")
+            progress(f"{layout}: {stmt}")
+            t0 = time.perf_counter()
+            result = call(ctx, stmt)
+            seconds = time.perf_counter() - t0
+            stats = _files_stats(spark, name)
+            entry = {**stats, "rewrite_seconds": seconds, "statement": stmt}
+            if layout.startswith("pando"):
+                row = dict(zip(result.names, result.rows[0]))
+                phases = _phases(result.notes)
+                entry.update(blocks=row["block_count"], phases=phases,
+                             optimizer_seconds=phases.get("sampling", 0.0) + phases.get("optimizing", 0.0),
+                             sidecar_bytes=_sidecar_bytes(catalog, name))
+                if layout == "pando-k3" or t not in target_bytes:  # sort/zorder files sized like Pando's
+                    target_bytes[t] = stats["bytes"] // max(1, stats["files"])
+            else:
+                entry["sort_order"] = order_by
+                entry["target_file_size_bytes"] = target
+            info["tables"][t] = entry
+        layouts[layout] = info
+    return layouts
+
+
+def _bytes_per_b_rows(spark, name: str, b: int) -> int:
+    s = _files_stats(spark, name)
+    return int(s["bytes"] / max(1, s["rows"]) * b)
+
+
+# ---- queries --------------------------------------------------------------------------------
+
+def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict], test, progress) -> tuple[list, int]:
+    from ..spark.pruned import plan_query
+
+    tables = LAID_OUT[opts.dataset]
+    source_ns = layouts["arrival"]["namespace"]
+    queries = []
+    mismatches = 0
+    for i, (template, sql) in enumerate(test, 1):
+        progress(f"query {i}/{len(test)} (template {template})")
+        base_sql = _qualify(sql, source_ns)
+        plans = plan_query(spark, catalog, base_sql, use_layout=False).plans
+        q: dict[str, Any] = {"template": template, "sql": sql, "tables": {}, "layouts": {}}
+        for t in tables:
+            plan = plans.get(f"{source_ns}.{t}")
+            if plan is None:
+                continue
+            tf = plan.filter
+            filtered = not (tf.is_true_expr() and not tf.joins)
+            matching = int(spark.sql(f"SELECT count(*) FROM {source_ns}.{t} WHERE {tf.to_sql()}").collect()[0][0]) \
+                if filtered else layouts["arrival"]["tables"][t]["rows"]
+            q["tables"][t] = {"filtered": filtered, "matching_rows": matching, "lb": math.ceil(matching / opts.b),
+                              "filter": tf.to_sql()[:300]}
+        reference = None
+        for layout in opts.layouts:
+            ns = layouts[layout]["namespace"]
+            pando = layout.startswith("pando")
+            qsql = _qualify(sql, ns)
+            rows, metrics, _ = _execute(spark, catalog, qsql, pando)  # warm-up; its rows and files are reported
+            times = [_execute(spark, catalog, qsql, pando)[2] for _ in range(opts.runs)]
+            if reference is None:
+                reference = rows
+            same = same_rows(reference, rows)
+            mismatches += not same
+            per_table = {}
+            for t in q["tables"]:
+                m = metrics.get(f"{ns}.{t}", {"files": 0, "bytes": 0, "scans": 0})
+                st = layouts[layout]["tables"][t]
+                sound_lb = math.ceil(q["tables"][t]["matching_rows"] / max(1, st["max_file_rows"])) * min(1, m["scans"])
+                per_table[t] = {**m, "total_files": st["files"], "lb_files": sound_lb}
+            q["layouts"][layout] = {"tables": per_table, "seconds": times, "median_s": statistics.median(times),
+                                    "same_result": same, "result_rows": len(rows)}
+        queries.append(q)
+    return queries, mismatches
+
+
+# ---- the run --------------------------------------------------------------------------------
+
+def prepare_dataset(spark, catalog, opts: BenchOptions, progress) -> str:
+    from .datasets import dataset_namespace, load_taxi
+
+    ns = opts.namespace_prefix + dataset_namespace(opts.dataset, opts.sf)
+    if opts.dataset == "tpch":
+        from ..tpch import load_tpch
+
+        load_tpch(spark, opts.sf, namespace=ns, progress=progress)
+    else:
+        load_taxi(spark, catalog, opts.sf, seed=opts.seed, namespace=ns, progress=progress)
+    return ns
+
+
+def split_for(opts: BenchOptions, per_template: int | None = None, seed: int | None = None):
+    from .workloads import taxi_split, tpch_split
+
+    fn = tpch_split if opts.dataset == "tpch" else taxi_split
+    return fn(per_template or opts.per_template, opts.seed if seed is None else seed, opts.templates)
+
+
+def run_bench(spark, catalog, cfg, opts: BenchOptions, progress: Callable[[str], None] = lambda m: None) -> dict:
+    """One comparison run; writes ``bench_<dataset>_sf<SF>.json``/``.md`` and PNGs into ``opts.out``.
+    The report's ``mismatches`` counts queries whose result differs from the arrival table's."""
+    import os
+    import platform
+
+    from ..procedures import ProcedureContext
+    from . import report as rep
+
+    opts.validate()
+    t_all = time.time()
+    Path(opts.out).mkdir(parents=True, exist_ok=True)
+    ctx = ProcedureContext(cfg, catalog, lambda: spark, progress=progress)
+    t0 = time.time()
+    source_ns = prepare_dataset(spark, catalog, opts, progress)
+    load_s = time.time() - t0
+    train, test = split_for(opts)
+    layouts = apply_layouts(ctx, spark, catalog, opts, source_ns, train, progress)
+    queries, mismatches = measure_queries(spark, catalog, opts, layouts, test, progress)
+    report = {"options": asdict(opts), "b": opts.b, "namespace": source_ns, "train_queries": len(train),
+              "test_queries": len(test), "load_seconds": load_s, "layouts": layouts, "queries": queries,
+              "mismatches": mismatches, "wall_seconds": time.time() - t_all,
+              "machine": {"nproc": os.cpu_count(), "memory_gib": _memory_gib(), "python": platform.python_version(),
+                          "platform": platform.platform()},
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    report["summary"] = rep.summarize(report)
+    stem = f"bench_{opts.dataset}_sf{opts.sf:g}"
+    Path(opts.out, f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
+    rep.plots(report, Path(opts.out), stem)
+    Path(opts.out, f"{stem}.md").write_text(rep.markdown(report, stem))
+    return report
+
+
+def run_scaling(spark, catalog, cfg, opts: BenchOptions, sfs: list[float], per_templates: list[int],
+                progress: Callable[[str], None] = lambda m: None) -> dict:
+    """Fig. 11: mean files read on the laid-out tables per test query, normalized to the sort
+    layout, at several scale factors and training-workload sizes. The test queries are fixed
+    per scale (2 per template, drawn with seed + 1000) so every training size is measured on the
+    same queries; results are checked against the arrival table as in a comparison run."""
+    from dataclasses import replace
+
+    from ..procedures import ProcedureContext
+    from . import report as rep
+
+    points = []
+    layouts = tuple(x for x in opts.layouts if x != "arrival")
+    for sf in sfs:
+        for n in per_templates:
+            o = replace(opts, sf=sf, per_template=max(2, n), runs=1, layouts=("arrival", *layouts),
+                        out=str(Path(opts.out) / f"scaling_sf{sf:g}_n{n}"))
+            o.validate()
+            Path(o.out).mkdir(parents=True, exist_ok=True)
+            ctx = ProcedureContext(cfg, catalog, lambda: spark, progress=progress)
+            source_ns = prepare_dataset(spark, catalog, o, progress)
+            train, _ = split_for(o, per_template=2 * n)  # half of 2n per template: n training queries each
+            _, test = split_for(o, per_template=4, seed=o.seed + 1000)
+            lay = apply_layouts(ctx, spark, catalog, o, source_ns, train, progress)
+            queries, mismatches = measure_queries(spark, catalog, o, lay, test, progress)
+            files = {x: statistics.mean(sum(q["layouts"][x]["tables"][t]["files"] for t in q["tables"])
+                                        for q in queries) for x in o.layouts}
+            points.append({"sf": sf, "per_template": n, "files": files, "mismatches": mismatches,
+                           "normalized": {x: files[x] / files["sort"] if files.get("sort") else None for x in files}})
+            progress(f"scaling point sf={sf} n={n}: {points[-1]['normalized']}")
+    report = {"options": asdict(opts), "points": points, "mismatches": sum(p["mismatches"] for p in points)}
+    Path(opts.out, "scaling.json").write_text(json.dumps(report, indent=2, default=str))
+    rep.scaling_plot(report, Path(opts.out) / "scaling.png")
+    Path(opts.out, "scaling.md").write_text(rep.scaling_markdown(report))
+    return report
+
+
+def _memory_gib() -> float:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return float("nan")
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+def add_arguments(p) -> None:
+    """``pando bench`` options (also ``benchmarks/bench.py``)."""
+    p.add_argument("--dataset", default="tpch", help=f"{' | '.join(DATASETS)} (default tpch)")
+    p.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1; taxi: 6M rows per unit)")
+    p.add_argument("--layouts", default=",".join(LAYOUTS), help=f"comma-separated, from {', '.join(LAYOUTS)} "
+                   "(default all; arrival is required)")
+    p.add_argument("--per-template", type=int, default=8, help="queries per template, half held out (default 8)")
+    p.add_argument("--templates", help="comma-separated template numbers (default all)")
+    p.add_argument("--seed", type=int, default=0, help="workload, split and sampling seed (default 0)")
+    p.add_argument("--runs", type=int, default=3, help="timed runs per query after one warm-up (default 3)")
+    p.add_argument("--block-rows", type=int, help="target rows per block/file b (default 100,000 × SF)")
+    p.add_argument("--sample-rate", type=float, default=0.01, help="Pando sample rate (default 0.01)")
+    p.add_argument("--out", default="bench-out", help="output directory for the report (default bench-out)")
+    p.add_argument("--scaling", action="store_true", help="scaling mode (Fig. 11) instead of one comparison")
+    p.add_argument("--scaling-sf", default="0.1,1", help="scaling mode: scale factors (default 0.1,1)")
+    p.add_argument("--scaling-per-template", default="1,8,32",
+                   help="scaling mode: training queries per template (default 1,8,32)")
+
+
+def _ints(text: str | None, what: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BenchError(f"{what} must be comma-separated integers, got {text!r}") from None
+
+
+def options_from_args(args) -> BenchOptions:
+    opts = BenchOptions(dataset=args.dataset, sf=args.sf,
+                        layouts=tuple(x.strip() for x in args.layouts.split(",") if x.strip()),
+                        per_template=args.per_template, seed=args.seed, out=args.out, runs=args.runs,
+                        templates=_ints(args.templates, "--templates"), block_rows=args.block_rows,
+                        sample_rate=args.sample_rate)
+    opts.validate()
+    return opts
+
+
+def run_from_args(cfg, args, progress: Callable[[str], None] = print) -> int:
+    """Exit code: 0, or 1 when any query's result differs from the arrival-order table's."""
+    from ..catalog import load_catalog
+    from ..spark.session import spark_session
+
+    opts = options_from_args(args)
+    if args.scaling:
+        try:
+            sfs = [float(x) for x in args.scaling_sf.split(",") if x.strip()]
+        except ValueError:
+            raise BenchError(f"--scaling-sf must be comma-separated numbers, got {args.scaling_sf!r}") from None
+        ns = _ints(args.scaling_per_template, "--scaling-per-template")
+        if "sort" not in opts.layouts:
+            raise BenchError("scaling mode normalizes by the sort layout: --layouts must include 'sort'")
+    catalog = load_catalog(cfg)
+    with spark_session(cfg, app_name="pando-bench") as spark:
+        if args.scaling:
+            rep = run_scaling(spark, catalog, cfg, opts, sfs, ns, progress=progress)
+            print(Path(opts.out, "scaling.md").read_text())
+        else:
+            rep = run_bench(spark, catalog, cfg, opts, progress=progress)
+            print(Path(opts.out, f"bench_{opts.dataset}_sf{opts.sf:g}.md").read_text())
+    return 0 if rep["mismatches"] == 0 else 1

@@ -1,0 +1,286 @@
+"""The benchmark's report: a summary per layout, the issue's targets marked met/missed, a
+per-template breakdown (like the paper's Fig. 8), markdown tables and PNG plots (Agg backend)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+LAYOUT_COLORS = {"arrival": "#9e9e9e", "sort": "#8c6d31", "zorder": "#d6616b", "pando-k1": "#c6dbef",
+                 "pando-k2": "#6baed6", "pando-k3": "#2171b5", "pando-k4": "#08306b"}
+#: The issue's targets for Pando k=3 against Iceberg z-order.
+TARGET_FILES_RATIO = 3.0
+TARGET_TIME_RATIO = 2.0
+TARGET_LB_RATIO = 2.0
+
+
+def _files(q: dict, layout: str) -> int:
+    return sum(v["files"] for v in q["layouts"][layout]["tables"].values())
+
+
+def _bytes(q: dict, layout: str) -> int:
+    return sum(v["bytes"] for v in q["layouts"][layout]["tables"].values())
+
+
+def _lb(q: dict) -> int:
+    return sum(v["lb"] for v in q["tables"].values())
+
+
+def filtered(q: dict) -> bool:
+    """The query filters at least one laid-out table (join filters count)."""
+    return any(v["filtered"] for v in q["tables"].values())
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+def _payback(extra_s: float, saving_per_query_s: float) -> float | None:
+    if extra_s <= 0:
+        return 0.0
+    if saving_per_query_s <= 0:
+        return None  # never paid back
+    return float(math.ceil(extra_s / saving_per_query_s))
+
+
+def summarize(rep: dict) -> dict:
+    layouts = list(rep["options"]["layouts"])
+    qs = [q for q in rep["queries"] if filtered(q)]
+    out: dict[str, Any] = {"filtered_queries": len(qs), "layouts": {}}
+    for x in layouts:
+        tables = rep["layouts"][x]["tables"]
+        s = {
+            "mean_files": statistics.mean(_files(q, x) for q in qs) if qs else 0.0,
+            "mean_bytes": statistics.mean(_bytes(q, x) for q in qs) if qs else 0.0,
+            "mean_lb": statistics.mean(_lb(q) for q in qs) if qs else 0.0,
+            "total_s": sum(q["layouts"][x]["median_s"] for q in qs),
+            "total_s_all": sum(q["layouts"][x]["median_s"] for q in rep["queries"]),
+            "files_total": {t: v["files"] for t, v in tables.items()},
+            "rewrite_s": sum(v.get("rewrite_seconds", 0.0) for v in tables.values()),
+            "optimizer_s": sum(v.get("optimizer_seconds", 0.0) for v in tables.values()),
+            "sidecar_bytes": sum(v.get("sidecar_bytes", 0) for v in tables.values()),
+            "mismatches": sum(not q["layouts"][x]["same_result"] for q in rep["queries"]),
+        }
+        s["lb_ratio"] = _ratio(s["mean_files"], s["mean_lb"])
+        out["layouts"][x] = s
+    if "zorder" in layouts:
+        z = out["layouts"]["zorder"]
+        n = max(1, len(rep["queries"]))
+        for x in layouts:
+            if x.startswith("pando"):
+                p = out["layouts"][x]
+                p["payback_queries_vs_zorder"] = _payback(p["rewrite_s"] - z["rewrite_s"],
+                                                          (z["total_s_all"] - p["total_s_all"]) / n)
+    out["targets"] = targets(rep, out)
+    return out
+
+
+def per_template(rep: dict) -> dict[int, dict]:
+    """Template → mean files read per layout, mean lower bound, total Spark seconds per layout
+    (over the template's test queries that filter a laid-out table)."""
+    out: dict[int, dict] = {}
+    for t in sorted({q["template"] for q in rep["queries"]}):
+        qs = [q for q in rep["queries"] if q["template"] == t and filtered(q)]
+        if not qs:
+            continue
+        out[t] = {"n": len(qs), "lb": statistics.mean(_lb(q) for q in qs),
+                  "files": {x: statistics.mean(_files(q, x) for q in qs) for x in rep["options"]["layouts"]},
+                  "seconds": {x: sum(q["layouts"][x]["median_s"] for q in qs) for x in rep["options"]["layouts"]}}
+    return out
+
+
+def targets(rep: dict, summary: dict) -> list[dict]:
+    lay = summary["layouts"]
+    out = []
+    if "pando-k3" not in lay:
+        return out
+    p = lay["pando-k3"]
+    if rep["options"]["dataset"] == "tpch" and "zorder" in lay:
+        z = lay["zorder"]
+        fr = _ratio(z["mean_files"], p["mean_files"])
+        tr = _ratio(z["total_s"], p["total_s"])
+        out.append({"target": f"files read: zorder / pando-k3 ≥ {TARGET_FILES_RATIO:g}× (test queries filtering "
+                              "lineitem or orders, mean files of both tables)", "value": fr,
+                    "met": fr is not None and fr >= TARGET_FILES_RATIO,
+                    "by": None if fr is None else fr / TARGET_FILES_RATIO})
+        out.append({"target": f"Spark time: zorder / pando-k3 ≥ {TARGET_TIME_RATIO:g}× (same queries, sum of "
+                              "medians)", "value": tr, "met": tr is not None and tr >= TARGET_TIME_RATIO,
+                    "by": None if tr is None else tr / TARGET_TIME_RATIO})
+    if rep["options"]["dataset"] == "taxi":
+        r = p["lb_ratio"]
+        out.append({"target": f"files read: pando-k3 / lower bound ≤ {TARGET_LB_RATIO:g}×", "value": r,
+                    "met": r is not None and r <= TARGET_LB_RATIO, "by": None if r is None else TARGET_LB_RATIO / r})
+    return out
+
+
+def _f(v: float | None, nd: int = 1) -> str:
+    if v is None:
+        return "—"
+    return f"{v:,.{nd}f}"
+
+
+def markdown(rep: dict, stem: str) -> str:
+    o = rep["options"]
+    s = rep["summary"]
+    lay = s["layouts"]
+    tables = list(next(iter(rep["layouts"].values()))["tables"])
+    lines = [f"# pando bench: {o['dataset']} SF {o['sf']:g}", "",
+             f"{rep['date']}; {rep['machine']['nproc']} CPUs, {rep['machine']['memory_gib']} GiB; wall time "
+             f"{rep['wall_seconds'] / 60:.1f} min (data load {rep['load_seconds']:.0f} s). b = {rep['b']:,} rows per "
+             f"block; {o['per_template']} queries per template, seed {o['seed']}: {rep['train_queries']} train / "
+             f"{rep['test_queries']} test queries, {s['filtered_queries']} of them filter {' or '.join(tables)}; "
+             f"{o['runs']} timed run(s) per query after a warm-up (median). Result mismatches against arrival order: "
+             f"**{rep['mismatches']}**.", "",
+             "## Layouts", "",
+             "Files/bytes read: mean per test query filtering a laid-out table, summed over "
+             f"{', '.join(tables)}, from the executed Spark plan. Lower bound: ⌈matching rows / b⌉ per table. "
+             "Spark s: sum over those queries of the median wall time (Pando's includes its planning).", "",
+             "| layout | files read | MB read | lower bound | files / LB | Spark s | Spark s (all queries) | files "
+             "in table | rewrite s | optimizer s | sidecar KB | payback (queries) vs zorder | mismatches |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for x in o["layouts"]:
+        v = lay[x]
+        files_total = ", ".join(f"{t} {n}" for t, n in v["files_total"].items())
+        pb = v.get("payback_queries_vs_zorder", "")
+        pb = "—" if pb is None else ("" if pb == "" else f"{pb:.0f}")
+        lines.append(f"| {x} | {_f(v['mean_files'])} | {_f(v['mean_bytes'] / 1e6)} | {_f(v['mean_lb'])} | "
+                     f"{_f(v['lb_ratio'], 2)} | {_f(v['total_s'])} | {_f(v['total_s_all'])} | {files_total} | "
+                     f"{_f(v['rewrite_s'])} | {_f(v['optimizer_s'])} | {_f(v['sidecar_bytes'] / 1e3)} | {pb} | "
+                     f"{v['mismatches']} |")
+    lines += ["", "Rewrites (per table):", "", "| layout | table | files | rows per file (max) | rewrite s | how |",
+              "|---|---|---|---|---|---|"]
+    for x in o["layouts"]:
+        for t, v in rep["layouts"][x]["tables"].items():
+            how = ("as loaded" if x == "arrival" else v.get("sort_order") and
+                   f"`{v['sort_order']}`, target-file-size-bytes {v['target_file_size_bytes']:,}" or
+                   f"{v.get('blocks')} blocks; " + ", ".join(f"{k} {t_:.1f} s" for k, t_ in v.get("phases", {}).items()))
+            lines.append(f"| {x} | {t} | {v['files']} | {v['rows'] // max(1, v['files']):,} ({v['max_file_rows']:,}) | "
+                         f"{v['rewrite_seconds']:.1f} | {how} |")
+    if s["targets"]:
+        lines += ["", "## Targets (Pando k=3)", "", "| target | measured | met? |", "|---|---|---|"]
+        for t in s["targets"]:
+            verdict = "—" if t["value"] is None else ("**met**" if t["met"] else
+                                                     f"**missed** (reached {t['by'] * 100:.0f}% of the target)")
+            if t["met"] and t["by"]:
+                verdict += f" ({t['by']:.2f}× the target)"
+            lines.append(f"| {t['target']} | {_f(t['value'], 2)} | {verdict} |")
+    pt = per_template(rep)
+    if pt:
+        lines += ["", "## Per template (Fig. 8)", "",
+                  "Mean files read per test query (laid-out tables), lower bound; last columns: Pando k=3 vs "
+                  "z-order on this template." if "pando-k3" in o["layouts"] and "zorder" in o["layouts"] else
+                  "Mean files read per test query (laid-out tables), lower bound.", ""]
+        cmp = "pando-k3" in o["layouts"] and "zorder" in o["layouts"]
+        head = "| template | n | LB | " + " | ".join(o["layouts"]) + (" | files zorder/k3 | time zorder/k3 |" if cmp else " |")
+        lines += [head, "|" + "---|" * (3 + len(o["layouts"]) + (2 if cmp else 0))]
+        for t, v in pt.items():
+            row = f"| {t} | {v['n']} | {_f(v['lb'])} | " + " | ".join(_f(v["files"][x]) for x in o["layouts"])
+            if cmp:
+                fr = _ratio(v["files"]["zorder"], v["files"]["pando-k3"])
+                tr = _ratio(v["seconds"]["zorder"], v["seconds"]["pando-k3"])
+                row += f" | {_f(fr, 2)} | {_f(tr, 2)} |"
+            else:
+                row += " |"
+            lines.append(row)
+    lines += ["", f"Plots: `{stem}_layouts.png` (per layout), `{stem}_templates.png` (per template). "
+              f"Per-query numbers: `{stem}.json`.", ""]
+    return "\n".join(lines)
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plots(rep: dict, out: Path, stem: str) -> list[Path]:
+    plt = _plt()
+    o = rep["options"]
+    lay = rep["summary"]["layouts"]
+    names = list(o["layouts"])
+    colors = [LAYOUT_COLORS.get(x, "#555555") for x in names]
+    paths = []
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for ax, key, title, scale in ((axes[0], "mean_files", "files read per query (mean)", 1),
+                                  (axes[1], "mean_bytes", "MB read per query (mean)", 1e-6),
+                                  (axes[2], "total_s", "Spark seconds (sum of medians)", 1)):
+        ax.bar(names, [lay[x][key] * scale for x in names], color=colors)
+        if key == "mean_files":
+            lb = lay[names[0]]["mean_lb"]
+            ax.axhline(lb, color="black", linestyle="--", linewidth=1, label=f"lower bound {lb:.1f}")
+            ax.legend(fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.tick_params(axis="x", rotation=35, labelsize=8)
+    fig.suptitle(f"{o['dataset']} SF {o['sf']:g}: {rep['summary']['filtered_queries']} test queries filtering a "
+                 f"laid-out table", fontsize=11)
+    fig.tight_layout()
+    p = out / f"{stem}_layouts.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    paths.append(p)
+
+    pt = per_template(rep)
+    if pt:
+        import numpy as np
+
+        temps = list(pt)
+        fig, ax = plt.subplots(figsize=(max(8, 0.7 * len(temps) * max(1, len(names)) / 3), 4.5))
+        width = 0.8 / len(names)
+        x0 = np.arange(len(temps))
+        for i, x in enumerate(names):
+            ax.bar(x0 + i * width, [max(pt[t]["files"][x], 0.1) for t in temps], width, label=x, color=colors[i])
+        ax.scatter(x0 + 0.4 - width / 2, [max(pt[t]["lb"], 0.1) for t in temps], marker="_", s=200, color="black",
+                   label="lower bound", zorder=3)
+        ax.set_xticks(x0 + 0.4 - width / 2)
+        ax.set_xticklabels([f"Q{t}" if o["dataset"] == "tpch" else f"T{t}" for t in temps], fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("files read per query (mean, log)")
+        ax.legend(fontsize=7, ncol=4)
+        ax.set_title(f"{o['dataset']} SF {o['sf']:g}: files read per template", fontsize=10)
+        fig.tight_layout()
+        p = out / f"{stem}_templates.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        paths.append(p)
+    return paths
+
+
+def scaling_markdown(rep: dict) -> str:
+    pts = rep["points"]
+    names = [x for x in (pts[0]["normalized"] if pts else {})]
+    lines = ["# pando bench: scaling (Fig. 11)", "",
+             "Mean files read per test query on the laid-out tables, normalized to the sort layout. "
+             f"Result mismatches: **{rep['mismatches']}**.", "",
+             "| SF | queries per template (train) | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for p in pts:
+        lines.append(f"| {p['sf']:g} | {p['per_template']} | " + " | ".join(_f(p["normalized"][x], 2) for x in names) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def scaling_plot(rep: dict, path: Path) -> None:
+    plt = _plt()
+    pts = rep["points"]
+    if not pts:
+        return
+    sfs = sorted({p["sf"] for p in pts})
+    fig, axes = plt.subplots(1, len(sfs), figsize=(5 * len(sfs), 4), squeeze=False)
+    for ax, sf in zip(axes[0], sfs):
+        ps = sorted((p for p in pts if p["sf"] == sf), key=lambda p: p["per_template"])
+        for x in ps[0]["normalized"]:
+            if x == "arrival":
+                continue
+            ax.plot([p["per_template"] for p in ps], [p["normalized"][x] for p in ps], marker="o", label=x,
+                    color=LAYOUT_COLORS.get(x, "#555555"))
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("training queries per template")
+        ax.set_ylabel("files read / sort's")
+        ax.set_title(f"SF {sf:g}", fontsize=10)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,112 @@
+"""Benchmark workloads: train/test halves (the paper's protocol, §8.2) and the columns the
+train half filters most (for Iceberg's z-order baseline).
+
+- TPC-H: :func:`pando_iceberg.workload.tpch_queries.tpch_workload` (22 templates, parameters by
+  the TPC-H substitution rules), split 50/50 per template with a fixed seed by
+  :func:`pando_iceberg.demo.split_workload` (the split ``benchmarks/rewrite_tpch.py`` uses).
+- taxi: templates with ranges on each correlated column of ``trips`` (and their combinations),
+  parameters drawn from a seeded generator, split the same way.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections import Counter
+
+from ..demo import _qualify, split_workload
+from .datasets import TAXI_DAYS, TAXI_START, TAXI_ZONES
+
+Split = tuple[list[tuple[int, str]], list[tuple[int, str]]]
+
+
+def tpch_split(per_template: int, seed: int, templates: list[int] | None = None) -> Split:
+    from ..workload.tpch_queries import tpch_workload
+
+    return split_workload(tpch_workload(per_template, seed=seed, templates=templates), seed)
+
+
+_TAXI_SELECT = "SELECT count(*) AS trips, sum(fare) AS fares, sum(tip) AS tips FROM trips WHERE "
+
+
+def _day(rng: random.Random, span_days: int) -> tuple[str, str]:
+    d0 = TAXI_START + dt.timedelta(days=rng.randrange(0, TAXI_DAYS - span_days))
+    d1 = d0 + dt.timedelta(days=span_days)
+    return d0.strftime("%Y-%m-%d %H:%M:%S"), d1.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _range(rng: random.Random, lo: float, hi: float, width: float) -> tuple[float, float]:
+    a = round(rng.uniform(lo, hi - width), 1)
+    return a, round(a + width, 1)
+
+
+def taxi_query(template: int, rng: random.Random) -> str:
+    """One query of taxi template 1..9: ranges on each correlated column, alone and combined."""
+    if template == 1:  # distance
+        a, b = _range(rng, 0.5, 20.0, rng.choice([0.5, 1.0, 2.0]))
+        where = f"trip_distance BETWEEN {a} AND {b}"
+    elif template == 2:  # fare
+        a, b = _range(rng, 5.0, 60.0, rng.choice([2.0, 5.0]))
+        where = f"fare BETWEEN {a} AND {b}"
+    elif template == 3:  # duration
+        a, b = _range(rng, 3.0, 60.0, rng.choice([2.0, 5.0]))
+        where = f"duration_min BETWEEN {a} AND {b}"
+    elif template == 4:  # generous tips
+        where = f"tip >= {rng.choice([10, 15, 20, 30])}"
+    elif template == 5:  # a pick-up window in one zone
+        t0, t1 = _day(rng, rng.choice([7, 14, 30]))
+        where = (f"pickup_time >= timestamp '{t0}' AND pickup_time < timestamp '{t1}' "
+                 f"AND pickup_zone = {rng.randint(1, 20)}")
+    elif template == 6:  # distance and fare together (correlated)
+        a, b = _range(rng, 1.0, 15.0, 2.0)
+        where = f"trip_distance BETWEEN {a} AND {b} AND fare >= {round(3 + 2.5 * b + rng.uniform(5, 15), 1)}"
+    elif template == 7:  # drop-off window and zones
+        t0, t1 = _day(rng, rng.choice([3, 7]))
+        z = rng.randint(1, TAXI_ZONES - 10)
+        where = (f"dropoff_time >= timestamp '{t0}' AND dropoff_time < timestamp '{t1}' "
+                 f"AND dropoff_zone BETWEEN {z} AND {z + 9}")
+    elif template == 8:  # outliers: flat fares, stalled meters
+        where = rng.choice([f"trip_distance < 0.2 AND fare > {rng.choice([40, 60, 80])}",
+                            f"duration_min > {rng.choice([240, 300, 600])}"])
+    elif template == 9:  # long trips with big tips and several passengers
+        where = f"trip_distance > {rng.choice([10, 15, 20])} AND tip > {rng.choice([5, 8])} AND passenger_count >= 2"
+    else:
+        raise ValueError(f"taxi template must be 1..{len(TAXI_TEMPLATES)}, got {template}")
+    return _TAXI_SELECT + where
+
+
+TAXI_TEMPLATES = tuple(range(1, 10))
+
+
+def taxi_split(per_template: int, seed: int, templates: list[int] | None = None) -> Split:
+    queries = []
+    for t in templates or TAXI_TEMPLATES:
+        rng = random.Random(f"taxi-{seed}-{t}")
+        queries += [(t, taxi_query(t, rng)) for _ in range(per_template)]
+    return split_workload(queries, seed)
+
+
+def filtered_columns(spark, namespace: str, queries: list[tuple[int, str]], table: str,
+                     top: int = 3, exclude_types: tuple[str, ...] = ("decimal",)) -> list[str]:
+    """The ``top`` columns of ``namespace.table`` named in the most queries' single-table
+    predicates (join filters not counted), skipping columns whose Spark type starts with one of
+    ``exclude_types`` (Iceberg's z-order refuses DECIMAL)."""
+    from sqlglot import exp
+
+    from ..spark.rewrite import identifier_fields, namespace_schemas
+    from ..workload import parse_workload
+
+    schemas = namespace_schemas(spark, f"{namespace}.x")
+    pks = {n: identifier_fields(spark, n) for n in schemas}
+    wl = parse_workload([_qualify(s, namespace) for _, s in queries], schemas,
+                        primary_keys={k: v for k, v in pks.items() if v})
+    types = {f.name: f.dataType.simpleString() for f in spark.table(f"{namespace}.{table}").schema.fields}
+    counts: Counter = Counter()
+    key = next((k for k in schemas if k.split(".")[-1] == table), None)
+    for q in wl.queries:
+        tf = q.filters.get(key)
+        if tf is None or tf.is_true_expr():
+            continue
+        cols = {c.name for c in tf.expr.find_all(exp.Column)} & set(types)
+        counts.update(c for c in cols if not types[c].startswith(exclude_types))
+    return [c for c, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]]

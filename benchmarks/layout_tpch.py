@@ -56,12 +56,17 @@ from pando_iceberg.expr import keys as keyset
 from pando_iceberg.layout import (
     Layout,
     ObservedKTuples,
+    SideMatrix,
     assign_blocks,
     build_trees,
+    cut_table,
     evaluate_cuts,
+    route_ktuples,
     side_matrix,
     top_down_threshold,
+    workload_cost,
 )
+from pando_iceberg.layout.cost import reach_matrix
 from pando_iceberg.workload import arrow_key_provider, parse_workload
 from pando_iceberg.workload.tpch_queries import TPCH_PRIMARY_KEYS, TPCH_SCHEMAS, tpch_workload
 
@@ -241,6 +246,44 @@ def measure_k(k, sample, cuts, masks, sides, train, b_sample, min_leaf, max_ktup
     return layout, stats
 
 
+def diagnose(trees, sample, train, test_filters, b_sample, cuts, train_sides, test_sides) -> dict:
+    """Where the layout loses, on the sample (mean fraction of the sample's rows read per query,
+    train and held-out): the top-down trees with every sample row its own block (§6.1's
+    model), every k-tuple its own block, the bottom-up's blocks, and the bottom-up trained on
+    the held-out queries themselves (an oracle: no bottom-up on these trees can do better for
+    them by the cost model)."""
+    layout_cuts, col = cut_table(trees)
+    pos = {c.key: i for i, c in enumerate(cuts)}
+    idx = [pos[c.key] for c in layout_cuts]
+    tr = SideMatrix(train_sides.may_true[:, idx], train_sides.may_not_true[:, idx])
+    te = SideMatrix(test_sides.may_true[:, idx], test_sides.may_not_true[:, idx])
+    n = sample.num_rows
+    kt = route_ktuples(trees, sample)
+
+    def rows_per_row(sides):
+        scan = np.ones((sides.num_queries, n), dtype=bool)
+        for t, tree in enumerate(trees):
+            scan &= reach_matrix(tree, sides, col)[:, kt[:, t]]
+        return float(scan.sum(axis=1).mean() / n)
+
+    def rows_read(layout, sides):
+        per_q = workload_cost(layout.truncated, layout.leaf_blocks, layout.block_rows, sides, layout.cut_index,
+                              np.ones(sides.num_queries), per_query=True)
+        return float(per_q.mean() / n)
+
+    assign = assign_blocks(trees, sample, train, b_sample, sides=tr)
+    per_ktuple = Layout(trees, assign.ktuples, np.arange(len(assign.ktuples)), assign.ktuple_rows)
+    merged = Layout.from_assignment(assign)
+    oracle = Layout.from_assignment(assign_blocks(trees, sample, test_filters, b_sample, sides=te))
+    return {
+        "topdown": [rows_per_row(tr), rows_per_row(te)],
+        "ktuples": [rows_read(per_ktuple, tr), rows_read(per_ktuple, te)],
+        "bottomup": [rows_read(merged, tr), rows_read(merged, te)],
+        "oracle": [rows_read(oracle, tr), rows_read(oracle, te)],
+        "oracle_blocks": oracle.num_blocks,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sf", type=float, default=1.0)
@@ -255,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--selective", type=float, default=0.5,
                     help="a test query is 'selective' when its lower bound is below this fraction of all blocks")
     ap.add_argument("--no-trace-memory", action="store_true", help="skip the traced optimizer run (peak memory)")
+    ap.add_argument("--diagnose", action="store_true",
+                    help="also report, on the sample, rows read by the top-down trees alone, by k-tuples as "
+                         "blocks, and by a bottom-up trained on the held-out queries (see diagnose())")
     ap.add_argument("--cache", default=os.environ.get("PANDO_TPCH_CACHE", "/tmp/pando-tpch"))
     ap.add_argument("--out", default="/tmp/pando-bench")
     args = ap.parse_args(argv)
@@ -330,12 +376,19 @@ def main(argv: list[str] | None = None) -> int:
     # --- Pando per k --------------------------------------------------------------------
     results: dict[int, dict] = {}
     violations_total = 0
+    test_sides = None
     for k in ks:
         min_leaf = args.min_leaf
         if min_leaf is None:
             min_leaf = top_down_threshold(b_sample, k)  # build_layout's rule
         layout, stats = measure_k(k, sample, cuts, masks, sides, train, b_sample, min_leaf, args.max_ktuples,
                                   not args.no_trace_memory)
+        if args.diagnose:
+            if test_sides is None:
+                test_sides = side_matrix([f for _, f, _ in test], cuts)
+            stats["diagnosis"] = diagnose(layout.trees, sample, train, [f for _, f, _ in test], b_sample, cuts,
+                                          sides, test_sides)
+            log(f"k={k}: diagnosis {stats['diagnosis']}")
         log(f"k={k}: optimizer {stats['optimizer_s']:.1f} s (top-down {stats['topdown_s']:.1f}, bottom-up "
             f"{stats['bottomup_s']:.1f}), peak {stats['optimizer_peak_mib']:.0f} MiB; {stats['splits']} splits, "
             f"{stats['ktuples']} k-tuples → {stats['blocks']} blocks; stop: {stats['topdown_stop']}")
@@ -463,6 +516,15 @@ def markdown(r: dict, ks: list[int]) -> str:
     for label, s in r["summary"].items():
         lines.append(f"| {label} | {s['queries']} | {s['lb_rows']:.3f} | {s['sort_rows']:.3f} | "
                      + " | ".join(f"{s[f'k{k}_rows']:.3f}" for k in ks) + " |")
+    if all("diagnosis" in r["per_k"][k] for k in ks):
+        lines += ["", "## Diagnosis: mean fraction of the sample's rows read (train / held-out queries)", "",
+                  "| k | top-down, every row its own block | k-tuples as blocks | bottom-up blocks | "
+                  "bottom-up trained on the held-out queries (oracle) |", "|---|---|---|---|---|"]
+        for k in ks:
+            d = r["per_k"][k]["diagnosis"]
+            lines.append(f"| {k} | " + " | ".join(f"{d[x][0]:.3f} / {d[x][1]:.3f}"
+                                                 for x in ("topdown", "ktuples", "bottomup", "oracle"))
+                         + f" ({d['oracle_blocks']} blocks) |")
     lines += ["", "## Per test query", "",
               "| template | matching rows | selective | lb | sort | sort ≥ | " + " | ".join(f"k={k}" for k in ks) + " |",
               "|---|---|---|---|---|---|" + "---|" * len(ks)]

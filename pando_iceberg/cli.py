@@ -64,8 +64,8 @@ def cmd_tables(args) -> int:
             summary = snap.summary if snap else None
             rows.append((".".join(ident), int(summary.get("total-records", 0)) if summary else 0,
                          int(summary.get("total-data-files", 0)) if summary else 0,
-                         tbl.properties.get("pando.layout-id", "")))
-    emit(["table", "rows", "data_files", "pando_layout"], rows, args.json)
+                         tbl.properties.get("pando.layout-id", ""), tbl.properties.get("pando.pending-layout-id", "")))
+    emit(["table", "rows", "data_files", "pando_layout", "pending_layout"], rows, args.json)
     return EXIT_OK
 
 

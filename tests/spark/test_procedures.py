@@ -356,6 +356,9 @@ def test_every_procedure_through_pando_sql(pando, ctx, catalog, spark):
     doc = _same_numbers(pando, "CALL pando.system.optimize_layout(table => 'ops.li', workload => "
                                f"'{ctx.workload_path}', options => map('k', '2', 'min-block-rows', '4000'))")
     assert len(doc["rows"]) == 6 and "stored as pending layout" in doc["note2"]
+    code, out, err = pando("tables", "--json")
+    listed = {r["table"]: r for r in json.loads(out)["rows"]}
+    assert listed["ops.li"]["pending_layout"] == catalog.load_table("ops.li").properties["pando.pending-layout-id"]
     code, out, err = pando("sql", "--json", "CALL pando.system.rewrite_data_files(table => 'ops.li', strategy => 'pando', "
                                             "options => map('k', '2', 'min-block-rows', '4000'))")
     assert code == 0, err

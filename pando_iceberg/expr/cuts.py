@@ -135,7 +135,9 @@ class LiteralCut(Cut):
         if self.column not in names:
             raise PandoExprError(f"column {self.column!r} of literal cut is not in the evaluated table "
                                  f"(columns: {', '.join(table.schema.names)})")
-        return keyset.member_mask(table.column(names[self.column]), self.keys)
+        if self._sorted is None:
+            self._sorted = keyset.keys_array(self.keys)
+        return keyset.member_mask(table.column(names[self.column]), self.keys, self._sorted)
 
     def keys_to_bytes(self) -> bytes:
         return keyset.keys_to_bytes(self.keys)

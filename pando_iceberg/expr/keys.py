@@ -123,8 +123,9 @@ def keys_digest(keys: KeySet) -> str:
     return hashlib.sha256(keys_to_bytes(keys)).hexdigest()[:16]
 
 
-def member_mask(values: pa.Array | pa.ChunkedArray, keys: KeySet) -> np.ndarray:
-    """Vectorized `value IN keys`; NULL values give False."""
+def member_mask(values: pa.Array | pa.ChunkedArray, keys: KeySet, array: np.ndarray | None = None) -> np.ndarray:
+    """Vectorized `value IN keys`; NULL values give False. ``array``: ``keys_array(keys)``
+    when the caller keeps it (a BitMap's conversion costs more than the lookup per batch)."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     valid = values.is_valid().to_numpy(zero_copy_only=False)
@@ -134,7 +135,7 @@ def member_mask(values: pa.Array | pa.ChunkedArray, keys: KeySet) -> np.ndarray:
         if not is_integer_keys(keys):
             return np.zeros(len(values), dtype=bool)
         vals = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
-        ks = keys_array(keys)
+        ks = keys_array(keys) if array is None else array
         if ks.dtype == np.uint64:  # BitMap64: compare in uint64, negatives are never members
             neg = vals < 0
             vals = np.where(neg, 0, vals).astype(np.uint64)

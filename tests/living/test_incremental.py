@@ -132,3 +132,23 @@ def test_incremental_errors(spark, ctx, living, lakehouse_cfg):
     # Nothing outside the layout: a no-op.
     r = incremental_rewrite(spark, T, io_properties=lakehouse_cfg.pyiceberg_properties())
     assert not r.committed and r.rewritten_data_files_count == 0
+
+
+def test_nightly_incremental_runbook(spark, catalog, ctx, living):
+    from pathlib import Path
+
+    from pando_iceberg.runner import run_script
+
+    before = checksum(spark, T)
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE {LATE} AND l_orderkey % 8 = 3")
+    added = checksum(spark, T)[0] - before[0]
+    text = (Path(__file__).resolve().parents[2] / "procedures" / "nightly_incremental.sql").read_text()
+    results = run_script(ctx, text, {"table": T, "min_block_rows": "1", "max_rows_outside": "0.5", "retain_last": "10",
+                                     "catalog": ctx.cfg.catalog.name})
+    refresh, incremental, health = results[0][1], results[1][1], results[2][1]
+    assert refresh.names[:3] == ["cut", "dim_table", "mode"] and len(refresh.rows) >= 1
+    assert dict(zip(incremental.names, incremental.rows[0]))["rewritten_data_files_count"] == 1
+    metrics = dict(health.rows)
+    assert metrics["status"] == "ok" and metrics["files_outside_layout"] == "0", metrics
+    assert checksum(spark, T)[0] == before[0] + added
+    check_pruning(spark, catalog, T, spark_too=False)

@@ -129,3 +129,21 @@ def test_dimension_delete_and_update_never_make_pruning_wrong(spark, catalog, la
     # Nothing changed since: the refresh is a no-op.
     again = refresh_literal_cuts(spark, F, io)
     assert not again.changed and again.cuts[0].mode == "unchanged"
+
+
+def test_control_flipping_keys_of_laid_out_rows_would_make_pruning_wrong(spark, catalog, laid_out, monkeypatch):
+    """Control for the check above: a refresh that skips the laid-out-rows test (flips every
+    changed key) makes the pruned read of the fact table miss rows."""
+    import pando_iceberg.maintenance.literal_cuts as lc
+    from pando_iceberg.planner import read_arrow
+
+    keys = [r[0] for r in spark.sql(
+        f"SELECT DISTINCT o_orderkey FROM {D} o LEFT SEMI JOIN {F} l ON l.l_orderkey = o.o_orderkey "
+        f"WHERE o_orderpriority = '4-NOT SPECIFIED' ORDER BY 1 LIMIT 30").collect()]
+    spark.sql(f"UPDATE {D} SET o_orderpriority = '1-URGENT' WHERE o_orderkey IN ({', '.join(map(str, keys))})")
+    monkeypatch.setattr(lc, "_keys_in_laid_out_rows", lambda *a, **k: a[-1][:0])
+    (info,) = refresh_literal_cuts(spark, F, laid_out).cuts
+    assert info.keys_added >= len(keys) and info.keys_kept_stale == 0
+    table = catalog.load_table(F)
+    pruned, full = plan_scan(table, URGENT), plan_scan(table, URGENT, use_layout=False)
+    assert read_arrow(table, pruned).num_rows < read_arrow(table, full).num_rows

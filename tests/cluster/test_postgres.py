@@ -72,6 +72,7 @@ def test_password_with_url_special_characters_reaches_postgres(postgres, tmp_pat
     load_catalog(cfg).create_namespace("ok")
 
 
+@pytest.mark.spark
 def test_integration_suite_runs_on_postgres(postgres, tmp_path):
     uri = postgres.create_database("suite")
     env = {**os.environ, "PANDO_TEST_CATALOG_URI": uri, "PANDO_TEST_CATALOG_USER": PostgresServer.USER,

@@ -60,7 +60,7 @@ class BenchOptions:
     block_rows: int | None = None  # b; default 100,000 × sf
     sample_rate: float = 0.01
     zorder_columns: int = 3
-    namespace_prefix: str = ""  # prepended to every namespace the run creates (tests)
+    namespace: str | None = None  # the dataset's namespace (default tpch_sf<SF> / taxi_sf<SF>)
 
     def validate(self) -> None:
         if self.dataset not in DATASETS:
@@ -90,14 +90,14 @@ class BenchOptions:
 
 def scans_by_table(df) -> dict[str, list[dict[str, int]]]:
     """The executed plan's scan nodes per table (``ns.table``): one metrics dict per node
-    (Iceberg's resultDataFiles / totalFileSize where the scan reports them, numOutputRows)."""
+    (Iceberg's resultDataFiles / totalDataFileSize where the scan reports them, numOutputRows)."""
     out: dict[str, list[dict[str, int]]] = {}
 
     def visit(node):
         if node.nodeName().startswith("BatchScan"):
             name = str(node.nodeName())[len("BatchScan"):].strip()
             metrics = node.metrics()
-            m = {k: int(metrics.apply(k).value()) for k in ("resultDataFiles", "totalFileSize", "numOutputRows")
+            m = {k: int(metrics.apply(k).value()) for k in ("resultDataFiles", "totalDataFileSize", "numOutputRows")
                  if metrics.contains(k)}
             out.setdefault(".".join(name.split(".")[-2:]), []).append(m)
         children = node.children()
@@ -127,7 +127,7 @@ def _execute(spark, catalog, sql: str, pando: bool) -> tuple[list, dict[str, dic
         rows = df.collect()
         seconds = time.perf_counter() - t0
         return rows, {t: {"files": sum(s.get("resultDataFiles", 0) for s in scans),
-                          "bytes": sum(s.get("totalFileSize", 0) for s in scans), "scans": len(scans)}
+                          "bytes": sum(s.get("totalDataFileSize", 0) for s in scans), "scans": len(scans)}
                       for t, scans in scans_by_table(df).items()}, seconds
     qp = plan_query(spark, catalog, sql)
     with ExitStack() as stack:
@@ -220,7 +220,7 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
     for t in tables:
         layouts["arrival"]["tables"][t] = {**_files_stats(spark, f"{source_ns}.{t}"), "rewrite_seconds": 0.0}
     order = sorted((x for x in opts.layouts if x != "arrival"), key=lambda x: (not x.startswith("pando"), x))
-    target_bytes: dict[str, int] = {}
+    pando_files: dict[str, int] = {}  # table → files of the Pando layout the sort/zorder files are sized to
     for layout in order:
         ns = f"{source_ns}_{layout.replace('-', '_')}"
         progress(f"{layout}: copying {len(all_tables)} tables into {ns}")
@@ -247,10 +247,14 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                     if SORT_COLUMN[t] not in cols and len(cols) < 2:
                         cols.append(SORT_COLUMN[t])
                     order_by = f"zorder({', '.join(cols)})"
-                target = target_bytes.get(t) or _bytes_per_b_rows(spark, f"{source_ns}.{t}", opts.b)
+                # Iceberg splits a sort rewrite by its input bytes / target-file-size-bytes: aim at
+                # Pando's file count (or n / b without a Pando layout).
+                src = _files_stats(spark, name)
+                want = pando_files.get(t) or max(1, math.ceil(src["rows"] / opts.b))
+                target = max(1024, src["bytes"] // want)
                 stmt = (f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'sort', "
                         f"sort_order => '{order_by}', options => map('rewrite-all', 'true', "
-                        f"'target-file-size-bytes', '{max(1024, target)}'))")
+                        f"'target-file-size-bytes', '{target}'))")
             progress(f"{layout}: {stmt}")
             t0 = time.perf_counter()
             result = call(ctx, stmt)
@@ -263,19 +267,14 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 entry.update(blocks=row["block_count"], phases=phases,
                              optimizer_seconds=phases.get("sampling", 0.0) + phases.get("optimizing", 0.0),
                              sidecar_bytes=_sidecar_bytes(catalog, name))
-                if layout == "pando-k3" or t not in target_bytes:  # sort/zorder files sized like Pando's
-                    target_bytes[t] = stats["bytes"] // max(1, stats["files"])
+                if layout == "pando-k3" or t not in pando_files:  # sort/zorder files sized like Pando's
+                    pando_files[t] = stats["files"]
             else:
                 entry["sort_order"] = order_by
                 entry["target_file_size_bytes"] = target
             info["tables"][t] = entry
         layouts[layout] = info
     return layouts
-
-
-def _bytes_per_b_rows(spark, name: str, b: int) -> int:
-    s = _files_stats(spark, name)
-    return int(s["bytes"] / max(1, s["rows"]) * b)
 
 
 # ---- queries --------------------------------------------------------------------------------
@@ -317,8 +316,13 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
             for t in q["tables"]:
                 m = metrics.get(f"{ns}.{t}", {"files": 0, "bytes": 0, "scans": 0})
                 st = layouts[layout]["tables"][t]
-                sound_lb = math.ceil(q["tables"][t]["matching_rows"] / max(1, st["max_file_rows"])) * min(1, m["scans"])
-                per_table[t] = {**m, "total_files": st["files"], "lb_files": sound_lb}
+                matching = q["tables"][t]["matching_rows"]
+                read = min(1, m["scans"])  # a table the executed plan never scans has no bound
+                per_table[t] = {**m, "total_files": st["files"],
+                                # the brief's bound: ⌈matching rows / this layout's mean rows per file⌉
+                                "lb_files": read * math.ceil(matching / max(1, st["rows"] / max(1, st["files"]))),
+                                # a bound no correct plan can beat: ⌈matching rows / its largest file⌉
+                                "lb_sound": read * math.ceil(matching / max(1, st["max_file_rows"]))}
             q["layouts"][layout] = {"tables": per_table, "seconds": times, "median_s": statistics.median(times),
                                     "same_result": same, "result_rows": len(rows)}
         queries.append(q)
@@ -330,7 +334,7 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
 def prepare_dataset(spark, catalog, opts: BenchOptions, progress) -> str:
     from .datasets import dataset_namespace, load_taxi
 
-    ns = opts.namespace_prefix + dataset_namespace(opts.dataset, opts.sf)
+    ns = opts.namespace or dataset_namespace(opts.dataset, opts.sf)
     if opts.dataset == "tpch":
         from ..tpch import load_tpch
 

@@ -301,3 +301,20 @@ def scaling_plot(rep: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def benchmarks_markdown(runs: list[tuple[dict, str, str]], note: str = "") -> str:
+    """BENCHMARKS.md: for each (report, exact command, report stem) its full markdown, under one
+    header with the machine and the date."""
+    first = runs[0][0]
+    m = first["machine"]
+    lines = ["# Benchmarks: Pando vs Iceberg's own layouts", "",
+             f"Latest run: {first['date']} on {m['nproc']} CPUs, {m['memory_gib']} GiB ({m['platform']}, Python "
+             f"{m['python']}). Produced by `pando bench` (pando_iceberg/bench, issue 6).", ""]
+    if note:
+        lines += [note, ""]
+    for rep, command, stem in runs:
+        lines += ["```bash", command, "```", ""]
+        body = markdown(rep, stem).replace("\n# ", "\n## ").replace("\n## ", "\n### ")
+        lines += [("#" + body) if body.startswith("# ") else body, ""]
+    return "\n".join(lines)

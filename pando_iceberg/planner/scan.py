@@ -45,6 +45,7 @@ class ExplainRecord:
     trees: list[TreeReport] = field(default_factory=list)
     fallback_reason: str | None = None
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # e.g. cuts ignored because their column changed
 
     @property
     def used_layout(self) -> bool:
@@ -265,7 +266,11 @@ def _prune_with_layout(table, tf, tasks, ex: ExplainRecord, cache: LayoutCache |
     if needs_keys(tf, layout):
         tf = with_dim_keys(tf, lambda j: _pyiceberg_keys(table, j))
 
-    blocks, why = layout.blocks_for(tf)
+    changed = changed_cut_columns(table, pointer, layout)
+    if changed:
+        ex.notes.append(f"cuts on {', '.join(sorted(changed))} ignored: the column was renamed, dropped or replaced "
+                        "since the layout (its name no longer denotes the same field id)")
+    blocks, why = layout.blocks_for(_IgnoringCuts(tf, changed) if changed else tf)
     wanted = np.zeros(layout.num_blocks, dtype=bool)
     wanted[np.asarray(blocks, dtype=np.int64)] = True
     ex.blocks_total, ex.blocks_chosen = int(layout.num_blocks), int(wanted.sum())
@@ -282,8 +287,49 @@ def _prune_with_layout(table, tf, tasks, ex: ExplainRecord, cache: LayoutCache |
         if wanted[b]:
             kept.append(task)
     if ex.layout_files_live == 0:
-        ex.fallback_reason = "no live data file belongs to the layout (it is stale: the table was rewritten since)"
+        # Iceberg's own pruning may have left no file of the layout: stale only if none is live at all.
+        live = tasks if ex.iceberg_files == ex.total_files else table.scan(snapshot_id=ex.snapshot_id).plan_files()
+        if not any(t.file.file_path in block_of_path for t in live):
+            ex.fallback_reason = "no live data file belongs to the layout (it is stale: the table was rewritten since)"
+        else:
+            ex.notes.append("Iceberg's pruning left no file of the layout")
     return kept
+
+
+def changed_cut_columns(table, pointer, layout) -> set[str]:
+    """Columns of the layout's cuts whose name no longer denotes the field it denoted when the
+    layout was written (renamed, dropped, or dropped and re-added: a cut names its column, the
+    data files name field ids). The layout's schema is its snapshot's; if that snapshot was
+    expired, every schema in the table's metadata that has the name must agree on its field id."""
+    meta = table.metadata
+    snap = meta.snapshot_by_id(pointer.snapshot_id)
+    schemas = {s.schema_id: s for s in meta.schemas}
+    base = [schemas[snap.schema_id]] if snap is not None and snap.schema_id in schemas else list(schemas.values())
+    current = table.schema()
+
+    def field_id(schema, name):
+        try:
+            return schema.find_field(name, case_sensitive=False).field_id
+        except ValueError:
+            return None
+
+    changed = set()
+    for column in {c for cut in layout.cuts for c in getattr(cut, "columns", ())}:
+        then = {field_id(s, column) for s in base} - ({None} if snap is None else set())
+        if len(then) != 1 or field_id(current, column) not in then:
+            changed.add(column)
+    return changed
+
+
+class _IgnoringCuts:
+    """A filter for ``Layout.blocks_for`` that claims nothing about cuts on the given columns
+    (both sides may hold matching rows): sound whatever those cuts once meant."""
+
+    def __init__(self, tf, columns: set[str]):
+        self.tf, self.columns = tf, columns
+
+    def sides(self, cut):
+        return (True, True) if self.columns & set(getattr(cut, "columns", ())) else self.tf.sides(cut)
 
 
 def read_arrow(table, plan: ScanPlan, columns: tuple[str, ...] | None = None) -> pa.Table:

@@ -64,6 +64,10 @@ class CatalogConfig:
     password: str | None = field(default=None, repr=False)  # never printed
     properties: Mapping[str, str] = field(default_factory=dict)
 
+    def __repr__(self) -> str:  # credentials in the URI or the properties are never printed
+        return (f"CatalogConfig(name={self.name!r}, type={self.type!r}, uri={_redact(self.uri)!r}, "
+                f"warehouse={_redact(self.warehouse)!r}, user={self.user!r}, properties={redact_settings(self.properties)!r})")
+
 
 @dataclass(frozen=True)
 class S3Config:
@@ -78,6 +82,10 @@ class SparkConfig:
     driver_memory: str = "4g"
     shuffle_partitions: int = 4
     conf: Mapping[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return (f"SparkConfig(master={self.master!r}, driver_memory={self.driver_memory!r}, "
+                f"shuffle_partitions={self.shuffle_partitions!r}, conf={redact_settings(self.conf)!r})")
 
 
 @dataclass(frozen=True)
@@ -216,6 +224,16 @@ def _redact(uri: str | None) -> str | None:
     return re.sub(r"(password=)[^&;]*", r"\1***", re.sub(r"//([^:/@]+):([^@]+)@", r"//\1:***@", uri))
 
 
+_SECRET_SETTING = re.compile(r"pass|secret|token|credential|access[-._]?key|session[-._]?key|private", re.I)
+
+
+def redact_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings with the values of credential-like keys (password, secret, token, access key,
+    ...) replaced by '***' and credentials in URI values masked: safe to print or log."""
+    return {k: "***" if _SECRET_SETTING.search(str(k)) else _redact(v) if isinstance(v, str) else v
+            for k, v in settings.items()}
+
+
 def _jdbc_to_sqlalchemy(jdbc: str, user: str | None, password: str | None) -> str:
     if jdbc.startswith("jdbc:sqlite:"):
         path = jdbc[len("jdbc:sqlite:"):]
@@ -226,7 +244,7 @@ def _jdbc_to_sqlalchemy(jdbc: str, user: str | None, password: str | None) -> st
         if user:  # SQLAlchemy URL: '@', ':' or '/' in a credential must be percent-encoded
             cred = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "") + "@"
         return f"postgresql+psycopg2://{cred}{rest}"
-    raise ConfigError(f"catalog.uri: JDBC URI {jdbc!r} is not supported; accepted: jdbc:sqlite:<path>, jdbc:postgresql://host[:port]/db")
+    raise ConfigError(f"catalog.uri: JDBC URI {_redact(jdbc)!r} is not supported; accepted: jdbc:sqlite:<path>, jdbc:postgresql://host[:port]/db")
 
 
 # ---- loading and validation ------------------------------------------------------------------
@@ -324,16 +342,16 @@ def validate(cfg: PandoConfig) -> PandoConfig:
         raise ConfigError(f"catalog.type: {c.type!r} is not supported; accepted: {', '.join(CATALOG_TYPES)}")
     if c.type == "jdbc":
         if not c.uri or not (c.uri.startswith("jdbc:sqlite:") or c.uri.startswith("jdbc:postgresql://")):
-            raise ConfigError(f"catalog.uri: {c.uri!r} is not valid for catalog.type 'jdbc'; accepted: jdbc:sqlite:<path>, jdbc:postgresql://host[:port]/db")
+            raise ConfigError(f"catalog.uri: {_redact(c.uri)!r} is not valid for catalog.type 'jdbc'; accepted: jdbc:sqlite:<path>, jdbc:postgresql://host[:port]/db")
     if c.type == "rest" and not (c.uri and re.match(r"^https?://", c.uri)):
-        raise ConfigError(f"catalog.uri: {c.uri!r} is not valid for catalog.type 'rest'; accepted: http(s)://host[:port][/path]")
+        raise ConfigError(f"catalog.uri: {_redact(c.uri)!r} is not valid for catalog.type 'rest'; accepted: http(s)://host[:port][/path]")
     if c.type == "hive" and not (c.uri and c.uri.startswith("thrift://")):
-        raise ConfigError(f"catalog.uri: {c.uri!r} is not valid for catalog.type 'hive'; accepted: thrift://host:port")
+        raise ConfigError(f"catalog.uri: {_redact(c.uri)!r} is not valid for catalog.type 'hive'; accepted: thrift://host:port")
     if c.type in ("glue", "hive", "rest") and c.warehouse is None and c.type == "glue":
         raise ConfigError("catalog.warehouse: required for catalog.type 'glue' (s3://bucket/prefix)")
     wh = cfg.warehouse_uri
     if not (wh.startswith("file:") or wh.startswith("s3://") or wh.startswith("s3a://")):
-        raise ConfigError(f"catalog.warehouse: {wh!r} is not supported; accepted: a local path, file:/abs/path, s3://bucket/prefix")
+        raise ConfigError(f"catalog.warehouse: {_redact(wh)!r} is not supported; accepted: a local path, file:/abs/path, s3://bucket/prefix")
     if not _MASTER_RE.match(s.master or ""):
         raise ConfigError(f"spark.master: {s.master!r} is not a valid Spark master URL; accepted: local, local[N], local[*], spark://host:port")
     if not _MEMORY_RE.match(str(s.driver_memory)):

@@ -458,16 +458,4 @@ def refresh_literal_cuts(ctx: ProcedureContext, table: str) -> Result:
     return Result(REFRESH_COLUMNS, [c.row() for c in r.cuts], notes=[note, f"{r.seconds:.1f}s"])
 
 
-@procedure("refresh_literal_cuts", Param("table", "string", required=True))
-def refresh_literal_cuts(ctx: ProcedureContext, table: str) -> Result:
-    """Update the key sets of the layout's literal (join-induced) cuts after dimension changes,
-    soundly: keys whose membership would move laid-out fact rows keep it (paper §7)."""
-    from ..maintenance.literal_cuts import REFRESH_COLUMNS, refresh_literal_cuts as refresh
-
-    tbl = ctx.table(table)
-    r = refresh(ctx.spark, ctx.spark_name(tbl), io_properties=ctx.cfg.pyiceberg_properties(), progress=ctx.progress)
-    note = (f"layout {r.previous_layout_id} -> {r.layout_id}" if r.changed else f"layout {r.layout_id} unchanged")
-    return Result(REFRESH_COLUMNS, [c.row() for c in r.cuts], notes=[note, f"{r.seconds:.1f}s"])
-
-
 __all__ = ["ProcedureContext", "REGISTRY", "call", "explain_result"]

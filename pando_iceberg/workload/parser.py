@@ -300,7 +300,8 @@ def parse_workload(sources: str | os.PathLike | Iterable[str | os.PathLike | tup
             try:
                 stmt = sqlglot.parse_one(stmt_text, read=dialect)
             except sqlglot.errors.SqlglotError as e:
-                raise PandoWorkloadError(f"statement {number} cannot be parsed: {e}\n{stmt_text[:500]}") from None
+                text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))  # no terminal colour codes from the parser
+                raise PandoWorkloadError(f"statement {number} cannot be parsed: {text}\n{stmt_text[:500]}") from None
             if not isinstance(stmt, (exp.Select, exp.Union, exp.Intersect, exp.Except)) and not (
                     isinstance(stmt, exp.Query)):
                 unsupported.append(UnsupportedPredicate(stmt_text, "", f"statement {number} is not a query"))

@@ -376,6 +376,13 @@ def layout_health(ctx: ProcedureContext, table: str, max_rows_outside: float, ma
         reasons.append(f"the recorded workload reads {loss:.0%} more rows than at layout time (> {max_efficiency_loss:.0%})")
     if not inside:
         reasons.append("no live file belongs to the layout (rewritten by another tool)")
+    from ..planner.scan import changed_cut_columns
+    from ..storage.pointer import layout_pointer
+
+    changed = changed_cut_columns(tbl, layout_pointer(tbl.properties), sidecar.load_layout())
+    if changed:
+        reasons.append(f"the layout's cuts on {', '.join(sorted(changed))} no longer apply (column renamed, dropped "
+                       "or replaced since the layout)")
     rec = ("re-layout: " + "; ".join(reasons)) if reasons else "ok"
     rows = [("status", "degraded" if reasons else "ok"), ("layout_id", sidecar.layout_id),
             ("layout_snapshot_id", tbl.properties.get("pando.snapshot-id")),

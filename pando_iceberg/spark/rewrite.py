@@ -182,7 +182,8 @@ class SparkKeyProvider:
     def is_unique(self, table: str, column: str) -> bool:
         key = (table, column)
         if key not in self._unique:
-            row = self.spark.table(table).selectExpr(f"count(`{column}`) AS n", f"count(DISTINCT `{column}`) AS d").collect()[0]
+            col = sqlglot.exp.column(column, quoted=True).sql(dialect="spark")  # quoted by sqlglot, never pasted
+            row = self.spark.table(table).selectExpr(f"count({col}) AS n", f"count(DISTINCT {col}) AS d").collect()[0]
             self._unique[key] = row.n == row.d
         return self._unique[key]
 

@@ -185,6 +185,8 @@ def test_rename_and_drop_of_cut_columns_never_give_wrong_results(spark, catalog,
     ex = _evo_check(spark, catalog, "n < 60")  # n's cuts are untouched: they still prune
     assert ex.fallback_reason is None and ex.blocks_chosen < ex.blocks_total
     assert any("cuts on s, x ignored" in n for n in ex.notes), ex.notes
+    health = _health(evo)
+    assert health["status"] == "degraded" and "cuts on s, x no longer apply" in health["recommendation"], health
 
 
 def test_partition_spec_evolution_new_files_are_read_and_health_says_relayout(spark, catalog, evo, lakehouse_cfg):

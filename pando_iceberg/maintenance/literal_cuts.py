@@ -93,35 +93,49 @@ def refresh_literal_cuts(spark, table_name: str, io_properties: dict[str, str] |
         result.seconds = time.time() - t0
         return result
     laid_out = _laid_out_paths(cur)
-    replaced: dict[str, Any] = {}
+    provider = SparkKeyProvider(spark, {})
+    schemas: dict[str, dict] = {}  # namespace → table schemas, read once
+    todo = []  # (cut, info, dim filter, dimension snapshot now)
     for cut in literal:
         o = cut.origin
         dim = jv.load_table(spark, o.dim_table)
         snap = dim.currentSnapshot()
         now = int(snap.snapshotId()) if snap is not None else None
-        stored = _keys(cut.keys)
         text = f"{cut.column} IN (SELECT {o.dim_pk} FROM {o.dim_table} WHERE {o.predicate})"
-        info = CutRefresh(text, o.dim_table, "unchanged", o.snapshot_id, now, len(stored))
+        info = CutRefresh(text, o.dim_table, "unchanged", o.snapshot_id, now, len(cut.keys))
         result.cuts.append(info)
         if now is not None and o.snapshot_id == now:
             continue
-        dim_filter = _dim_filter(spark, o)
-        if _appends_only(dim, o.snapshot_id, now) and not dim_filter.joins:
-            info.mode = "incremental"
-            progress(f"{text}: reading rows appended to {o.dim_table} since snapshot {o.snapshot_id}")
+        dim_filter = _dim_filter(spark, o, schemas)
+        info.mode = "incremental" if _appends_only(dim, o.snapshot_id, now) and not dim_filter.joins else "full"
+        todo.append((cut, info, dim_filter, now))
+    # Whole key sets: one Spark job per dimension table for all the cuts that need one.
+    provider.prefetch([(c.origin.dim_table, c.origin.dim_pk, f) for c, i, f, _ in todo if i.mode == "full"])
+    flips: dict[str, np.ndarray] = {}
+    for cut, info, dim_filter, now in todo:
+        o, stored = cut.origin, _keys(cut.keys)
+        if info.mode == "incremental":
+            progress(f"{info.cut}: reading rows appended to {o.dim_table} since snapshot {o.snapshot_id}")
             rows = (spark.read.format("iceberg").option("start-snapshot-id", str(o.snapshot_id))
                     .option("end-snapshot-id", str(now)).load(o.dim_table))
             if not dim_filter.is_true_expr():
                 rows = rows.where(dim_filter.expr.sql(dialect="spark"))
             wanted = _keys(collect_arrow(rows.select(o.dim_pk).distinct()).column(0))
-            flips = np.setdiff1d(wanted, stored)
+            flips[cut.key] = np.setdiff1d(wanted, stored)
         else:
-            info.mode = "full"
-            progress(f"{text}: recomputing the key set from {o.dim_table}")
-            wanted = _keys(SparkKeyProvider(spark, {})(o.dim_table, o.dim_pk, dim_filter))
-            flips = np.setxor1d(wanted, stored)
-        blocked = _keys_in_laid_out_rows(spark, cur, table_name, laid_out, cut.column, flips)
-        allowed = np.setdiff1d(flips, blocked)
+            flips[cut.key] = np.setxor1d(_keys(provider(o.dim_table, o.dim_pk, dim_filter)), stored)
+    # Which candidate keys laid-out fact rows have: one semi-join per fact column.
+    blocked_in: dict[str, np.ndarray] = {}
+    for column in {cut.column for cut, *_ in todo}:
+        candidates = [flips[cut.key] for cut, *_ in todo if cut.column == column and len(flips[cut.key])]
+        union = np.unique(np.concatenate(candidates)) if candidates else np.zeros(0, np.int64)
+        progress(f"checking {len(union)} candidate key(s) against the laid-out rows' {column}")
+        blocked_in[column] = _keys_in_laid_out_rows(spark, cur, table_name, laid_out, column, union)
+    replaced: dict[str, Any] = {}
+    for cut, info, _, now in todo:
+        o, stored, changed = cut.origin, _keys(cut.keys), flips[cut.key]
+        blocked = changed[np.isin(changed, blocked_in[cut.column])]
+        allowed = np.setdiff1d(changed, blocked)
         info.keys_added = int(np.isin(allowed, stored, invert=True).sum())
         info.keys_removed = len(allowed) - info.keys_added
         info.keys_kept_stale = len(blocked)
@@ -158,13 +172,16 @@ def _keys(keys: Any) -> np.ndarray:
     return np.unique(arr.astype(np.int64) if arr.dtype.kind in "iu" else arr)
 
 
-def _dim_filter(spark, origin):
+def _dim_filter(spark, origin, cache: dict[str, dict]):
     """The origin predicate as a TableFilter over the dimension (with the schemas of the
-    tables its nested ``IN (SELECT ...)`` parts name)."""
+    tables its nested ``IN (SELECT ...)`` parts name; ``cache`` keeps them per namespace)."""
     from ..expr import TableFilter
     from ..spark.rewrite import namespace_schemas
 
-    schemas = namespace_schemas(spark, origin.dim_table)
+    ns = origin.dim_table.rsplit(".", 1)[0] if "." in origin.dim_table else ""
+    if ns not in cache:
+        cache[ns] = namespace_schemas(spark, origin.dim_table)
+    schemas = cache[ns]
     schema = schemas.get(origin.dim_table) or arrow_schema_of(spark.table(origin.dim_table))
     return TableFilter.from_sql(origin.predicate, schema, origin.dim_table, schemas=schemas)
 

@@ -184,3 +184,38 @@ def test_large_in_lists_meet_each_other_in_linear_time():
     assert tuple(f.sides(cut)) == (True, True)  # v = 7 satisfies both
     assert tuple(TableFilter.from_sql(f"v IN ({values})", schema, "t").sides(cut)) == (True, False)
     assert time.process_time() - t0 < 60
+
+
+def test_linear_domain_intersection_equals_the_pairwise_one():
+    """The sweep gives the same set as intersecting every span with every span (random
+    domains with overlapping, touching, open/closed and unbounded spans, probed on a grid)."""
+    import random
+    from fractions import Fraction
+
+    from pando_iceberg.expr.domain import Domain, Span, _max_lo, _min_hi
+
+    def pairwise(a, b):
+        out = [Span(*_max_lo(x, y), *_min_hi(x, y)) for x in a.spans for y in b.spans]
+        return [s for s in out if not s.is_empty(False)]
+
+    def member(spans, v):
+        return any((s.lo is None or v > s.lo or (v == s.lo and s.lo_closed))
+                   and (s.hi is None or v < s.hi or (v == s.hi and s.hi_closed)) for s in spans)
+
+    def domain(rng):
+        spans = []
+        for _ in range(rng.randint(0, 6)):
+            lo = None if rng.random() < 0.15 else Fraction(rng.randint(0, 20), 2)
+            hi = None if rng.random() < 0.15 else Fraction(rng.randint(0, 20), 2)
+            if lo is not None and hi is not None and lo > hi:
+                lo, hi = hi, lo
+            spans.append(Span(lo, rng.random() < 0.5, hi, rng.random() < 0.5))
+        return Domain(tuple(spans), rng.random() < 0.5)
+
+    rng = random.Random(1)
+    grid = [Fraction(i, 4) for i in range(-4, 48)]
+    for _ in range(3000):
+        a, b = domain(rng), domain(rng)
+        got, want = a.intersect(b), pairwise(a, b)
+        assert [member(got.spans, p) for p in grid] == [member(want, p) for p in grid], (a, b)
+        assert got.null == (a.null and b.null)

@@ -10,6 +10,7 @@ from typing import Any, Callable
 from sqlglot import exp
 
 from ..config import PandoConfig
+from ..spark.session import refresh_table
 from .parse import ProcedureCall, ProcedureError, parse_call
 from .registry import REGISTRY, Param, Result, lookup, procedure
 
@@ -163,7 +164,7 @@ def rewrite_data_files(ctx: ProcedureContext, table: str, strategy: str = "binpa
         args.append(f"options => map({kv})")
     df = ctx.spark.sql(f"CALL {ctx.cfg.catalog.name}.system.rewrite_data_files({', '.join(args)})")
     rows = [tuple(r) for r in df.collect()]
-    ctx.spark.sql(f"REFRESH TABLE {name}")
+    refresh_table(ctx.spark, name)
     return Result([(f.name, f.dataType.simpleString()) for f in df.schema.fields], rows)
 
 
@@ -199,7 +200,7 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
                              "(run optimize_layout again, or pass relearn => true to say so)")
                 sidecar = None
     learned, sources = None, None
-    ctx.spark.sql(f"REFRESH TABLE {name}")  # Spark's cached metadata may predate pyiceberg's last commit
+    refresh_table(ctx.spark, name)  # Spark's cached metadata may predate pyiceberg's last commit
     if sidecar is not None:
         learned = pend.learned_from_pending(ctx.spark, name, sidecar)
         current = tbl.current_snapshot().snapshot_id if tbl.current_snapshot() else None
@@ -217,7 +218,7 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
                       progress=ctx.progress, learned=learned)
     dropped = pend.clear_pending(ctx.table(name))
     if dropped:
-        ctx.spark.sql(f"REFRESH TABLE {name}")
+        refresh_table(ctx.spark, name)
     if dropped and sidecar is None:
         notes.append(f"pending layout {dropped} from optimize_layout superseded and removed")
     return Result(REWRITE_COLUMNS, [r.row()], notes=notes + [f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
@@ -246,11 +247,11 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
         raise ProcedureError("optimize_layout: give 'workload' (SQL text, a .sql file, a directory or a query log) "
                              "or 'workload_log' (a .jsonl/.csv file or an Iceberg table)")
     opts = RewriteOptions.from_map(options or {})
-    ctx.spark.sql(f"REFRESH TABLE {name}")  # Spark's cached metadata may predate pyiceberg's last commit
+    refresh_table(ctx.spark, name)  # Spark's cached metadata may predate pyiceberg's last commit
     learned = learn_layout(ctx.spark, name, sources, opts, snapshot_id=snapshot.snapshot_id, progress=ctx.progress)
     request = {"workload": workload, "workload_log": workload_log, "since": since, "until": until}
     sidecar = store_pending(tbl, learned, opts, request, snapshot.snapshot_id)
-    ctx.spark.sql(f"REFRESH TABLE {name}")
+    refresh_table(ctx.spark, name)
     layout = learned.layout
     total_rows = max(1, learned.table_rows)
     sample_total = float(layout.block_rows.sum()) or 1.0
@@ -449,7 +450,7 @@ def remove_layout(ctx: ProcedureContext, table: str, delete_sidecar: bool) -> Re
         except Exception:
             deleted = False
     if ctx._spark is not None:
-        ctx.spark.sql(f"REFRESH TABLE {ctx.spark_name(tbl)}")
+        refresh_table(ctx.spark, ctx.spark_name(tbl))
     return Result([("layout_id", "string"), ("sidecar_deleted", "boolean")], [(pointer.layout_id, deleted)], notes=notes)
 
 

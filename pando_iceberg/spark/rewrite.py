@@ -29,6 +29,7 @@ import sqlglot
 from ..expr import keys as keyset
 from ..progress import progress_step, spark_job_progress
 from . import iceberg_jvm as jv
+from .session import quote_name, refresh_table
 from .blocks import (BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches,
                      unpack_ktuples, write_blocks)
 
@@ -145,7 +146,7 @@ def namespace_schemas(spark, table_name: str) -> dict[str, pa.Schema]:
     """Arrow schemas of every table in the target table's namespace (the workload may join them)."""
     parts = table_name.split(".")
     ns = ".".join(parts[:-1]) if len(parts) > 1 else None
-    names = [r.tableName for r in spark.sql(f"SHOW TABLES IN {ns}" if ns else "SHOW TABLES").collect()
+    names = [r.tableName for r in spark.sql(f"SHOW TABLES IN {quote_name(ns)}" if ns else "SHOW TABLES").collect()
              if not getattr(r, "isTemporary", False)]
     schemas = {}
     for n in names:
@@ -449,7 +450,7 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
             _delete_quietly(io_properties, [w.path for w in written] + ([sidecar_path] if sidecar_path else []),
                             location, directory=data_dir)
             raise
-    spark.sql(f"REFRESH TABLE {table_name}")
+    refresh_table(spark, table_name)
     return RewriteResult(len(old_files), len(written), rewritten_bytes, 0, layout_id, layout.num_blocks,
                          snapshot_id, base_id, seconds)
 

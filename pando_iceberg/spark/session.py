@@ -189,3 +189,17 @@ def stop_spark(spark) -> None:
 
 __all__ = ["ConfigError", "SparkSetupError", "SparkSqlError", "build_conf", "iceberg_runtime_jar", "java_executable",
            "spark_session", "start_spark", "stop_spark"]
+
+
+def quote_name(name: str) -> str:
+    """A dotted table or namespace name with every part quoted by sqlglot (Spark dialect), for
+    the few SQL statements that take a name: user-given names are never pasted into SQL."""
+    import sqlglot.expressions as exp
+
+    return ".".join(exp.to_identifier(part, quoted=True).sql(dialect="spark") for part in name.split("."))
+
+
+def refresh_table(spark, name: str) -> None:
+    """``REFRESH TABLE`` with the name quoted: drop Spark's cached metadata of the table (another
+    process, or pyiceberg, may have committed since Spark loaded it)."""
+    spark.sql(f"REFRESH TABLE {quote_name(name)}")

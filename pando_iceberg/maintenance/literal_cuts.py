@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..spark import iceberg_jvm as jv
+from ..spark.session import refresh_table
 from ..spark.incremental import current_layout, write_successor_sidecar
 from ..spark.rewrite import PandoRewriteError, SparkKeyProvider, arrow_schema_of, collect_arrow
 
@@ -156,7 +157,7 @@ def refresh_literal_cuts(spark, table_name: str, io_properties: dict[str, str] |
         except Exception:
             pass
         raise
-    spark.sql(f"REFRESH TABLE {table_name}")
+    refresh_table(spark, table_name)
     result.layout_id = sidecar.layout_id
     result.seconds = time.time() - t0
     return result

@@ -32,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import iceberg_jvm as jv
+from .session import refresh_table
 from .blocks import BLOCK_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches, unpack_ktuples, \
     write_blocks
 from .rewrite import (DEFAULT_TARGET_FILE_SIZE, PandoRewriteError, RewriteResult, _commit_state_unknown,
@@ -223,7 +224,7 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
                     raise
         finally:
             routed.unpersist()
-    spark.sql(f"REFRESH TABLE {table_name}")
+    refresh_table(spark, table_name)
     result.added_data_files_count = len(written)
     result.rewritten_bytes_count = sum(int(f.fileSizeInBytes()) for f in outside.values())
     result.layout_id, result.snapshot_id, result.committed = sidecar.layout_id, snapshot_id, True

@@ -116,3 +116,14 @@ def test_hostile_column_names_are_quoted_not_pasted(spark, catalog, lakehouse_cf
     assert sorted(got) == [w[0] for w in want]
     sql = workload[2]
     assert sorted(run_sql(spark, catalog, sql).rows) == sorted(spark.sql(sql).collect())
+
+
+def test_table_names_are_quoted_by_sqlglot():
+    from pando_iceberg.spark.session import quote_name
+
+    assert quote_name("lake.ns.t") == "`lake`.`ns`.`t`"
+    assert quote_name("ns.a`b; DROP TABLE x") == "`ns`.`a``b; DROP TABLE x`"
+    package = Path(__file__).resolve().parents[2] / "pando_iceberg"
+    pasted = [f"{p.name}:{i}" for p in package.rglob("*.py") for i, line in enumerate(p.read_text().splitlines(), 1)
+              if "REFRESH TABLE {" in line and "quote_name" not in line]
+    assert pasted == []

@@ -19,6 +19,8 @@ import datetime as dt
 import numpy as np
 import pyarrow as pa
 
+from ..spark.session import refresh_table
+
 #: Rows of the taxi table per unit of scale: like TPC-H lineitem (6M rows at SF 1).
 TAXI_ROWS_PER_SF = 6_000_000
 TAXI_ZONES = 265
@@ -116,5 +118,5 @@ def load_taxi(spark, catalog, sf: float, seed: int = 0, namespace: str | None = 
         for batch in data.to_batches(max_chunksize=batch_rows):
             tx.append(pa.Table.from_batches([batch], schema=TAXI_SCHEMA))
     spark.sql(f"ALTER TABLE {name} SET IDENTIFIER FIELDS trip_id")
-    spark.sql(f"REFRESH TABLE {name}")
+    refresh_table(spark, name)
     return name

@@ -80,7 +80,7 @@ def _check_report(rep, out, stem, layouts, tables):
 
 def test_bench_tpch_arrival_vs_pando_end_to_end(spark, catalog, lakehouse_cfg, tpch, tmp_path):
     opts = BenchOptions(dataset="tpch", sf=0.01, layouts=("arrival", "pando-k2"), per_template=2, runs=1,
-                        templates=[6, 14], namespace="tpch", out=str(tmp_path))
+                        templates=[3, 6], namespace="tpch", out=str(tmp_path))
     rep = run_bench(spark, catalog, lakehouse_cfg, opts)
     _check_report(rep, tmp_path, "bench_tpch_sf0.01", opts.layouts, {"lineitem", "orders"})
     pando = rep["layouts"]["pando-k2"]

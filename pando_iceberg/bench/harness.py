@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 import time
 from contextlib import ExitStack
@@ -235,6 +236,11 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             wfile.write_text(";\n".join(_qualify(s, ns) for _, s in train) + ";\n")
         for t in tables:
             name = f"{ns}.{t}"
+            if layout.startswith("pando") and not any(re.search(rf"\b{t}\b", sql) for _, sql in train):
+                # a Pando layout needs queries on the table: with --templates none may read it
+                info["tables"][t] = {**_files_stats(spark, name), "rewrite_seconds": 0.0, "blocks": 0, "phases": {},
+                                     "statement": "none: no train query reads the table (left as copied)"}
+                continue
             if layout.startswith("pando"):
                 stmt = (f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', "
                         f"workload => '{wfile}', options => map('k', '{k}', 'min-block-rows', '{opts.b}', "

@@ -107,3 +107,14 @@ def test_bench_taxi_arrival_vs_zorder_end_to_end(spark, catalog, lakehouse_cfg, 
     assert n == 12_000 and z["rows"] == n
     # z-order files are sized to n / b (no Pando layout in this run): 12 blocks of b = 1,000 rows
     assert math.isclose(z["files"], 12, rel_tol=0.5)
+
+
+def test_bench_leaves_a_table_no_train_query_reads_as_copied(spark, catalog, lakehouse_cfg, tpch, tmp_path):
+    opts = BenchOptions(dataset="tpch", sf=0.01, layouts=("arrival", "pando-k1"), per_template=2, runs=1,
+                        templates=[6], namespace="tpch", out=str(tmp_path))
+    rep = run_bench(spark, catalog, lakehouse_cfg, opts)
+    assert rep["mismatches"] == 0
+    orders = rep["layouts"]["pando-k1"]["tables"]["orders"]
+    assert orders["statement"].startswith("none: no train query reads the table")
+    assert not catalog.load_table("tpch_pando_k1.orders").properties.get("pando.layout-id")
+    assert catalog.load_table("tpch_pando_k1.lineitem").properties.get("pando.layout-id")

@@ -156,7 +156,7 @@ def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: se
 
 
 def scan_metrics(df) -> dict[str, int]:
-    """resultDataFiles / skippedDataFiles / numOutputRows summed over the executed plan's scans
+    """resultDataFiles / skippedDataFiles / totalDataFileSize / numOutputRows summed over the executed plan's scans
     (call after an action ran on ``df``)."""
     plan = df._jdf.queryExecution().executedPlan()
     totals: dict[str, int] = {}
@@ -164,7 +164,7 @@ def scan_metrics(df) -> dict[str, int]:
     def visit(node):
         metrics = node.metrics()
         if node.nodeName().startswith("BatchScan"):
-            for name in ("resultDataFiles", "skippedDataFiles", "totalFileSize", "numOutputRows"):
+            for name in ("resultDataFiles", "skippedDataFiles", "totalDataFileSize", "numOutputRows"):
                 if metrics.contains(name):
                     totals[name] = totals.get(name, 0) + int(metrics.apply(name).value())
         children = node.children()

@@ -276,7 +276,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     queries = [(q.filters[target], q.weight) for q in wl.queries if target in q.filters]
     if not queries:
         raise PandoRewriteError(f"the workload has no query that reads {table_name}; a layout needs queries on the table "
-                                f"(tables the workload reads: {', '.join(wl.tables) or 'none'})")
+                                f"(tables the workload reads: {', '.join(wl.tables()) or 'none'})")
     cuts = list(wl.candidate_cuts(target))
     provider = SparkKeyProvider(spark, schemas)
     recorder = _RecordingKeyProvider(provider)

@@ -199,7 +199,7 @@ class SparkKeyProvider:
     def prefetch(self, requests: Sequence[tuple[str, str, Any]]) -> None:
         """Key sets of many dimension predicates with ONE Spark job per dimension table, chains
         included (§7, lineitem → orders → customer → nation): each table is read once as
-        ``SELECT <pk and join columns>, (p1) AS c0, (p2) AS c1, ... FROM dim``; then, on those
+        ``SELECT <pk and join columns>, (p1) AS _p0, (p2) AS _p1, ... FROM dim``; then, on those
         columns, a predicate's key set is its rows' pks where its own mask holds (NULL → not in
         the set, as in WHERE) and every join column is in the inner filter's key set."""
         columns: dict[str, dict[str, None]] = {}  # dim → columns to read (ordered, unique)

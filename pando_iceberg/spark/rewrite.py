@@ -237,11 +237,18 @@ class SparkKeyProvider:
                     inner = keyset.normalize_keys(keys(j.dim_table, j.dim_pk, j.dim_filter))
                     mask &= keyset.member_mask(table.column(j.column), inner)
                 pks = table.column(pk).filter(pa.array(mask)).drop_null()
-                self._cache[memo] = np.unique(pks.to_numpy(zero_copy_only=False))
+                self._cache[memo] = _sorted_unique(pks.to_numpy(zero_copy_only=False))
             return self._cache[memo]
 
         for dim, pk, flt in requests:
             keys(dim, pk, flt)
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting: numpy 2's hash-based unique took 0.16 s per key set of
+    TPC-H SF 1's orders (15 of the 20 s the dimension key sets took)."""
+    values = np.sort(values)
+    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values
 
 
 class _RecordingKeyProvider:

@@ -288,8 +288,11 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     provider = SparkKeyProvider(spark, schemas)
     recorder = _RecordingKeyProvider(provider)
     wl.join_induced_cuts(target, recorder)  # which key sets are needed ...
+    # Each dimension's snapshot BEFORE its keys are read: refresh_literal_cuts reads only the rows
+    # changed since (rows appended in between are re-read, which is harmless).
+    dim_snapshots = {dim: dimension_snapshot(spark, dim) for dim in {r[0] for r in recorder.requests}}
     provider.prefetch(recorder.requests)  # ... computed with one Spark job per dimension
-    cuts += list(wl.join_induced_cuts(target, provider))
+    cuts += [with_origin_snapshot(c, dim_snapshots.get(c.origin.dim_table)) for c in wl.join_induced_cuts(target, provider)]
     if not cuts:
         raise PandoRewriteError(f"the workload's queries on {table_name} have no predicate usable as a cut "
                                 f"({len(wl.unsupported)} predicate(s) were not modelable)")
@@ -314,6 +317,22 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     return LearnedLayout(layout, literal_keys, total_rows, sample.num_rows, len(queries), len(cuts),
                          list(wl.unsupported), t1 - t0, time.time() - t1, queries,
                          [(q.sql, q.weight) for q in wl.queries if target in q.filters])
+
+
+def dimension_snapshot(spark, dim_table: str) -> int | None:
+    """The dimension table's current snapshot id (None when it has none)."""
+    snap = jv.load_table(spark, dim_table).currentSnapshot()
+    return int(snap.snapshotId()) if snap is not None else None
+
+
+def with_origin_snapshot(cut, snapshot_id: int | None):
+    """The literal cut with its origin's dimension snapshot recorded (the parser leaves it None)."""
+    from ..expr import CutOrigin, LiteralCut
+
+    o = cut.origin
+    if snapshot_id is None or o.snapshot_id is not None:
+        return cut
+    return LiteralCut(cut.column, cut.keys, CutOrigin(o.dim_table, o.dim_pk, o.predicate, snapshot_id))
 
 
 def _schema_key(table_name: str, schemas: dict[str, pa.Schema]) -> str:

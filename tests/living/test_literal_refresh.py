@@ -64,6 +64,9 @@ def _blocks(catalog, flt) -> int:
 def test_dimension_insert_then_refresh_then_incremental(spark, catalog, ctx, laid_out):
     io = laid_out
     before = _cut_info(spark, io)
+    # The rewrite recorded the dimension's snapshot its keys were read at (item 0 of issue 9).
+    dim_snapshot = spark.sql(f"SELECT snapshot_id FROM {D}.snapshots ORDER BY committed_at DESC LIMIT 1").first()[0]
+    assert before.origin.snapshot_id == dim_snapshot
     urgent_blocks = _blocks(catalog, URGENT)
     # Dimension insert: the 1997+ orders (new keys), then their lineitems (RI holds).
     spark.sql(f"INSERT INTO {D} SELECT * FROM tpch.orders WHERE NOT ({OLD})")
@@ -77,8 +80,9 @@ def test_dimension_insert_then_refresh_then_incremental(spark, catalog, ctx, lai
 
     r = call(ctx, f"CALL pando.system.refresh_literal_cuts(table => '{F}')")
     (row,) = r.rows
-    cut, dim, mode, _, to_snap, keys_before, added, removed, stale = row
-    assert (dim, mode, removed, stale) == (D, "full", 0, 0)  # origin snapshot unknown → full
+    cut, dim, mode, from_snap, to_snap, keys_before, added, removed, stale = row
+    # Only the appended dimension rows are read: the origin snapshot is known since the rewrite.
+    assert (dim, mode, from_snap, removed, stale) == (D, "incremental", dim_snapshot, 0, 0)
     assert keys_before == len(before.keys) and added > 0
     after = _cut_info(spark, io)
     assert len(after.keys) == keys_before + added and after.origin.snapshot_id == to_snap

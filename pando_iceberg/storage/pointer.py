@@ -3,7 +3,8 @@
 =============================  ====================================================================
 property                       value
 =============================  ====================================================================
-``pando.format-version``       sidecar format version, decimal (``"1"``)
+``pando.format-version``       sidecar format version, decimal: ``"1"`` one layout (``sidecar.py``),
+                               ``"2"`` one layout per Iceberg partition (``partitions.py``)
 ``pando.layout-id``            the layout id (``[A-Za-z0-9][A-Za-z0-9_.-]*``, e.g. a UUID)
 ``pando.sidecar``              the sidecar's bare file name (``<layout-id>.puffin``), resolved with
                                ``sidecar_path(table.location(), name)``: never a path
@@ -34,6 +35,7 @@ P_SIDECAR = "pando.sidecar"
 P_SNAPSHOT = "pando.snapshot-id"
 P_BASE_SNAPSHOT = "pando.base-snapshot-id"
 LAYOUT_PROPERTIES = (P_FORMAT_VERSION, P_LAYOUT_ID, P_SIDECAR, P_SNAPSHOT, P_BASE_SNAPSHOT)
+POINTER_FORMAT_VERSIONS = (SIDECAR_FORMAT_VERSION, 2)  # 2: partitioned layouts (partitions.py)
 _SNAPSHOT_RE = re.compile(r"^-?[0-9]{1,19}$")
 
 
@@ -79,12 +81,12 @@ def layout_pointer(props: Mapping[str, str]) -> LayoutPointer | None:
     if not isinstance(v, str) or not (v.isascii() and v.isdigit()) or len(v) > 9:
         raise SidecarError(f"table property {P_FORMAT_VERSION} = {v!r} is malformed: expected a decimal integer "
                            f"such as '{SIDECAR_FORMAT_VERSION}'")
-    if int(v) > SIDECAR_FORMAT_VERSION:
+    if int(v) > POINTER_FORMAT_VERSIONS[-1]:
         raise SidecarError(f"table property {P_FORMAT_VERSION} = {v!r}: format version {int(v)} is newer than this "
-                           f"pando-iceberg supports ({SIDECAR_FORMAT_VERSION})")
-    if int(v) != SIDECAR_FORMAT_VERSION:
+                           f"pando-iceberg supports ({POINTER_FORMAT_VERSIONS[-1]})")
+    if int(v) not in POINTER_FORMAT_VERSIONS:
         raise SidecarError(f"table property {P_FORMAT_VERSION} = {v!r}: unsupported format version "
-                           f"(supported: {SIDECAR_FORMAT_VERSION})")
+                           f"(supported: {', '.join(map(str, POINTER_FORMAT_VERSIONS))})")
     try:
         layout_id = check_layout_id(props[P_LAYOUT_ID])
     except SidecarError:

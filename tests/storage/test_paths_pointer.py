@@ -59,7 +59,7 @@ def test_no_pointer_is_none():
     "change,match",
     [
         ({"pando.sidecar": None}, "incomplete layout pointer: table properties pando.sidecar missing"),
-        ({"pando.format-version": "2"}, "pando.format-version = '2': format version 2 is newer"),
+        ({"pando.format-version": "3"}, "pando.format-version = '3': format version 3 is newer"),
         ({"pando.format-version": "v1"}, "pando.format-version = 'v1' is malformed: expected a decimal integer"),
         ({"pando.format-version": "0"}, "unsupported format version"),
         ({"pando.layout-id": "../x"}, "pando.layout-id = '../x' is malformed"),

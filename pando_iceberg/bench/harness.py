@@ -7,19 +7,21 @@ Layouts (``--layouts``):
 - ``sort``: Iceberg ``rewrite_data_files(strategy => 'sort')`` on one column per table
   (lineitem l_shipdate, orders o_orderdate, trips pickup_time: the paper's baseline);
 - ``zorder``: Iceberg ``sort_order => 'zorder(...)'`` on the 2-3 columns the train half filters
-  most (per table, DECIMAL columns excluded: Iceberg refuses them);
+  most (per table; DECIMAL and DATE columns excluded: Iceberg refuses DECIMAL and z-orders DATE
+  as NULL, see :data:`.workloads.ZORDER_UNUSABLE`; with one usable column, a sort on it);
 - ``pando-k1`` … ``pando-k4``: ``CALL pando.system.rewrite_data_files(strategy => 'pando')``
   learned on the train half with k trees.
 
 All use the same target block size b (default 100,000 rows × SF): Pando's ``min-block-rows``,
-and for sort/z-order a ``target-file-size-bytes`` of Pando's bytes per file, so the file counts
-match.
+and for sort/z-order a ``target-file-size-bytes`` calibrated (at most one extra rewrite) so that
+their file counts match Pando k=3's within 25 %.
 
 Per held-out query and layout: files and bytes read per table from the executed plan's scans
 (Iceberg's scan metrics for Spark's native Iceberg scan; for Pando's scan-task-set scans, which
 Iceberg does not plan and so reports no planning metrics, the staged files of each executed scan
 node — the planner's ``pando_files``), the lower bound ⌈matching rows / b⌉, Spark wall time
-(warm-up, then the median of ``runs``; Pando's includes its planning), and result equality
+(warm-up, then the median of ``runs``, or the warm-up itself with ``runs=0``; Pando's
+includes its planning), and result equality
 against the arrival-order table.
 """
 
@@ -75,8 +77,8 @@ class BenchOptions:
             raise BenchError("layouts must include 'arrival': results are checked against it")
         if self.per_template < 2:
             raise BenchError(f"queries per template must be >= 2 (half are held out), got {self.per_template}")
-        if self.runs < 1:
-            raise BenchError(f"runs per query must be >= 1, got {self.runs}")
+        if self.runs < 0:
+            raise BenchError(f"runs per query must be >= 0 (0: time the one measured execution), got {self.runs}")
         if not 0 < self.sample_rate <= 1:
             raise BenchError(f"sample rate must be in (0, 1], got {self.sample_rate}")
         if self.block_rows is not None and self.block_rows < 1:
@@ -90,27 +92,13 @@ class BenchOptions:
 # ---- executed-plan metrics ------------------------------------------------------------------
 
 def scans_by_table(df) -> dict[str, list[dict[str, int]]]:
-    """The executed plan's scan nodes per table (``ns.table``): one metrics dict per node
-    (Iceberg's resultDataFiles / totalDataFileSize where the scan reports them, numOutputRows)."""
+    """The executed scans (:func:`pando_iceberg.spark.iceberg_jvm.executed_scans`) per table
+    (``ns.table``): one metrics dict per scan node."""
+    from ..spark.iceberg_jvm import executed_scans
+
     out: dict[str, list[dict[str, int]]] = {}
-
-    def visit(node):
-        if node.nodeName().startswith("BatchScan"):
-            name = str(node.nodeName())[len("BatchScan"):].strip()
-            metrics = node.metrics()
-            m = {k: int(metrics.apply(k).value()) for k in ("resultDataFiles", "totalDataFileSize", "numOutputRows")
-                 if metrics.contains(k)}
-            out.setdefault(".".join(name.split(".")[-2:]), []).append(m)
-        children = node.children()
-        for i in range(children.size()):
-            visit(children.apply(i))
-        kind = node.getClass().getSimpleName()
-        if kind == "AdaptiveSparkPlanExec":
-            visit(node.executedPlan())
-        elif kind.endswith("QueryStageExec"):
-            visit(node.plan())
-
-    visit(df._jdf.queryExecution().executedPlan())
+    for name, m in executed_scans(df):
+        out.setdefault(".".join(name.split(".")[-2:]), []).append(m)
     return out
 
 
@@ -250,23 +238,33 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                     order_by = f"{SORT_COLUMN[t]} ASC NULLS LAST"
                 else:
                     cols = filtered_columns(spark, source_ns, train, t, top=opts.zorder_columns)
-                    if SORT_COLUMN[t] not in cols and len(cols) < 2:
-                        cols.append(SORT_COLUMN[t])
-                    order_by = f"zorder({', '.join(cols)})"
-                # Iceberg splits a sort rewrite by its input bytes / target-file-size-bytes: aim at
-                # Pando's file count (or n / b without a Pando layout).
+                    if len(cols) < 2:  # Iceberg's z-order needs two usable columns
+                        cols = cols or [SORT_COLUMN[t]]
+                    order_by = f"zorder({', '.join(cols)})" if len(cols) > 1 else f"{cols[0]} ASC NULLS LAST"
+                # Same rows per file as Pando: Iceberg rolls a file over when its *estimated* size
+                # passes target-file-size-bytes, and the estimate overshoots the compressed size,
+                # so the first rewrite aims at input bytes / wanted files and, when the file count
+                # is off by more than 25 %, one more rewrite scales the target by the miss.
                 src = _files_stats(spark, name)
                 want = pando_files.get(t) or max(1, math.ceil(src["rows"] / opts.b))
                 target = max(1024, src["bytes"] // want)
-                stmt = (f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'sort', "
-                        f"sort_order => '{order_by}', options => map('rewrite-all', 'true', "
-                        f"'target-file-size-bytes', '{target}'))")
-            progress(f"{layout}: {stmt}")
-            t0 = time.perf_counter()
-            result = call(ctx, stmt)
-            seconds = time.perf_counter() - t0
-            stats = _files_stats(spark, name)
-            entry = {**stats, "rewrite_seconds": seconds, "statement": stmt}
+            tried = []  # (target-file-size-bytes, files) per sort/z-order attempt
+            for attempt in range(1 if layout.startswith("pando") else 2):
+                if not layout.startswith("pando"):
+                    stmt = (f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'sort', "
+                            f"sort_order => '{order_by}', options => map('rewrite-all', 'true', "
+                            f"'target-file-size-bytes', '{target}'))")
+                progress(f"{layout}: {stmt}")
+                t0 = time.perf_counter()
+                result = call(ctx, stmt)
+                seconds = time.perf_counter() - t0
+                stats = _files_stats(spark, name)
+                if not layout.startswith("pando"):
+                    tried.append((target, stats["files"]))
+                if layout.startswith("pando") or attempt == 1 or abs(stats["files"] - want) <= 0.25 * want:
+                    break
+                target = max(1024, int(target * stats["files"] / want))
+            entry = {**stats, "rewrite_seconds": seconds, "statement": stmt, "attempts": attempt + 1}
             if layout.startswith("pando"):
                 row = dict(zip(result.names, result.rows[0]))
                 phases = _phases(result.notes)
@@ -278,6 +276,7 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             else:
                 entry["sort_order"] = order_by
                 entry["target_file_size_bytes"] = target
+                entry["attempted_files"] = tried
             info["tables"][t] = entry
         layouts[layout] = info
     return layouts
@@ -312,8 +311,8 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
             ns = layouts[layout]["namespace"]
             pando = layout.startswith("pando")
             qsql = _qualify(sql, ns)
-            rows, metrics, _ = _execute(spark, catalog, qsql, pando)  # warm-up; its rows and files are reported
-            times = [_execute(spark, catalog, qsql, pando)[2] for _ in range(opts.runs)]
+            rows, metrics, first = _execute(spark, catalog, qsql, pando)  # warm-up; its rows and files are reported
+            times = [_execute(spark, catalog, qsql, pando)[2] for _ in range(opts.runs)] or [first]
             if reference is None:
                 reference = rows
             same = same_rows(reference, rows)
@@ -449,7 +448,8 @@ def add_arguments(p) -> None:
     p.add_argument("--per-template", type=int, default=8, help="queries per template, half held out (default 8)")
     p.add_argument("--templates", help="comma-separated template numbers (default all)")
     p.add_argument("--seed", type=int, default=0, help="workload, split and sampling seed (default 0)")
-    p.add_argument("--runs", type=int, default=3, help="timed runs per query after one warm-up (default 3)")
+    p.add_argument("--runs", type=int, default=3, help="timed runs per query after one warm-up (default 3; "
+                   "0: time the warm-up itself, no extra runs)")
     p.add_argument("--block-rows", type=int, help="target rows per block/file b (default 100,000 × SF)")
     p.add_argument("--sample-rate", type=float, default=0.01, help="Pando sample rate (default 0.01)")
     p.add_argument("--out", default="bench-out", help="output directory for the report (default bench-out)")

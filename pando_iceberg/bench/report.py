@@ -137,8 +137,9 @@ def markdown(rep: dict, stem: str) -> str:
              f"{rep['wall_seconds'] / 60:.1f} min (data load {rep['load_seconds']:.0f} s). b = {rep['b']:,} rows per "
              f"block; {o['per_template']} queries per template, seed {o['seed']}: {rep['train_queries']} train / "
              f"{rep['test_queries']} test queries, {s['filtered_queries']} of them filter {' or '.join(tables)}; "
-             f"{o['runs']} timed run(s) per query after a warm-up (median). Result mismatches against arrival order: "
-             f"**{rep['mismatches']}**.", "",
+             + (f"{o['runs']} timed run(s) per query after a warm-up (median)" if o['runs'] else
+                "one execution per query, timed (no warm-up)")
+             + f". Result mismatches against arrival order: **{rep['mismatches']}**.", "",
              "## Layouts", "",
              "Files/bytes read: mean per test query filtering a laid-out table, summed over "
              f"{', '.join(tables)}, from the executed Spark plan. Lower bound (LB): ⌈matching rows / the layout's mean "
@@ -161,7 +162,9 @@ def markdown(rep: dict, stem: str) -> str:
     for x in o["layouts"]:
         for t, v in rep["layouts"][x]["tables"].items():
             how = ("as loaded" if x == "arrival" else v.get("sort_order") and
-                   f"`{v['sort_order']}`, target-file-size-bytes {v['target_file_size_bytes']:,}" or
+                   f"`{v['sort_order']}`, target-file-size-bytes {v['target_file_size_bytes']:,}"
+                   + (f" (rewritten {v['attempts']}× to match Pando's file count; files per attempt: "
+                      f"{', '.join(str(n) for _, n in v.get('attempted_files', []))})" if v.get("attempts", 1) > 1 else "") or
                    f"{v.get('blocks')} blocks; " + ", ".join(f"{k} {t_:.1f} s" for k, t_ in v.get("phases", {}).items()))
             lines.append(f"| {x} | {t} | {v['files']} | {v['rows'] // max(1, v['files']):,} ({v['max_file_rows']:,}) | "
                          f"{v['rewrite_seconds']:.1f} | {how} |")

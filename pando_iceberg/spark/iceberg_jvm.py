@@ -155,27 +155,48 @@ def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: se
         manager.removeTasks(table, set_id)
 
 
-def scan_metrics(df) -> dict[str, int]:
-    """resultDataFiles / skippedDataFiles / totalDataFileSize / numOutputRows summed over the executed plan's scans
-    (call after an action ran on ``df``)."""
-    plan = df._jdf.queryExecution().executedPlan()
-    totals: dict[str, int] = {}
+SCAN_METRICS = ("resultDataFiles", "skippedDataFiles", "totalDataFileSize", "numOutputRows")
 
-    def visit(node):
-        metrics = node.metrics()
+
+def executed_scans(df) -> list[tuple[str, dict[str, int]]]:
+    """The scans an action on ``df`` executed: ``(table name, metrics)`` per ``BatchScan`` node
+    (Iceberg's resultDataFiles / skippedDataFiles / totalDataFileSize where the scan reports them,
+    numOutputRows). Call after an action ran on ``df``.
+
+    Adaptive query execution hides finished stages behind query-stage nodes, and when a stage's
+    result makes the rest of the plan empty (TPC-H Q18 at small scale: no order passes the HAVING)
+    it replaces the whole final plan by an empty ``LocalTableScan``. So the walk covers the final
+    plan and the initial plan, each node once (by plan id): a node only in the initial plan counts
+    if it ran (it produced rows or read files)."""
+    root = df._jdf.queryExecution().executedPlan()
+    found: dict[int, tuple[str, dict[str, int], bool]] = {}
+
+    def visit(node, final: bool):
         if node.nodeName().startswith("BatchScan"):
-            for name in ("resultDataFiles", "skippedDataFiles", "totalDataFileSize", "numOutputRows"):
-                if metrics.contains(name):
-                    totals[name] = totals.get(name, 0) + int(metrics.apply(name).value())
+            metrics = node.metrics()
+            m = {k: int(metrics.apply(k).value()) for k in SCAN_METRICS if metrics.contains(k)}
+            name = str(node.nodeName())[len("BatchScan"):].strip()
+            key = int(node.id())
+            found[key] = (name, m, final or (key in found and found[key][2]))
         children = node.children()
         for i in range(children.size()):
-            visit(children.apply(i))
-        # AQE wraps the plan and hides finished stages behind query-stage nodes.
+            visit(children.apply(i), final)
         kind = node.getClass().getSimpleName()
         if kind == "AdaptiveSparkPlanExec":
-            visit(node.executedPlan())
+            visit(node.executedPlan(), final)
+            visit(node.initialPlan(), False)
         elif kind.endswith("QueryStageExec"):
-            visit(node.plan())
+            visit(node.plan(), final)
 
-    visit(plan)
+    visit(root, True)
+    return [(name, m) for name, m, final in found.values()
+            if final or m.get("numOutputRows", 0) or m.get("resultDataFiles", 0)]
+
+
+def scan_metrics(df) -> dict[str, int]:
+    """:func:`executed_scans`' metrics summed over every executed scan."""
+    totals: dict[str, int] = {}
+    for _, m in executed_scans(df):
+        for k, v in m.items():
+            totals[k] = totals.get(k, 0) + v
     return totals

@@ -47,7 +47,7 @@ def test_taxi_workload_split_is_seeded_half_per_template():
     ({"layouts": ("arrival", "pando-k9")}, "layout(s) pando-k9 not known; accepted: arrival"),
     ({"layouts": ("sort",)}, "must include 'arrival'"),
     ({"per_template": 1}, "queries per template must be >= 2"),
-    ({"runs": 0}, "runs per query must be >= 1"),
+    ({"runs": -1}, "runs per query must be >= 0"),
 ])
 def test_options_errors_name_the_option_and_what_is_accepted(kwargs, message):
     with pytest.raises(BenchError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -105,8 +105,14 @@ def test_bench_taxi_arrival_vs_zorder_end_to_end(spark, catalog, lakehouse_cfg, 
     assert catalog.load_table("bench_taxi_zorder.trips").current_snapshot().summary.operation.value == "replace"
     n = rep["layouts"]["arrival"]["tables"]["trips"]["rows"]
     assert n == 12_000 and z["rows"] == n
-    # z-order files are sized to n / b (no Pando layout in this run): 12 blocks of b = 1,000 rows
-    assert math.isclose(z["files"], 12, rel_tol=0.5)
+    # z-order files are sized to n / b (no Pando layout in this run): 12 blocks of b = 1,000 rows.
+    # Iceberg checks a file's size every 1,000 rows, so at this tiny b a file rolls over at
+    # 1,000 rows whatever the target: the calibration can only move the target the right way.
+    tried = z["attempted_files"]
+    assert z["attempts"] == len(tried) and tried[-1][1] == z["files"] and z["max_file_rows"] <= 1000
+    if not math.isclose(tried[0][1], 12, rel_tol=0.25):
+        assert len(tried) == 2 and (tried[1][0] > tried[0][0]) == (tried[0][1] > 12)
+    assert 12 <= z["files"] <= 24
 
 
 def test_bench_leaves_a_table_no_train_query_reads_as_copied(spark, catalog, lakehouse_cfg, tpch, tmp_path):

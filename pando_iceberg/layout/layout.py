@@ -290,40 +290,45 @@ class Layout:
             return self._nearest_many(kts)
         if len(self.ktuples) == 0:
             raise ValueError("the layout has no k-tuple map: cannot route rows")
+        words = self._workload_bits()[1].shape[2]
+        return self._memoized(kts, self._cheapest_chunk, 4_000_000 // max(1, self.num_blocks * words * self.k))
+
+    def _memoized(self, kts: np.ndarray, choose, chunk_size: int) -> np.ndarray:
+        """Blocks of unseen k-tuples: the ones already decided from the memo, the others by
+        ``choose`` (k-tuples → blocks) in chunks of ``chunk_size``, then memoized. Loops once per
+        distinct unseen k-tuple, never per row."""
+        if len(self.ktuples) == 0:
+            raise ValueError("the layout has no k-tuple map: cannot route rows")
         out = np.empty(len(kts), dtype=np.int32)
-        todo = []
-        for i, row in enumerate(kts):
-            hit = self._unseen.get(tuple(int(x) for x in row))
-            if hit is None:
-                todo.append(i)
-            else:
-                out[i] = hit
-        if not todo:
-            return out
-        node_bits, block_bits, scan_w, weigh = self._workload_bits()
-        nb, words = block_bits.shape[1], block_bits.shape[2]
-        rows = self.block_rows.astype(np.float64)
-        todo_arr = np.asarray(todo, dtype=np.int64)
-        chunk = max(1, 4_000_000 // max(1, nb * words * self.k))
-        for s in range(0, len(todo_arr), chunk):
-            ids = todo_arr[s : s + chunk]
-            u = kts[ids].astype(np.int64)
-            acc = block_bits[0][None, :, :] | node_bits[0][u[:, 0]][:, None, :]
-            for t in range(1, self.k):
-                acc &= block_bits[t][None, :, :] | node_bits[t][u[:, t]][:, None, :]
-            after = weigh(acc)  # U × B: Σ w of the queries scanning B with the k-tuple in it
-            added = rows[None, :] * (after - scan_w[None, :])
-            best = added == added.min(axis=1, keepdims=True)
-            after = np.where(best, after, np.inf)
-            best &= after == after.min(axis=1, keepdims=True)
-            choice = np.argmax(best, axis=1).astype(np.int32)  # smallest tied block id
-            tied = np.flatnonzero(best.sum(axis=1) > 1)
-            if len(tied):
-                choice[tied] = self._nearest_among(u[tied], best[tied])
-            for i, b in zip(ids, choice):
-                out[i] = b
-                self._unseen[tuple(int(x) for x in kts[i])] = int(b)
+        keys = [tuple(int(x) for x in row) for row in kts]
+        todo = np.asarray([i for i, key in enumerate(keys) if key not in self._unseen], dtype=np.int64)
+        chunk = max(1, chunk_size)
+        for s in range(0, len(todo), chunk):
+            ids = todo[s : s + chunk]
+            for i, b in zip(ids, choose(kts[ids])):
+                self._unseen[keys[i]] = int(b)
+        for i, key in enumerate(keys):
+            out[i] = self._unseen[key]
         return out
+
+    def _cheapest_chunk(self, kts: np.ndarray) -> np.ndarray:
+        """The least-added-cost block of each k-tuple of one chunk (module docstring)."""
+        node_bits, block_bits, scan_w, weigh = self._workload_bits()
+        rows = self.block_rows.astype(np.float64)
+        u = kts.astype(np.int64)
+        acc = block_bits[0][None, :, :] | node_bits[0][u[:, 0]][:, None, :]
+        for t in range(1, self.k):
+            acc &= block_bits[t][None, :, :] | node_bits[t][u[:, t]][:, None, :]
+        after = weigh(acc)  # U × B: Σ w of the queries scanning B with the k-tuple in it
+        added = rows[None, :] * (after - scan_w[None, :])
+        best = added == added.min(axis=1, keepdims=True)
+        after = np.where(best, after, np.inf)
+        best &= after == after.min(axis=1, keepdims=True)
+        choice = np.argmax(best, axis=1).astype(np.int32)  # smallest tied block id
+        tied = np.flatnonzero(best.sum(axis=1) > 1)
+        if len(tied):
+            choice[tied] = self._nearest_among(u[tied], best[tied])
+        return choice
 
     def _nearest_among(self, kts: np.ndarray, allowed: np.ndarray) -> np.ndarray:
         """The nearest-k-tuple rule restricted to the blocks ``allowed`` (U × B bool) per row."""
@@ -359,27 +364,8 @@ class Layout:
 
         score = differing trees, then −Σ_t depth(LCA), then block id, packed into one int64
         so that argmin picks exactly the module docstring's rule."""
-        if len(self.ktuples) == 0:
-            raise ValueError("the layout has no k-tuple map: cannot route rows")
-        out = np.empty(len(kts), dtype=np.int32)
-        todo = []
-        for i, row in enumerate(kts):
-            hit = self._unseen.get(tuple(int(x) for x in row))
-            if hit is None:
-                todo.append(i)
-            else:
-                out[i] = hit
-        if not todo:
-            return out
-        chunk = max(1, 8_000_000 // max(1, len(self.ktuples)))
-        todo_arr = np.asarray(todo, dtype=np.int64)
-        for s in range(0, len(todo_arr), chunk):
-            ids = todo_arr[s : s + chunk]
-            best = self.ktuple_block[np.argmin(self._nearest_scores(kts[ids]), axis=1)]
-            for i, b in zip(ids, best):
-                out[i] = b
-                self._unseen[tuple(int(x) for x in kts[i])] = int(b)
-        return out
+        return self._memoized(kts, lambda u: self.ktuple_block[np.argmin(self._nearest_scores(u), axis=1)],
+                              8_000_000 // max(1, len(self.ktuples)))
 
     def finalize(self, observed: ObservedKTuples | Iterable[tuple[int, Sequence[int]]]) -> "Layout":
         """Replace the sample's leaf → block sets by those of the full routed data (§7).

@@ -183,10 +183,11 @@ def _sizes(tasks) -> tuple[int, int, int]:
 
 def layout_of(table, cache: LayoutCache | None = DEFAULT_CACHE):
     """(pointer, layout, path → block) of the table's current layout; (None, None, None) when
-    the table has none. Raises SidecarError (or the decoder's error) when it is unusable."""
-    from ..storage.paths import sidecar_path
+    the table has none. Raises SidecarError (or the decoder's error) when it is unusable.
+    For a partitioned layout (format version 2) ``layout`` is the ``PartitionedLayoutSidecar``
+    (its ``cuts`` are every partition's) and path → block is None."""
+    from ..storage.partitions import PARTITIONED_FORMAT_VERSION, read_layout_sidecar
     from ..storage.pointer import layout_pointer
-    from ..storage.sidecar import LayoutSidecar
 
     pointer = layout_pointer(table.properties)
     if pointer is None:
@@ -194,12 +195,12 @@ def layout_of(table, cache: LayoutCache | None = DEFAULT_CACHE):
     key = (str(table.metadata.table_uuid), pointer.layout_id)
     hit = cache.get(key) if cache is not None else None
     if hit is None:
-        location = sidecar_path(table.location(), pointer.sidecar)
-        sidecar = LayoutSidecar.read(table.io, location, expected_layout_id=pointer.layout_id,
-                                     expected_table_uuid=table.metadata.table_uuid)
-        layout = sidecar.load_layout()
-        block_of_path = {ref.path: b for b, refs in sidecar.block_files.items() for ref in refs}
-        hit = (layout, block_of_path)
+        sidecar = read_layout_sidecar(table.io, pointer, table.location(), table.metadata.table_uuid)
+        if pointer.format_version == PARTITIONED_FORMAT_VERSION:
+            hit = (sidecar, None)  # partitions decoded lazily, as plans meet their files
+        else:
+            layout = sidecar.load_layout()
+            hit = (layout, {ref.path: b for b, refs in sidecar.block_files.items() for ref in refs})
         if cache is not None:
             cache.put(key, hit)
     return (pointer,) + hit
@@ -257,22 +258,33 @@ def _in_keys(column, keys) -> np.ndarray:
     return np.asarray(pc.fill_null(pc.is_in(column, value_set=value_set), False), dtype=bool)
 
 
+def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord) -> tuple[np.ndarray, Any]:
+    """Block mask of ``layout`` a filter must read (``Layout.blocks_for``; cuts whose column
+    changed since the layout are ignored, with a note) and the per-tree explanation."""
+    changed = changed_cut_columns(table, pointer, layout)
+    if changed:
+        note = (f"cuts on {', '.join(sorted(changed))} ignored: the column was renamed, dropped or replaced "
+                "since the layout (its name no longer denotes the same field id)")
+        if note not in ex.notes:
+            ex.notes.append(note)
+    blocks, why = layout.blocks_for(_IgnoringCuts(tf, changed) if changed else tf)
+    wanted = np.zeros(layout.num_blocks, dtype=bool)
+    wanted[np.asarray(blocks, dtype=np.int64)] = True
+    return wanted, why
+
+
 def _prune_with_layout(table, tf, tasks, ex: ExplainRecord, cache: LayoutCache | None):
     pointer, layout, block_of_path = layout_of(table, cache)
     if pointer is None:
         ex.fallback_reason = "the table has no Pando layout"
         return tasks
     ex.layout_id = pointer.layout_id
+    if block_of_path is None:
+        return _prune_partitioned(table, tf, tasks, ex, pointer, layout)
     if needs_keys(tf, layout):
         tf = with_dim_keys(tf, lambda j: _pyiceberg_keys(table, j))
 
-    changed = changed_cut_columns(table, pointer, layout)
-    if changed:
-        ex.notes.append(f"cuts on {', '.join(sorted(changed))} ignored: the column was renamed, dropped or replaced "
-                        "since the layout (its name no longer denotes the same field id)")
-    blocks, why = layout.blocks_for(_IgnoringCuts(tf, changed) if changed else tf)
-    wanted = np.zeros(layout.num_blocks, dtype=bool)
-    wanted[np.asarray(blocks, dtype=np.int64)] = True
+    wanted, why = _wanted_blocks(table, pointer, layout, tf, ex)
     ex.blocks_total, ex.blocks_chosen = int(layout.num_blocks), int(wanted.sum())
     ex.trees = [TreeReport(t.tree, len(t.leaves), len(t.blocks)) for t in getattr(why, "trees", [])]
 
@@ -290,6 +302,48 @@ def _prune_with_layout(table, tf, tasks, ex: ExplainRecord, cache: LayoutCache |
         # Iceberg's own pruning may have left no file of the layout: stale only if none is live at all.
         live = tasks if ex.iceberg_files == ex.total_files else table.scan(snapshot_id=ex.snapshot_id).plan_files()
         if not any(t.file.file_path in block_of_path for t in live):
+            ex.fallback_reason = "no live data file belongs to the layout (it is stale: the table was rewritten since)"
+        else:
+            ex.notes.append("Iceberg's pruning left no file of the layout")
+    return kept
+
+
+def _prune_partitioned(table, tf, tasks, ex: ExplainRecord, pointer, sidecar):
+    """Per-partition layouts (format version 2): each file Iceberg's pruning kept is judged by
+    the trees of the partition layout whose file map holds it (decoded once per plan and
+    cached); files in no partition's map are always read. Explain counts add up over the
+    partitions met; ``partitions`` lists (partition, blocks chosen, blocks)."""
+    part_of = sidecar.partition_of_path()
+    wanted: dict[str, np.ndarray] = {}
+    keyed = [tf]  # the filter with dimension key sets, computed once when any partition needs them
+
+    def mask(name: str) -> np.ndarray:
+        if name not in wanted:
+            entry = sidecar.partitions[name]
+            layout = entry.layout
+            if needs_keys(keyed[0], layout):
+                keyed[0] = with_dim_keys(keyed[0], lambda j: _pyiceberg_keys(table, j))
+            wanted[name], _ = _wanted_blocks(table, pointer, layout, keyed[0], ex)
+            ex.blocks_total += int(layout.num_blocks)
+            ex.blocks_chosen += int(wanted[name].sum())
+        return wanted[name]
+
+    kept = []
+    for task in tasks:
+        path = task.file.file_path
+        name = part_of.get(path)
+        if name is None:
+            ex.files_outside_layout += 1  # a partition without a layout, or added since: always read
+            kept.append(task)
+            continue
+        ex.layout_files_live += 1
+        if mask(name)[sidecar.partitions[name].block_of_path()[path]]:
+            kept.append(task)
+    ex.notes.append(f"per-partition layouts: {len(wanted)} of {len(sidecar.partitions)} partition layout(s) met "
+                    f"by this plan")
+    if ex.layout_files_live == 0:
+        live = tasks if ex.iceberg_files == ex.total_files else table.scan(snapshot_id=ex.snapshot_id).plan_files()
+        if not any(t.file.file_path in part_of for t in live):
             ex.fallback_reason = "no live data file belongs to the layout (it is stale: the table was rewritten since)"
         else:
             ex.notes.append("Iceberg's pruning left no file of the layout")

@@ -133,7 +133,7 @@ REWRITE_COLUMNS = [("rewritten_data_files_count", "int"), ("added_data_files_cou
            Param("strategy", "string", default="binpack", doc="pando | binpack | sort"),
            Param("sort_order", "string", doc="for sort: e.g. 'zorder(a,b)' or 'a ASC NULLS LAST'"),
            Param("options", "map<string,string>", default={}, doc="Iceberg options, or Pando's: k, sample-rate, ..."),
-           Param("where", "string", doc="binpack/sort only: restrict to files that may match"),
+           Param("where", "string", doc="binpack/sort: files that may match; pando: the partitions to lay out (partition source columns only)"),
            *WORKLOAD_PARAMS,
            Param("relearn", "boolean", default=False,
                  doc="pando: learn a new layout even when optimize_layout stored a pending one"))
@@ -172,15 +172,19 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
     from ..spark.rewrite import RewriteOptions, rewrite_table
     from . import pending as pend
 
-    if where is not None:
-        raise ProcedureError("rewrite_data_files: argument 'where' is not supported with strategy 'pando' "
-                             "(a Pando layout covers the whole table); accepted with 'binpack' and 'sort'")
+    partitioned = not tbl.spec().is_unpartitioned()
+    if where is not None and not partitioned:
+        raise ProcedureError(f"rewrite_data_files: argument 'where' with strategy 'pando' selects partitions, but "
+                             f"{name} is not partitioned (its layout covers the whole table): omit 'where'")
     if sort_order is not None:
         raise ProcedureError("rewrite_data_files: argument 'sort_order' applies to strategy 'sort' only")
     from ..spark.incremental import incremental_options, incremental_rewrite, parse_mode
 
     mode, options = parse_mode(options)
     if mode == "incremental":  # lay out only the rows outside the layout, with its stored trees
+        if where is not None:
+            raise ProcedureError("rewrite_data_files: argument 'where' does not apply to mode 'incremental' (it lays "
+                                 "out the rows outside the layouts of every partition that has one)")
         r = incremental_rewrite(ctx.spark, name, **incremental_options(options),
                                 io_properties=ctx.cfg.pyiceberg_properties(), progress=ctx.progress)
         return Result(REWRITE_COLUMNS, [r.row()], notes=r.notes + [f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
@@ -188,7 +192,7 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
     request = {"workload": workload, "workload_log": workload_log, "since": since, "until": until}
     notes: list[str] = []
     sidecar = None
-    if not relearn:
+    if not relearn and not partitioned:  # a partitioned table's layouts are learned per partition
         try:
             sidecar = pend.load_pending(tbl)
         except Exception as e:  # unreadable pending layout: learn instead
@@ -215,7 +219,8 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
                                  "text, a .sql file, a directory or a query log; or 'workload_log') — the table has "
                                  "no recorded one and no pending layout from optimize_layout")
     r = rewrite_table(ctx.spark, name, sources or [], opts, io_properties=ctx.cfg.pyiceberg_properties(),
-                      progress=ctx.progress, learned=learned)
+                      progress=ctx.progress, learned=learned, where=where)
+    notes += getattr(r, "notes", [])
     dropped = pend.clear_pending(ctx.table(name))
     if dropped:
         refresh_table(ctx.spark, name)

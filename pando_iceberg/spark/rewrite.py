@@ -272,30 +272,10 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
                  snapshot_id: int | None = None, progress: Callable[[str], None] = lambda m: None) -> LearnedLayout:
     """Sample the table, learn k trees and the block assignment from the workload (§6)."""
     from ..layout import build_layout
-    from ..workload import parse_workload
 
     t0 = time.time()
     df = _read(spark, table_name, snapshot_id)
-    schemas = namespace_schemas(spark, table_name)
-    target = _schema_key(table_name, schemas)
-    pks = {name: identifier_fields(spark, name) for name in schemas}
-    wl = parse_workload(workload, schemas, primary_keys={k: v for k, v in pks.items() if v})
-    queries = [(q.filters[target], q.weight) for q in wl.queries if target in q.filters]
-    if not queries:
-        raise PandoRewriteError(f"the workload has no query that reads {table_name}; a layout needs queries on the table "
-                                f"(tables the workload reads: {', '.join(wl.tables()) or 'none'})")
-    cuts = list(wl.candidate_cuts(target))
-    provider = SparkKeyProvider(spark, schemas)
-    recorder = _RecordingKeyProvider(provider)
-    wl.join_induced_cuts(target, recorder)  # which key sets are needed ...
-    # Each dimension's snapshot BEFORE its keys are read: refresh_literal_cuts reads only the rows
-    # changed since (rows appended in between are re-read, which is harmless).
-    dim_snapshots = {dim: dimension_snapshot(spark, dim) for dim in {r[0] for r in recorder.requests}}
-    provider.prefetch(recorder.requests)  # ... computed with one Spark job per dimension
-    cuts += [with_origin_snapshot(c, dim_snapshots.get(c.origin.dim_table)) for c in wl.join_induced_cuts(target, provider)]
-    if not cuts:
-        raise PandoRewriteError(f"the workload's queries on {table_name} have no predicate usable as a cut "
-                                f"({len(wl.unsupported)} predicate(s) were not modelable)")
+    wl, target, queries, cuts = workload_cuts(spark, table_name, workload)
 
     total_rows = _row_count(spark, table_name, snapshot_id)
     if total_rows == 0:
@@ -317,6 +297,35 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     return LearnedLayout(layout, literal_keys, total_rows, sample.num_rows, len(queries), len(cuts),
                          list(wl.unsupported), t1 - t0, time.time() - t1, queries,
                          [(q.sql, q.weight) for q in wl.queries if target in q.filters])
+
+
+def workload_cuts(spark, table_name: str, workload: Sequence[str] | str) -> tuple[Any, str, list, list]:
+    """The workload parsed against the table's namespace: (workload, the table's key in it,
+    [(filter on the table, weight)], candidate cuts incl. the join-induced literal cuts with
+    key sets from Spark and their dimension's snapshot)."""
+    from ..workload import parse_workload
+
+    schemas = namespace_schemas(spark, table_name)
+    target = _schema_key(table_name, schemas)
+    pks = {name: identifier_fields(spark, name) for name in schemas}
+    wl = parse_workload(workload, schemas, primary_keys={k: v for k, v in pks.items() if v})
+    queries = [(q.filters[target], q.weight) for q in wl.queries if target in q.filters]
+    if not queries:
+        raise PandoRewriteError(f"the workload has no query that reads {table_name}; a layout needs queries on the table "
+                                f"(tables the workload reads: {', '.join(wl.tables()) or 'none'})")
+    cuts = list(wl.candidate_cuts(target))
+    provider = SparkKeyProvider(spark, schemas)
+    recorder = _RecordingKeyProvider(provider)
+    wl.join_induced_cuts(target, recorder)  # which key sets are needed ...
+    # Each dimension's snapshot BEFORE its keys are read: refresh_literal_cuts reads only the rows
+    # changed since (rows appended in between are re-read, which is harmless).
+    dim_snapshots = {dim: dimension_snapshot(spark, dim) for dim in {r[0] for r in recorder.requests}}
+    provider.prefetch(recorder.requests)  # ... computed with one Spark job per dimension
+    cuts += [with_origin_snapshot(c, dim_snapshots.get(c.origin.dim_table)) for c in wl.join_induced_cuts(target, provider)]
+    if not cuts:
+        raise PandoRewriteError(f"the workload's queries on {table_name} have no predicate usable as a cut "
+                                f"({len(wl.unsupported)} predicate(s) were not modelable)")
+    return wl, target, queries, cuts
 
 
 def dimension_snapshot(spark, dim_table: str) -> int | None:
@@ -361,9 +370,10 @@ def _row_count(spark, table_name: str, snapshot_id: int | None) -> int:
 def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options: RewriteOptions | None = None,
                   io_properties: dict[str, str] | None = None,
                   progress: Callable[[str], None] = lambda m: None,
-                  learned: LearnedLayout | None = None) -> RewriteResult:
+                  learned: LearnedLayout | None = None, where: str | None = None) -> RewriteResult:
     """Learn a layout for the table's current snapshot (or use ``learned``) and apply it in one
-    ``replace`` commit."""
+    ``replace`` commit. A partitioned table gets one layout per partition (``partitioned.py``;
+    ``where`` selects the partitions)."""
     from ..storage.pointer import P_SNAPSHOT, LayoutPointer
     from ..storage.sidecar import new_layout_id
     from ..storage.sidecar import DataFileRef, LayoutSidecar
@@ -372,9 +382,13 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
     options.validate()
     seconds: dict[str, float] = {}
     table = jv.load_table(spark, table_name)
-    if table.spec().isPartitioned():
-        raise PandoRewriteError(f"table {table_name} is partitioned; per-partition Pando layouts are not supported "
-                                "yet: rewrite an unpartitioned table")
+    if table.spec().isPartitioned() or where is not None:
+        from .partitioned import rewrite_partitions
+
+        if learned is not None:
+            raise PandoRewriteError(f"table {table_name} is partitioned: its layouts are learned per partition, a "
+                                    "pending whole-table layout cannot be applied (pass relearn => true)")
+        return rewrite_partitions(spark, table_name, workload, options, where, io_properties, progress)
     current = table.currentSnapshot()
     if current is None:
         raise PandoRewriteError(f"table {table_name} has no snapshot (no data): nothing to lay out")

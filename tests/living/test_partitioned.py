@@ -1,0 +1,152 @@
+"""Per-partition Pando layouts (issue 9, paper §7 two-level scheme) on a lineitem table
+partitioned by months(l_shipdate): lay out all partitions, re-lay out one with `where`, appends
+to an old and a new partition, incremental layout, Iceberg's own rewrite and snapshot expiry in
+one partition; after each, every filter of a random workload reads the same rows pruned and
+unpruned (pyiceberg planner and Spark)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pando_iceberg.planner import plan_scan
+from pando_iceberg.procedures import ProcedureError, call
+from pando_iceberg.spark.pruned import run_sql
+from pando_iceberg.spark.rewrite import PandoRewriteError, RewriteOptions, rewrite_table
+from pando_iceberg.storage.partitions import PartitionedLayoutSidecar
+from pando_iceberg.storage.paths import sidecar_path
+from pando_iceberg.storage.pointer import layout_pointer
+
+from _living import check_pruning
+
+pytestmark = pytest.mark.spark
+
+T = "living.pli"
+RANGE = "l_shipdate >= date '1994-01-01' AND l_shipdate < date '1995-01-01'"
+WL_FILTERS = [
+    "l_quantity < 10",
+    "l_quantity >= 40 AND l_discount > 0.05",
+    "l_shipdate >= date '1994-03-01' AND l_shipdate < date '1994-05-01' AND l_returnflag = 'R'",
+    "l_discount < 0.02",
+]
+WORKLOAD = [f"SELECT count(*) FROM {T} WHERE {f}" for f in WL_FILTERS]
+OPTS = RewriteOptions(k=2, sample_rate=1.0, min_block_rows=150, seed=3)
+
+
+def random_filters(seed: int, n: int = 10) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = ["l_quantity < 10", None, "l_returnflag = 'R' AND l_quantity >= 45"]
+    for _ in range(n):
+        m = int(rng.integers(1, 13))
+        q = int(rng.integers(1, 50))
+        d = round(float(rng.integers(0, 11)) / 100, 2)
+        out.append(rng.choice([
+            f"l_quantity >= {q} AND l_discount > {d}",
+            f"l_shipdate >= date '1994-{m:02d}-10' AND l_quantity < {q}",
+            f"l_discount <= {d} OR l_quantity = {q}",
+            f"l_shipdate < date '1994-{m:02d}-01' OR l_shipdate >= date '1995-01-20'",
+        ]))
+    return out
+
+
+def check(spark, catalog, filters) -> int:
+    """check_pruning (pyiceberg, Spark pruned_table) plus every filter through Spark ``run_sql``
+    against plain Spark SQL; returns the files the pruned plans read."""
+    files = check_pruning(spark, catalog, T, filters)
+    for flt in filters:
+        sql = f"SELECT count(*), sum(l_extendedprice), max(l_comment) FROM {T}" + (f" WHERE {flt}" if flt else "")
+        got = run_sql(spark, catalog, sql)
+        assert [tuple(r) for r in got.rows] == [tuple(r) for r in spark.sql(sql).collect()], flt
+    return sum(files.values())
+
+
+def _sidecar(catalog):
+    table = catalog.load_table(T)
+    ptr = layout_pointer(table.properties)
+    assert ptr.format_version == 2
+    return PartitionedLayoutSidecar.read(table.io, sidecar_path(table.location(), ptr.sidecar))
+
+
+def _explain(catalog, flt):
+    return plan_scan(catalog.load_table(T), flt).explain
+
+
+@pytest.fixture(scope="module")
+def table(spark, tpch, lakehouse_cfg):
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS living")
+    spark.sql(f"DROP TABLE IF EXISTS {T}")
+    spark.sql(f"CREATE TABLE {T} USING iceberg PARTITIONED BY (months(l_shipdate)) "
+              f"TBLPROPERTIES ('format-version'='2') AS SELECT * FROM tpch.lineitem WHERE {RANGE}")
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE {RANGE} AND l_quantity > 45")  # 2 files per month
+    return lakehouse_cfg.pyiceberg_properties()
+
+
+def test_bad_where_is_refused_by_name(spark, catalog, ctx, table):
+    with pytest.raises(PandoRewriteError, match=r"names column\(s\) l_quantity that are not partition source columns"
+                                                r".*accepted: a predicate on the partition source column\(s\) l_shipdate"):
+        rewrite_table(spark, T, WORKLOAD, OPTS, io_properties=table, where="l_quantity < 3")
+    with pytest.raises(PandoRewriteError, match="is not a valid SQL predicate"):
+        rewrite_table(spark, T, WORKLOAD, OPTS, io_properties=table, where="l_shipdate >= (")
+    with pytest.raises(PandoRewriteError, match="no partition of living.pli with live rows matches"):
+        rewrite_table(spark, T, WORKLOAD, OPTS, io_properties=table, where="l_shipdate < date '1990-01-01'")
+    with pytest.raises(ProcedureError, match="selects partitions, but tpch.orders is not partitioned"):
+        call(ctx, "CALL pando.system.rewrite_data_files(table => 'tpch.orders', strategy => 'pando', "
+                  "where => \"o_orderdate < date '1995-01-01'\")")
+    assert layout_pointer(catalog.load_table(T).properties) is None  # nothing committed
+
+
+def test_layout_all_then_one_partition(spark, catalog, ctx, table):
+    filters = random_filters(1)
+    before = sum(_explain(catalog, f).pando_rows for f in WL_FILTERS)
+    r = rewrite_table(spark, T, WORKLOAD, OPTS, io_properties=table)
+    assert len(r.partitions_laid_out) == 12 and r.partitions_kept == 0
+    sc = _sidecar(catalog)
+    assert sorted(sc.partitions) == [f"l_shipdate_month=1994-{m:02d}" for m in range(1, 13)]
+    ex = _explain(catalog, "l_quantity < 10")
+    assert ex.fallback_reason is None and ex.files_outside_layout == 0 and ex.blocks_chosen < ex.blocks_total
+    assert ex.blocks_total == sum(e.layout.num_blocks for e in sc.partitions.values())
+    # Each new file holds rows of one month (Iceberg's partition pruning on the new files).
+    march = _explain(catalog, "l_shipdate >= date '1994-03-01' AND l_shipdate < date '1994-04-01'")
+    assert march.iceberg_files == len(sc.partitions["l_shipdate_month=1994-03"].paths)
+    check(spark, catalog, filters)
+    after = sum(_explain(catalog, f).pando_rows for f in WL_FILTERS)
+    assert after < 0.8 * before, (after, before)  # the workload reads fewer rows with the per-partition trees
+
+    # Re-lay out March only (through the procedure): the other 11 layouts are kept byte for byte.
+    kept = {n: e.sidecar_bytes for n, e in sc.partitions.items()}
+    res = call(ctx, f"CALL pando.system.rewrite_data_files(table => '{T}', strategy => 'pando', "
+                    f"where => \"l_shipdate >= date '1994-03-01' AND l_shipdate < date '1994-04-01'\", "
+                    f"workload => '{WORKLOAD[0]}', options => map('k', '1', 'min-block-rows', '100', "
+                    f"'sample-rate', '1.0'))")
+    assert any("1 partition(s) laid out, 11 partition layout(s) kept" in n for n in res.notes)
+    after = _sidecar(catalog)
+    assert {n for n in kept if after.partitions[n].sidecar_bytes == kept[n]} == set(kept) - {"l_shipdate_month=1994-03"}
+    assert after.partitions["l_shipdate_month=1994-03"].layout.k == 1
+    check(spark, catalog, random_filters(2))
+
+
+def test_appends_to_old_and_new_partitions(spark, catalog, table):
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE l_shipdate >= date '1994-06-01' "
+              f"AND l_shipdate < date '1994-06-15' AND l_quantity < 20")
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE l_shipdate >= date '1995-01-01' "
+              f"AND l_shipdate < date '1995-02-01'")
+    ex = _explain(catalog, "l_quantity < 10")
+    assert ex.files_outside_layout == 2  # one new file in June, one in the new month (no layout)
+    check(spark, catalog, random_filters(3))
+    # The new month gets a layout with `where`; June's appended file stays outside its layout.
+    r = rewrite_table(spark, T, WORKLOAD, OPTS, io_properties=table, where="l_shipdate >= date '1995-01-01'")
+    assert r.partitions_laid_out == ["l_shipdate_month=1995-01"] and r.partitions_kept == 12
+    assert _explain(catalog, "l_quantity < 10").files_outside_layout == 1
+    check(spark, catalog, random_filters(4))
+
+
+def test_iceberg_rewrite_and_expiry_in_one_partition(spark, catalog, lakehouse_cfg, table):
+    cat = lakehouse_cfg.catalog.name
+    spark.sql(f"CALL {cat}.system.rewrite_data_files(table => '{T}', strategy => 'binpack', "
+              f"where => \"l_shipdate >= date '1994-02-01' AND l_shipdate < date '1994-03-01'\", "
+              f"options => map('rewrite-all', 'true'))")
+    spark.sql(f"REFRESH TABLE {T}")
+    ex = _explain(catalog, "l_quantity < 10")
+    assert ex.fallback_reason is None and ex.files_outside_layout >= 2  # February's binpacked file(s) + June's
+    spark.sql(f"CALL {cat}.system.expire_snapshots(table => '{T}', retain_last => 1)")
+    check(spark, catalog, random_filters(5))

@@ -71,11 +71,17 @@ def keys_intersect(a: KeySet, b: KeySet) -> bool:
     if is_integer_keys(a) != is_integer_keys(b):
         return False
     if is_integer_keys(a):
-        x, y = keys_array(a), keys_array(b)
-        if x.dtype != y.dtype:
-            x, y = x.astype(object), y.astype(object)
-        return bool(np.isin(x, y).any())
+        return bool(np.isin(*_comparable_arrays(a, b)).any())
     return bool(set(keys_array(a).tolist()) & set(keys_array(b).tolist()))
+
+
+def _comparable_arrays(a: KeySet, b: KeySet) -> tuple[np.ndarray, np.ndarray]:
+    """Two integer key sets as arrays ``np.isin`` compares exactly (object arrays when their
+    dtypes differ, e.g. int64 against uint64)."""
+    x, y = keys_array(a), keys_array(b)
+    if x.dtype != y.dtype:
+        x, y = x.astype(object), y.astype(object)
+    return x, y
 
 
 def keys_subset(a: KeySet, b: KeySet) -> bool:
@@ -87,10 +93,7 @@ def keys_subset(a: KeySet, b: KeySet) -> bool:
     if is_integer_keys(a) != is_integer_keys(b):
         return False
     if is_integer_keys(a):
-        x, y = keys_array(a), keys_array(b)
-        if x.dtype != y.dtype:
-            x, y = x.astype(object), y.astype(object)
-        return bool(np.isin(x, y).all())
+        return bool(np.isin(*_comparable_arrays(a, b)).all())
     return set(keys_array(a).tolist()) <= set(keys_array(b).tolist())
 
 

@@ -63,6 +63,19 @@ def _replay(seed: int) -> str:
 
 # ---------------------------------------------------------------- layer (a): layout + files
 
+def fresh_tables(catalog, case, ns, fact_name, dim_name):
+    """Empty fact table and the loaded dimension (primary key dk) of ``case``, made anew."""
+    catalog.create_namespace_if_not_exists(ns)
+    for name in (fact_name, dim_name):
+        if catalog.table_exists(name):
+            catalog.purge_table(name)
+    dim = catalog.create_table(dim_name, schema=case.dim.schema)
+    with dim.update_schema() as u:
+        u.set_identifier_fields("dk")
+    dim.append(case.dim)
+    return dim, catalog.create_table(fact_name, schema=case.fact.schema)
+
+
 def lay_out(catalog, case):
     """Create the case's dimension and fact tables and lay the fact table out with the real
     layout engine; returns (fact table, fact name, dim name, layout or None)."""
@@ -75,15 +88,7 @@ def lay_out(catalog, case):
     from pando_iceberg.workload.parser import ArrowKeyProvider
 
     fact_name, dim_name = f"{NS}.f{case.seed}", f"{NS}.d{case.seed}"
-    catalog.create_namespace_if_not_exists(NS)
-    for name in (fact_name, dim_name):
-        if catalog.table_exists(name):
-            catalog.purge_table(name)
-    dim = catalog.create_table(dim_name, schema=case.dim.schema)
-    with dim.update_schema() as u:
-        u.set_identifier_fields("dk")
-    dim.append(case.dim)
-    fact = catalog.create_table(fact_name, schema=case.fact.schema)
+    dim, fact = fresh_tables(catalog, case, NS, fact_name, dim_name)
 
     schemas = {fact_name: fact.schema().as_arrow(), dim_name: dim.schema().as_arrow()}
     wl = parse_workload(workload_sql(case, fact_name, dim_name), schemas, primary_keys={dim_name: ["dk"]})
@@ -234,15 +239,7 @@ def test_spark_differential(spark, catalog, lakehouse_cfg, seed):
     case = random_case(seed, max_rows=3000)
     ns = f"{NS}_spark{seed}"  # a namespace of its own: Spark planning reads every schema in it
     fact_name, dim_name = f"{ns}.sf{seed}", f"{ns}.sd{seed}"
-    catalog.create_namespace_if_not_exists(ns)
-    for name in (fact_name, dim_name):
-        if catalog.table_exists(name):
-            catalog.purge_table(name)
-    dim = catalog.create_table(dim_name, schema=case.dim.schema)
-    with dim.update_schema() as u:
-        u.set_identifier_fields("dk")
-    dim.append(case.dim)
-    fact = catalog.create_table(fact_name, schema=case.fact.schema)
+    dim, fact = fresh_tables(catalog, case, ns, fact_name, dim_name)
     for lo in range(0, case.n, case.n // 3 + 1):  # a few files, as loaded
         fact.append(case.fact.slice(lo, case.n // 3 + 1))
     opts = RewriteOptions(k=case.k, sample_rate=case.sample_fraction, min_sample_rows=1,

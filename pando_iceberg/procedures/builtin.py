@@ -119,8 +119,9 @@ def _current_sidecar(table, required: bool = True):
                     "workload => ...)")
             raise ProcedureError(f"table {'.'.join(table.name())} has no Pando layout{hint}")
         return None
-    return LayoutSidecar.read(table.io, sidecar_path(table.location(), pointer.sidecar),
-                              expected_layout_id=pointer.layout_id, expected_table_uuid=table.metadata.table_uuid)
+    from ..storage.partitions import read_layout_sidecar
+
+    return read_layout_sidecar(table.io, pointer, table.location(), table.metadata.table_uuid)  # version 1 or 2
 
 
 REWRITE_COLUMNS = [("rewritten_data_files_count", "int"), ("added_data_files_count", "int"),
@@ -321,6 +322,8 @@ def describe_layout(ctx: ProcedureContext, table: str) -> Result:
     """The layout's trees with their cuts, leaves → blocks, block sizes and files, base snapshot."""
     tbl = ctx.table(table)
     sidecar = _current_sidecar(tbl)
+    if not hasattr(sidecar, "load_layout"):  # one layout per partition
+        return _describe_partitioned(sidecar)
     layout = sidecar.load_layout()
     rows: list[tuple] = [("layout", None, None, None, f"id {sidecar.layout_id}; k={layout.k}; {layout.num_blocks} blocks; "
                                                       f"base snapshot {sidecar.base_snapshot_id}", None)]
@@ -345,6 +348,43 @@ def describe_layout(ctx: ProcedureContext, table: str) -> Result:
                    ("description", "string"), ("rows", "bigint")], rows)
 
 
+def _describe_partitioned(sidecar) -> Result:
+    rows: list[tuple] = [("layout", None, None, None, f"id {sidecar.layout_id}; one layout per partition "
+                          f"({len(sidecar.partitions)}); base snapshot {sidecar.base_snapshot_id}", None)]
+    for name, entry in sorted(sidecar.partitions.items()):
+        layout, files = entry.layout, entry.sidecar.block_files
+        rows.append(("partition", None, None, None,
+                     f"{name}: layout {entry.layout_id}; k={layout.k}; {layout.num_blocks} blocks; "
+                     f"{sum(len(v) for v in files.values())} file(s)",
+                     int(sum(f.record_count for v in files.values() for f in v))))
+    return Result([("section", "string"), ("tree", "int"), ("node", "int"), ("depth", "int"),
+                   ("description", "string"), ("rows", "bigint")], rows)
+
+
+def _partitioned_health(ctx, table: str, tbl, sidecar, max_rows_outside: float, max_efficiency_loss: float,
+                        relayout: bool, options: dict[str, str]) -> Result:
+    """layout_health of a table with one layout per partition: one row per partition."""
+    from ..maintenance.partition_health import COLUMNS, partition_health, relayout_call
+
+    name = ctx.spark_name(tbl)
+    workload = json.loads(sidecar.properties.get("pando.workload", "[]"))
+    workload = [tuple(x) if isinstance(x, list) else x for x in workload]  # (statement, weight)
+    rows, where = partition_health(tbl, sidecar, name, max_rows_outside, max_efficiency_loss, workload)
+    degraded = [h for h in rows if h.reasons]
+    out = [h.row() for h in rows]
+    if degraded:
+        call_sql = relayout_call(name, where)
+        out.append(("*", "recommendation", None, None, None, None, None, None,
+                    f"re-lay out {len(degraded)} degraded partition(s): {call_sql}"))
+    else:
+        out.append(("*", "ok", None, None, None, None, None, None, "every partition layout is healthy"))
+    if relayout and degraded:
+        r = rewrite_data_files(ctx, table, "pando", options=options, where=where, relearn=True)
+        out.append(("*", "action", r.rows[0][1], None, None, None, None, None,
+                    f"re-laid out: layout {r.rows[0][4]}, snapshot {r.rows[0][6]}"))
+    return Result(COLUMNS, out)
+
+
 @procedure("layout_health", Param("table", "string", required=True),
            Param("max_rows_outside", "double", default=0.2, doc="re-layout when this share of rows is outside"),
            Param("max_efficiency_loss", "double", default=0.5, doc="re-layout when rows read grow by this share"),
@@ -364,6 +404,8 @@ def layout_health(ctx: ProcedureContext, table: str, max_rows_outside: float, ma
     if sidecar is None:
         return Result([("metric", "string"), ("value", "string")],
                       [("status", "no layout"), ("recommendation", "create one with rewrite_data_files(strategy => 'pando')")])
+    if not hasattr(sidecar, "load_layout"):  # one layout per partition
+        return _partitioned_health(ctx, table, tbl, sidecar, max_rows_outside, max_efficiency_loss, relayout, options)
     layout_paths = {ref.path for refs in sidecar.block_files.values() for ref in refs}
     tasks = list(tbl.scan().plan_files())
     inside = [t for t in tasks if t.file.file_path in layout_paths]

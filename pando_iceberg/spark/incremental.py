@@ -85,6 +85,9 @@ def current_layout(spark, table_name: str, io_properties: dict[str, str] | None)
     if pointer is None:
         raise PandoRewriteError(f"table {table_name} has no Pando layout to extend; create one first with "
                                 "rewrite_data_files(strategy => 'pando', workload => ...) (mode 'full')")
+    if pointer.format_version != 1:
+        raise PandoRewriteError(f"table {table_name} has per-partition layouts (sidecar format version "
+                                f"{pointer.format_version}); this operation works on a whole-table layout only")
     location = str(table.location()).rstrip("/")
     io = load_file_io(dict(io_properties or {}), location)
     sidecar = LayoutSidecar.read(io, sidecar_path(location, pointer.sidecar), expected_layout_id=pointer.layout_id,
@@ -118,13 +121,14 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
     from ..storage.pointer import P_SNAPSHOT, LayoutPointer
     from ..storage.sidecar import DataFileRef, new_layout_id
 
+    if jv.load_table(spark, table_name).spec().isPartitioned():  # a layout per partition
+        from .partitioned import incremental_partitions
+
+        return incremental_partitions(spark, table_name, min_block_rows, target_file_size_bytes, io_properties, progress)
     seconds: dict[str, float] = {}
     t0 = time.time()
     cur = current_layout(spark, table_name, io_properties)
     table, layout = cur.table, cur.layout
-    if table.spec().isPartitioned():
-        raise PandoRewriteError(f"table {table_name} is partitioned; incremental Pando layouts of partitioned tables "
-                                "are not supported yet")
     snap = table.currentSnapshot()
     base_id = int(snap.snapshotId())
     live = jv.live_data_files(table, base_id)

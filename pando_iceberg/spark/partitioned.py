@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -247,6 +248,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
             entries = {n: e for n, e in previous.partitions.items() if n not in layouts}
         kept = len(entries)
         weights = sum(w for _, w in queries) or 1.0
+        workload_sql = [(q.sql, q.weight) for q in wl.queries if target in q.filters]
         for i, name in enumerate(laid):
             mine = [w for w, p in zip(written, part_idx) if p == i]
             layout, radices = layouts[name], ktuple_radices(layouts[name])
@@ -264,9 +266,9 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
                                            block_files=block_files, base_snapshot_id=base_id,
                                            base_sequence_number=int(current.sequenceNumber()),
                                            properties={"pando.expected-rows-fraction": f"{fraction:.6f}",
-                                                       "pando.rows": str(int(block_rows.sum()))})
+                                                       "pando.rows": str(int(block_rows.sum())),
+                                                       "pando.workload": json.dumps(workload_sql)})
             entries[name] = PartitionEntry.of(name, spec_id, sc, layout)
-        workload_sql = [(q.sql, q.weight) for q in wl.queries if target in q.filters]
         sidecar = PartitionedLayoutSidecar(layout_id, str(table.uuid()), entries, base_id,
                                            {"pando.k": str(options.k), "pando.workload-queries": str(len(queries)),
                                             "pando.workload": json.dumps(workload_sql)})
@@ -300,3 +302,188 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
     notes.append(f"{len(laid)} partition(s) laid out, {kept} partition layout(s) kept as they were")
     return PartitionedRewriteResult(len(old_files), len(written), sum(int(f.fileSizeInBytes()) for f in old_files), 0,
                                     layout_id, offsets[-1], snapshot_id, base_id, seconds, laid, kept, notes)
+
+
+# ---- incremental mode, per partition ----------------------------------------------------------
+
+def _relabel(big: list[int], part_of_block: list[int]):
+    """mapInArrow function: blocks with too few new rows → their partition's carry-over id
+    ``-1 - p`` (files outside the layout, written per partition)."""
+    from .blocks import BLOCK_COL as B
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        keep = np.asarray(big, dtype=np.int64)
+        owner = np.asarray(part_of_block, dtype=np.int64)
+        for batch in batches:
+            i = batch.schema.get_field_index(B)
+            blocks = batch.column(i).to_numpy().astype(np.int64)
+            out = np.where(np.isin(blocks, keep), blocks, -1 - owner[blocks]).astype(np.int32)
+            yield batch.set_column(i, B, pa.array(out, pa.int32()))
+
+    return run
+
+
+def incremental_partitions(spark, table_name: str, min_block_rows: int | None = None,
+                           target_file_size_bytes: int | None = None, io_properties: dict[str, str] | None = None,
+                           progress: Callable[[str], None] = lambda m: None):
+    """``mode 'incremental'`` on a partitioned table: in every partition that has a layout, the
+    rows of its files outside that layout are routed with the partition's stored trees and
+    k-tuple → block map (``incremental.py``, per partition); blocks that get >= ``min_block_rows``
+    new rows (default: the partition layout's smallest block) get new files, smaller shares go
+    to carry-over files outside the layout of their partition. Partitions without a layout are
+    not touched (their files stay outside, always read, until a rewrite with ``where``). One
+    ``replace`` commit and one new format-version-2 sidecar; none when no block qualifies."""
+    from pyiceberg.io import load_file_io
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    from ..storage.partitions import PARTITIONED_FORMAT_VERSION, PartitionedLayoutSidecar, PartitionEntry, \
+        read_layout_sidecar
+    from ..storage.pointer import P_SNAPSHOT, LayoutPointer, layout_pointer
+    from ..storage.sidecar import DataFileRef, LayoutSidecar, new_layout_id
+    from .incremental import IncrementalResult, _extend_layout
+
+    seconds: dict[str, float] = {}
+    t0 = time.time()
+    table = jv.load_table(spark, table_name)
+    ptr = layout_pointer({str(k): str(v) for k, v in dict(table.properties()).items()})
+    if ptr is None or ptr.format_version != PARTITIONED_FORMAT_VERSION:
+        raise PandoRewriteError(f"table {table_name} is partitioned but has no per-partition Pando layouts to extend; "
+                                "create them with rewrite_data_files(strategy => 'pando', workload => ...) (mode 'full', "
+                                "optionally with where => ...)")
+    location = str(table.location()).rstrip("/")
+    io = load_file_io(dict(io_properties or {}), location)
+    current = read_layout_sidecar(io, ptr, location, str(table.uuid()))
+    snap = table.currentSnapshot()
+    base_id = int(snap.snapshotId())
+    spec = table.spec()
+    spec_id = int(spec.specId())
+    live = jv.live_data_files(table, base_id)
+    inside = current.partition_of_path()
+    part_of = {p: str(spec.partitionToPath(f.partition())) for p, f in live.items()
+               if int(f.specId()) == spec_id and p not in inside}
+    outside = {p: n for p, n in part_of.items() if n in current.partitions}
+    result = IncrementalResult(len(outside), 0, 0, 0, ptr.layout_id, 0, None, base_id, seconds,
+                               min_block_rows=min_block_rows or 0, committed=False)
+    skipped = sorted({n for n in part_of.values() if n not in current.partitions})
+    if skipped:
+        result.notes.append(f"{len(skipped)} partition(s) without a layout left as they are (e.g. {skipped[0]}); lay "
+                            "them out with rewrite_data_files(strategy => 'pando', where => ...)")
+    if not outside:
+        result.notes.append("no partition with a layout has files outside it: nothing to lay out")
+        return result
+    names = sorted(set(outside.values()))
+    entries = [current.partitions[n] for n in names]
+    offsets = np.cumsum([0] + [e.layout.num_blocks for e in entries]).tolist()
+    part_of_block = np.repeat(np.arange(len(names)), np.diff(offsets)).tolist()
+    minimum = [min_block_rows if min_block_rows is not None else
+               (max(1, int(e.layout.block_rows.min())) if e.layout.num_blocks else 1) for e in entries]
+    if min(minimum) < 1:
+        raise PandoRewriteError(f"option 'min-block-rows' must be >= 1, got {min_block_rows}")
+    files = sorted(outside)
+    payloads = [LayoutPayload(e.sidecar.layout_bytes, dict(e.sidecar.literal_keys)) for e in entries]
+
+    source = _read(spark, table_name, base_id).select("*", F.col(FILE_COL)).where(F.col(FILE_COL).isin(files))
+    data_fields = [f for f in source.schema.fields if f.name != FILE_COL]
+    routed = source.mapInArrow(route_partitions(payloads, files, [names.index(outside[p]) for p in files], offsets),
+                               StructType(data_fields + [StructField(BLOCK_COL, IntegerType(), False),
+                                                         StructField(KTUPLE_COL, LongType(), False)])).persist()
+    try:
+        progress(f"routing the rows of {len(files)} file(s) outside the layouts of {len(names)} partition(s)")
+        counts = {int(r[0]): int(r[1]) for r in routed.groupBy(BLOCK_COL).count().collect()}
+        seconds["routing"] = time.time() - t0
+        result.rows_read = sum(counts.values())
+        big = sorted(b for b, n in counts.items() if n >= minimum[part_of_block[b]])
+        result.rows_laid_out = sum(counts[b] for b in big)
+        result.rows_carried_over = result.rows_read - result.rows_laid_out
+        result.blocks_extended = len(big)
+        if not big:
+            result.notes.append(f"no block gets enough of the {result.rows_read} new rows (largest share "
+                                f"{max(counts.values(), default=0)}): nothing committed")
+            return result
+        touched = sorted({part_of_block[b] for b in big})
+        # Only partitions with a qualifying block are rewritten; the others' files stay as they are.
+        files = [p for p in files if names.index(outside[p]) in touched]
+        touched_blocks = [b for b in range(offsets[-1]) if part_of_block[b] in touched]
+        layout_id = new_layout_id()
+        data_dir = f"{location}/data/pando-{layout_id}"
+        wspec = WriteSpec(
+            data_dir=data_dir,
+            iceberg_schema_json=str(spark._jvm.org.apache.iceberg.SchemaParser.toJson(table.schema())),
+            io_properties=dict(io_properties or {}),
+            target_file_size_bytes=target_file_size_bytes or int(table.properties().getOrDefault(
+                "write.target-file-size-bytes", str(DEFAULT_TARGET_FILE_SIZE))),
+            compression=str(table.properties().getOrDefault("write.parquet.compression-codec", "zstd")).lower())
+        written: list[Any] = []
+        sidecar_path = None
+        committing = False
+        try:
+            t1 = time.time()
+            tagged = routed.where(F.col(BLOCK_COL).isin(touched_blocks)).mapInArrow(
+                _relabel(big, part_of_block), routed.schema)
+            tasks = max(1, min(len(big) + len(touched), 4 * max(1, int(spark.sparkContext.defaultParallelism))))
+            written = tagged.repartition(tasks, BLOCK_COL).sortWithinPartitions(BLOCK_COL) \
+                .mapInArrow(write_blocks(wspec), WRITTEN_FILE_DDL).collect()
+            seconds["writing"] = time.time() - t1
+            expected = sum(n for b, n in counts.items() if part_of_block[b] in touched)
+            if int(sum(w.record_count for w in written)) != expected:
+                raise PandoRewriteError(f"wrote {int(sum(w.record_count for w in written))} rows but read {expected} "
+                                        "rows from the files outside the layouts: not committing")
+            t1 = time.time()
+            new_entries = dict(current.partitions)
+            for i in touched:
+                e = entries[i]
+                mine = [w for w in written if offsets[i] <= int(w.block) < offsets[i + 1]]
+                local = [SimpleNamespace(block=int(w.block) - offsets[i], ktuples=w.ktuples,
+                                         record_count=w.record_count) for w in mine]
+                layout = _extend_layout(e.layout, local)
+                block_files = {b: list(refs) for b, refs in e.sidecar.block_files.items()}
+                for w in mine:
+                    block_files.setdefault(int(w.block) - offsets[i], []).append(
+                        DataFileRef(w.path, int(w.record_count), int(w.file_size_in_bytes)))
+                props = {**e.sidecar.properties, "pando.mode": "incremental",
+                         "pando.previous-layout-id": e.layout_id}
+                sc = LayoutSidecar.from_layout(layout, layout_id=new_layout_id(), table_uuid=str(table.uuid()),
+                                               block_files=block_files, base_snapshot_id=base_id,
+                                               base_sequence_number=int(snap.sequenceNumber()), properties=props)
+                new_entries[names[i]] = PartitionEntry.of(names[i], e.spec_id, sc, layout)
+            sidecar = PartitionedLayoutSidecar(layout_id, str(table.uuid()), new_entries, base_id,
+                                               {**current.properties, "pando.mode": "incremental",
+                                                "pando.previous-layout-id": ptr.layout_id})
+            sidecar_path, _ = sidecar.write(io, location)
+            seconds["metadata"] = time.time() - t1
+            t1 = time.time()
+            representative = {outside[p]: live[p].partition() for p in files}
+            owner = [names[part_of_block[b]] if b >= 0 else names[-1 - b] for b in (int(w.block) for w in written)]
+            new_files = build_partitioned_files(spark, table, written, [representative[n] for n in owner])
+            pointer = LayoutPointer(layout_id, sidecar.file_name, snapshot_id=0, base_snapshot_id=ptr.base_snapshot_id,
+                                    format_version=PARTITIONED_FORMAT_VERSION)
+            committing = True
+            snapshot_id = jv.commit_replace(spark, table, base_id, [live[p] for p in files], new_files,
+                                            {**pointer.to_properties(), P_SNAPSHOT: "{snapshot-id}"},
+                                            summary={"pando.layout-id": layout_id, "pando.mode": "incremental"})
+            seconds["commit"] = time.time() - t1
+        except BaseException as failure:
+            committed = _committed_snapshot(spark, table_name, layout_id) if committing else None
+            if committed is not None:
+                snapshot_id = committed
+            elif committing and _commit_state_unknown(failure):
+                raise
+            else:
+                if not written:
+                    _wait_for_running_tasks(spark)
+                _delete_quietly(io_properties, [w.path for w in written] + ([sidecar_path] if sidecar_path else []),
+                                location, directory=data_dir)
+                raise
+    finally:
+        routed.unpersist()
+    refresh_table(spark, table_name)
+    laid = [w for w in written if int(w.block) >= 0]
+    result.rewritten_data_files_count = len(files)
+    result.added_data_files_count = len(written)
+    result.rewritten_bytes_count = sum(int(live[p].fileSizeInBytes()) for p in files)
+    result.layout_id, result.snapshot_id, result.committed = layout_id, snapshot_id, True
+    result.block_count = int(sum(e.layout.num_blocks for e in new_entries.values()))
+    result.notes.append(f"{len(touched)} partition(s) extended: {result.rows_laid_out} rows in {len(laid)} new file(s) "
+                        f"of {len(big)} block(s); {len(written) - len(laid)} carry-over file(s) outside the layouts")
+    return result

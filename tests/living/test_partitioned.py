@@ -140,6 +140,66 @@ def test_appends_to_old_and_new_partitions(spark, catalog, table):
     check(spark, catalog, random_filters(4))
 
 
+def test_incremental_per_partition(spark, catalog, ctx, table):
+    # Appends to two laid-out months and to a month without a layout (1995-02).
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE l_shipdate >= date '1994-07-01' "
+              f"AND l_shipdate < date '1994-08-01' AND l_quantity > 25")
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE l_shipdate >= date '1994-09-01' "
+              f"AND l_shipdate < date '1994-09-03'")
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE l_shipdate >= date '1995-02-01' "
+              f"AND l_shipdate < date '1995-03-01'")
+    before = _sidecar(catalog)
+    outside = _explain(catalog, None).files_outside_layout
+    assert outside == 4  # June's earlier append + the three new files
+    res = call(ctx, f"CALL pando.system.rewrite_data_files(table => '{T}', strategy => 'pando', "
+                    "options => map('mode', 'incremental', 'min-block-rows', '20'))")
+    (row,) = res.rows
+    assert row[1] > 0 and any("partition(s) extended" in n for n in res.notes), res.notes
+    assert any("1 partition(s) without a layout left as they are (e.g. l_shipdate_month=1995-02)" in n
+               for n in res.notes), res.notes
+    after = _sidecar(catalog)
+    changed = {n for n in before.partitions if after.partitions[n].sidecar_bytes != before.partitions[n].sidecar_bytes}
+    assert {"l_shipdate_month=1994-06", "l_shipdate_month=1994-07"} <= changed <= {
+        "l_shipdate_month=1994-06", "l_shipdate_month=1994-07", "l_shipdate_month=1994-09"}
+    assert "l_shipdate_month=1995-02" not in after.partitions
+    # July's new rows went into new files of July's blocks (the old blocks' files untouched).
+    july = after.partitions["l_shipdate_month=1994-07"]
+    assert july.paths > before.partitions["l_shipdate_month=1994-07"].paths
+    ex = _explain(catalog, None)
+    assert 1 <= ex.files_outside_layout < outside  # 1995-02 (no layout) and any carry-over files
+    check(spark, catalog, random_filters(6))
+
+
+def test_layout_health_per_partition_and_relayout_of_the_degraded(spark, catalog, ctx, table):
+    # October doubles (a second copy of its rows): half of its rows are outside its layout.
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE l_shipdate >= date '1994-10-01' "
+              f"AND l_shipdate < date '1994-11-01'")
+    res = call(ctx, f"CALL pando.system.layout_health(table => '{T}', max_rows_outside => 0.3)")
+    by = {r[0]: r for r in res.rows}
+    assert by["l_shipdate_month=1995-02"][1] == "no layout"
+    assert by["l_shipdate_month=1994-10"][1] == "degraded" and 0.4 < by["l_shipdate_month=1994-10"][5] < 0.55
+    assert "rows outside the layout" in by["l_shipdate_month=1994-10"][8]
+    assert by["l_shipdate_month=1994-03"][1] == "ok" and by["l_shipdate_month=1994-03"][7] is not None
+    assert [r[0] for r in res.rows if r[1] == "degraded"] == ["l_shipdate_month=1994-10"]
+    star = by["*"]
+    assert star[1] == "recommendation"
+    call_sql = star[8].split(": ", 1)[1]
+    assert call_sql == (f"CALL pando.system.rewrite_data_files(table => '{T}', strategy => 'pando', where => "
+                        "\"`l_shipdate` >= CAST('1994-10-01' AS DATE) AND `l_shipdate` < CAST('1994-11-01' AS DATE)\")")
+    # The printed CALL re-lays out October alone (the recorded workload is reused).
+    before = _sidecar(catalog)
+    out = call(ctx, call_sql)
+    assert any("1 partition(s) laid out" in n for n in out.notes), out.notes
+    after = _sidecar(catalog)
+    assert {n for n in before.partitions if after.partitions[n].sidecar_bytes != before.partitions[n].sidecar_bytes} \
+        == {"l_shipdate_month=1994-10"}
+    again = {r[0]: r for r in call(ctx, f"CALL pando.system.layout_health(table => '{T}', max_rows_outside => 0.3)").rows}
+    assert again["l_shipdate_month=1994-10"][1] == "ok" and again["*"][1] == "ok"
+    described = call(ctx, f"CALL pando.system.describe_layout(table => '{T}')").rows
+    assert sum(r[0] == "partition" for r in described) == 12 + 1  # 1994 + 1995-01
+    check(spark, catalog, random_filters(7))
+
+
 def test_iceberg_rewrite_and_expiry_in_one_partition(spark, catalog, lakehouse_cfg, table):
     cat = lakehouse_cfg.catalog.name
     spark.sql(f"CALL {cat}.system.rewrite_data_files(table => '{T}', strategy => 'binpack', "

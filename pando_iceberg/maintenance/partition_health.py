@@ -1,7 +1,7 @@
 """Drift of per-partition layouts (issue 9 item 4): for each partition of a partitioned table, the
 share of rows and files outside its layout and the skipping efficiency of the recorded workload
-now versus at layout time; the degraded partitions get a re-layout CALL with a ``where`` that
-selects exactly them.
+now versus at layout time; the degraded partitions, and those without a layout yet (a new day),
+get a re-layout CALL with a ``where`` that selects exactly them.
 
 Rows read "now" come from the real planner (``plan_scan``, Iceberg's pruning then each
 partition's trees): one plan per workload query, its chosen files grouped by partition, so the
@@ -158,7 +158,8 @@ def partition_health(tbl, sidecar, table_name: str, max_rows_outside: float, max
                 if name in members:
                     read[name] = read.get(name, 0.0) + q.weight * int(t.file.record_count)
     for name, h in health.items():
-        if not h.has_layout:
+        if not h.has_layout:  # e.g. a new day: laid out by the recommended CALL too
+            h.reasons = ("no layout yet: its files are always read",)
             continue
         props = sidecar.partitions[name].sidecar.properties
         h.fraction_at_layout = float(props["pando.expected-rows-fraction"]) if "pando.expected-rows-fraction" in props \

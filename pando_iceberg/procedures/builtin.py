@@ -375,7 +375,7 @@ def _partitioned_health(ctx, table: str, tbl, sidecar, max_rows_outside: float, 
     if degraded:
         call_sql = relayout_call(name, where)
         out.append(("*", "recommendation", None, None, None, None, None, None,
-                    f"re-lay out {len(degraded)} degraded partition(s): {call_sql}"))
+                    f"lay out {len(degraded)} degraded or new partition(s): {call_sql}"))
     else:
         out.append(("*", "ok", None, None, None, None, None, None, "every partition layout is healthy"))
     if relayout and degraded:

@@ -95,6 +95,26 @@ def test_bad_where_is_refused_by_name(spark, catalog, ctx, table):
     assert layout_pointer(catalog.load_table(T).properties) is None  # nothing committed
 
 
+def test_failed_rewrite_leaves_the_table_as_it_was(spark, catalog, table, monkeypatch):
+    import os
+
+    import pando_iceberg.spark.iceberg_jvm as jv
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("injected: the catalog is unreachable")
+
+    tbl = catalog.load_table(T)
+    location = tbl.location().removeprefix("file://")
+    listing = lambda d: sorted(os.listdir(d)) if os.path.isdir(d) else []  # noqa: E731
+    snapshot, data, sidecars = tbl.current_snapshot().snapshot_id, listing(f"{location}/data"), listing(f"{location}.pando")
+    monkeypatch.setattr(jv, "commit_replace", fail)
+    with pytest.raises(RuntimeError, match="injected"):
+        rewrite_table(spark, T, WORKLOAD, OPTS, io_properties=table, where="l_shipdate < date '1994-03-01'")
+    tbl = catalog.load_table(T)
+    assert tbl.current_snapshot().snapshot_id == snapshot and layout_pointer(tbl.properties) is None
+    assert listing(f"{location}/data") == data and listing(f"{location}.pando") == sidecars  # files and sidecar removed
+
+
 def test_layout_all_then_one_partition(spark, catalog, ctx, table):
     filters = random_filters(1)
     before = sum(_explain(catalog, f).pando_rows for f in WL_FILTERS)
@@ -176,7 +196,7 @@ def test_layout_health_per_partition_and_relayout_of_the_degraded(spark, catalog
               f"AND l_shipdate < date '1994-11-01'")
     res = call(ctx, f"CALL pando.system.layout_health(table => '{T}', max_rows_outside => 0.3)")
     by = {r[0]: r for r in res.rows}
-    assert by["l_shipdate_month=1995-02"][1] == "no layout"
+    assert by["l_shipdate_month=1995-02"][1] == "no layout" and "no layout yet" in by["l_shipdate_month=1995-02"][8]
     assert by["l_shipdate_month=1994-10"][1] == "degraded" and 0.4 < by["l_shipdate_month=1994-10"][5] < 0.55
     assert "rows outside the layout" in by["l_shipdate_month=1994-10"][8]
     assert by["l_shipdate_month=1994-03"][1] == "ok" and by["l_shipdate_month=1994-03"][7] is not None
@@ -185,18 +205,21 @@ def test_layout_health_per_partition_and_relayout_of_the_degraded(spark, catalog
     assert star[1] == "recommendation"
     call_sql = star[8].split(": ", 1)[1]
     assert call_sql == (f"CALL pando.system.rewrite_data_files(table => '{T}', strategy => 'pando', where => "
-                        "\"`l_shipdate` >= CAST('1994-10-01' AS DATE) AND `l_shipdate` < CAST('1994-11-01' AS DATE)\")")
-    # The printed CALL re-lays out October alone (the recorded workload is reused).
+                        "\"(`l_shipdate` >= CAST('1994-10-01' AS DATE) AND `l_shipdate` < CAST('1994-11-01' AS DATE)) OR "
+                        "(`l_shipdate` >= CAST('1995-02-01' AS DATE) AND `l_shipdate` < CAST('1995-03-01' AS DATE))\")")
+    # The printed CALL re-lays out October and lays out the new February, nothing else (the
+    # recorded workload is reused).
     before = _sidecar(catalog)
     out = call(ctx, call_sql)
-    assert any("1 partition(s) laid out" in n for n in out.notes), out.notes
+    assert any("2 partition(s) laid out" in n for n in out.notes), out.notes
     after = _sidecar(catalog)
     assert {n for n in before.partitions if after.partitions[n].sidecar_bytes != before.partitions[n].sidecar_bytes} \
         == {"l_shipdate_month=1994-10"}
+    assert set(after.partitions) - set(before.partitions) == {"l_shipdate_month=1995-02"}
     again = {r[0]: r for r in call(ctx, f"CALL pando.system.layout_health(table => '{T}', max_rows_outside => 0.3)").rows}
-    assert again["l_shipdate_month=1994-10"][1] == "ok" and again["*"][1] == "ok"
+    assert again["l_shipdate_month=1994-10"][1] == "ok" and again["*"][1] == "ok", again
     described = call(ctx, f"CALL pando.system.describe_layout(table => '{T}')").rows
-    assert sum(r[0] == "partition" for r in described) == 12 + 1  # 1994 + 1995-01
+    assert sum(r[0] == "partition" for r in described) == 12 + 2  # 1994 + 1995-01, 1995-02
     check(spark, catalog, random_filters(7))
 
 
@@ -210,3 +233,27 @@ def test_iceberg_rewrite_and_expiry_in_one_partition(spark, catalog, lakehouse_c
     assert ex.fallback_reason is None and ex.files_outside_layout >= 2  # February's binpacked file(s) + June's
     spark.sql(f"CALL {cat}.system.expire_snapshots(table => '{T}', retain_last => 1)")
     check(spark, catalog, random_filters(5))
+
+
+def test_nightly_partitions_runbook(spark, catalog, ctx, table):
+    from pathlib import Path
+
+    from pando_iceberg.runner import run_script
+
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE l_shipdate >= date '1995-03-01' "
+              f"AND l_shipdate < date '1995-04-01'")  # a new month
+    n = spark.sql(f"SELECT count(*) FROM {T}").first()[0]
+    text = (Path(__file__).resolve().parents[2] / "procedures" / "nightly_partitions.sql").read_text()
+    results = run_script(ctx, text, {"table": T, "min_block_rows": "20", "max_rows_outside": "0.3",
+                                     "retain_last": "10", "catalog": ctx.cfg.catalog.name})
+    health = results[1][1]
+    flagged = {r[0] for r in health.rows if r[1] in ("degraded", "no layout")}
+    # The new March 1995 (February 1994's binpacked rows were laid out by the incremental step).
+    assert "l_shipdate_month=1995-03" in flagged and "l_shipdate_month=1994-02" not in flagged, health.rows
+    incremental = dict(zip(results[0][1].names, results[0][1].rows[0]))
+    assert incremental["added_data_files_count"] > 0
+    assert health.rows[-1][1] == "action" and "re-laid out" in health.rows[-1][8]
+    after = {r[0]: r for r in call(ctx, f"CALL pando.system.layout_health(table => '{T}', max_rows_outside => 0.3)").rows}
+    assert after["*"][1] == "ok" and after["l_shipdate_month=1995-03"][1] == "ok", after
+    assert spark.sql(f"SELECT count(*) FROM {T}").first()[0] == n
+    check(spark, catalog, random_filters(8))

@@ -102,7 +102,15 @@ def scans_by_table(df) -> dict[str, list[dict[str, int]]]:
     return out
 
 
-def _execute(spark, catalog, sql: str, pando: bool) -> tuple[list, dict[str, dict[str, int]], float]:
+@dataclass
+class Executed:
+    rows: list
+    tables: dict[str, dict[str, int]]  # per table: files, bytes, scans
+    seconds: float  # wall time, Pando's planning included
+    plan_seconds: float = 0.0  # Pando's planning (pyiceberg manifests, trees, join key sets)
+
+
+def _execute(spark, catalog, sql: str, pando: bool) -> Executed:
     """Run ``sql`` once: rows, per-table files/bytes read by the executed plan, wall seconds.
     Baselines read through Spark's own Iceberg scan; Pando through its pruned scan-task sets
     (the same steps as :func:`pando_iceberg.spark.pruned.run_sql`, keeping the DataFrame to read
@@ -115,10 +123,11 @@ def _execute(spark, catalog, sql: str, pando: bool) -> tuple[list, dict[str, dic
         df = spark.sql(sql)
         rows = df.collect()
         seconds = time.perf_counter() - t0
-        return rows, {t: {"files": sum(s.get("resultDataFiles", 0) for s in scans),
-                          "bytes": sum(s.get("totalDataFileSize", 0) for s in scans), "scans": len(scans)}
-                      for t, scans in scans_by_table(df).items()}, seconds
+        return Executed(rows, {t: {"files": sum(s.get("resultDataFiles", 0) for s in scans),
+                                   "bytes": sum(s.get("totalDataFileSize", 0) for s in scans), "scans": len(scans)}
+                               for t, scans in scans_by_table(df).items()}, seconds)
     qp = plan_query(spark, catalog, sql)
+    plan_seconds = time.perf_counter() - t0
     with ExitStack() as stack:
         views = {}
         for i, (name, plan) in enumerate(sorted(qp.plans.items())):
@@ -136,7 +145,7 @@ def _execute(spark, catalog, sql: str, pando: bool) -> tuple[list, dict[str, dic
         key = ".".join(name.split(".")[-2:])
         n = len(scans.get(key, []))  # executed scan nodes of this table, each reading the staged files
         metrics[key] = {"files": n * plan.explain.pando_files, "bytes": n * plan.explain.pando_bytes, "scans": n}
-    return rows, metrics, seconds
+    return Executed(rows, metrics, seconds, plan_seconds)
 
 
 def _canonical(v: Any) -> Any:
@@ -311,8 +320,10 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
             ns = layouts[layout]["namespace"]
             pando = layout.startswith("pando")
             qsql = _qualify(sql, ns)
-            rows, metrics, first = _execute(spark, catalog, qsql, pando)  # warm-up; its rows and files are reported
-            times = [_execute(spark, catalog, qsql, pando)[2] for _ in range(opts.runs)] or [first]
+            first = _execute(spark, catalog, qsql, pando)  # warm-up; its rows and files are reported
+            rows, metrics = first.rows, first.tables
+            timed = [_execute(spark, catalog, qsql, pando) for _ in range(opts.runs)] or [first]
+            times = [e.seconds for e in timed]
             if reference is None:
                 reference = rows
             same = same_rows(reference, rows)
@@ -329,6 +340,7 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
                                 # a bound no correct plan can beat: ⌈matching rows / its largest file⌉
                                 "lb_sound": read * math.ceil(matching / max(1, st["max_file_rows"]))}
             q["layouts"][layout] = {"tables": per_table, "seconds": times, "median_s": statistics.median(times),
+                                    "plan_s": statistics.median(e.plan_seconds for e in timed),
                                     "same_result": same, "result_rows": len(rows)}
         queries.append(q)
     return queries, mismatches

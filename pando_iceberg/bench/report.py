@@ -62,6 +62,7 @@ def summarize(rep: dict) -> dict:
             "mean_lb": statistics.mean(_lb(q, x) for q in qs) if qs else 0.0,
             "total_s": sum(q["layouts"][x]["median_s"] for q in qs),
             "total_s_all": sum(q["layouts"][x]["median_s"] for q in rep["queries"]),
+            "plan_s": sum(q["layouts"][x].get("plan_s", 0.0) for q in qs),  # Pando's planning, in total_s
             "files_total": {t: v["files"] for t, v in tables.items()},
             "rewrite_s": sum(v.get("rewrite_seconds", 0.0) for v in tables.values()),
             "optimizer_s": sum(v.get("optimizer_seconds", 0.0) for v in tables.values()),
@@ -144,17 +145,20 @@ def markdown(rep: dict, stem: str) -> str:
              "Files/bytes read: mean per test query filtering a laid-out table, summed over "
              f"{', '.join(tables)}, from the executed Spark plan. Lower bound (LB): ⌈matching rows / the layout's mean "
              "rows per file⌉ per table (matching rows counted exactly, join filters included). "
-             "Spark s: sum over those queries of the median wall time (Pando's includes its planning).", "",
-             "| layout | files read | MB read | lower bound | files / LB | Spark s | Spark s (all queries) | files "
-             "in table | rewrite s | optimizer s | sidecar KB | payback (queries) vs zorder | mismatches |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "Spark s: sum over those queries of the median wall time (Pando's includes its planning: "
+             "pyiceberg manifests, trees, join key sets; the next column).", "",
+             "| layout | files read | MB read | lower bound | files / LB | Spark s | of which planning s | Spark s "
+             "(all queries) | files in table | rewrite s | optimizer s | sidecar KB | payback (queries) vs zorder | "
+             "mismatches |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for x in o["layouts"]:
         v = lay[x]
         files_total = ", ".join(f"{t} {n}" for t, n in v["files_total"].items())
         pb = v.get("payback_queries_vs_zorder", "")
         pb = "—" if pb is None else ("" if pb == "" else f"{pb:.0f}")
         lines.append(f"| {x} | {_f(v['mean_files'])} | {_f(v['mean_bytes'] / 1e6)} | {_f(v['mean_lb'])} | "
-                     f"{_f(v['lb_ratio'], 2)} | {_f(v['total_s'])} | {_f(v['total_s_all'])} | {files_total} | "
+                     f"{_f(v['lb_ratio'], 2)} | {_f(v['total_s'])} | {_f(v.get('plan_s', 0.0))} | "
+                     f"{_f(v['total_s_all'])} | {files_total} | "
                      f"{_f(v['rewrite_s'])} | {_f(v['optimizer_s'])} | {_f(v['sidecar_bytes'] / 1e3)} | {pb} | "
                      f"{v['mismatches']} |")
     lines += ["", "Rewrites (per table):", "", "| layout | table | files | rows per file (max) | rewrite s | how |",

@@ -105,6 +105,22 @@ def partition_predicate(spec, schema, values) -> str | None:
     return exp.and_(*parts).sql(dialect="spark") if parts else None
 
 
+def _schemas(tbl, table_name: str, out: dict[str, Any]) -> dict[str, Any]:
+    """Arrow schemas of the table and of the other tables of its namespace (a workload may join
+    them), from the table's catalog; filled once into ``out``."""
+    out[table_name] = tbl.schema().as_arrow()
+    catalog = getattr(tbl, "catalog", None)
+    if catalog is not None and "." in table_name:
+        for ident in catalog.list_tables(table_name.rsplit(".", 1)[0]):
+            name = ".".join(ident)
+            if name not in out:
+                try:
+                    out[name] = catalog.load_table(name).schema().as_arrow()
+                except Exception:
+                    pass  # unreadable: a workload naming it gets no estimate
+    return out
+
+
 def partition_health(tbl, sidecar, table_name: str, max_rows_outside: float, max_efficiency_loss: float,
                      workload: list) -> tuple[list[PartitionHealth], str | None]:
     """Health of every partition with live files (pyiceberg table, its format-version-2 sidecar)
@@ -141,10 +157,11 @@ def partition_health(tbl, sidecar, table_name: str, max_rows_outside: float, max
             groups.setdefault(text, []).append(name)
     read: dict[str, float] = {}
     weights: dict[str, float] = {}
+    schemas: dict[str, Any] = {}
     for text, names in groups.items():
         statements = [tuple(x) if isinstance(x, list) else x for x in json.loads(text)]
         try:
-            wl = parse_workload(statements, {table_name: schema.as_arrow()}) if statements else None
+            wl = parse_workload(statements, schemas or _schemas(tbl, table_name, schemas)) if statements else None
         except Exception:
             wl = None  # the workload names other tables we do not load here: no estimate
         members = set(names)

@@ -17,6 +17,8 @@ from pando_iceberg.storage.partitions import PartitionedLayoutSidecar
 from pando_iceberg.storage.paths import sidecar_path
 from pando_iceberg.storage.pointer import layout_pointer
 
+from pando_iceberg.tpch import copy_table
+
 from _living import check_pruning
 
 pytestmark = pytest.mark.spark
@@ -29,13 +31,17 @@ WL_FILTERS = [
     "l_shipdate >= date '1994-03-01' AND l_shipdate < date '1994-05-01' AND l_returnflag = 'R'",
     "l_discount < 0.02",
 ]
-WORKLOAD = [f"SELECT count(*) FROM {T} WHERE {f}" for f in WL_FILTERS]
+D = "living.pord"  # orders: a join-induced literal cut per partition layout
+URGENT = f"l_orderkey IN (SELECT o_orderkey FROM {D} WHERE o_orderpriority = '1-URGENT')"
+WORKLOAD = [f"SELECT count(*) FROM {T} WHERE {f}" for f in WL_FILTERS] + [
+    f"SELECT count(*) FROM {T} JOIN {D} ON l_orderkey = o_orderkey WHERE o_orderpriority = '1-URGENT'"]
 OPTS = RewriteOptions(k=2, sample_rate=1.0, min_block_rows=150, seed=3)
 
 
 def random_filters(seed: int, n: int = 10) -> list[str]:
     rng = np.random.default_rng(seed)
-    out = ["l_quantity < 10", None, "l_returnflag = 'R' AND l_quantity >= 45"]
+    out = ["l_quantity < 10", None, "l_returnflag = 'R' AND l_quantity >= 45", URGENT,
+           f"l_orderkey IN (SELECT o_orderkey FROM {D} WHERE o_orderpriority <> '1-URGENT') AND l_quantity > 30"]
     for _ in range(n):
         m = int(rng.integers(1, 13))
         q = int(rng.integers(1, 50))
@@ -75,6 +81,7 @@ def _explain(catalog, flt):
 def table(spark, tpch, lakehouse_cfg):
     spark.sql("CREATE NAMESPACE IF NOT EXISTS living")
     spark.sql(f"DROP TABLE IF EXISTS {T}")
+    copy_table(spark, "tpch.orders", D)
     spark.sql(f"CREATE TABLE {T} USING iceberg PARTITIONED BY (months(l_shipdate)) "
               f"TBLPROPERTIES ('format-version'='2') AS SELECT * FROM tpch.lineitem WHERE {RANGE}")
     spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE {RANGE} AND l_quantity > 45")  # 2 files per month
@@ -125,6 +132,10 @@ def test_layout_all_then_one_partition(spark, catalog, ctx, table):
     ex = _explain(catalog, "l_quantity < 10")
     assert ex.fallback_reason is None and ex.files_outside_layout == 0 and ex.blocks_chosen < ex.blocks_total
     assert ex.blocks_total == sum(e.layout.num_blocks for e in sc.partitions.values())
+    literal = [c for e in sc.partitions.values() for c in e.layout.cuts if hasattr(c, "origin")]
+    assert literal and all(c.origin.snapshot_id is not None for c in literal)  # join-induced cuts, per partition
+    urgent = _explain(catalog, URGENT)
+    assert urgent.fallback_reason is None and urgent.blocks_chosen < urgent.blocks_total
     # Each new file holds rows of one month (Iceberg's partition pruning on the new files).
     march = _explain(catalog, "l_shipdate >= date '1994-03-01' AND l_shipdate < date '1994-04-01'")
     assert march.iceberg_files == len(sc.partitions["l_shipdate_month=1994-03"].paths)

@@ -416,7 +416,7 @@ def run_scaling(spark, catalog, cfg, opts: BenchOptions, sfs: list[float], per_t
     layouts = tuple(x for x in opts.layouts if x != "arrival")
     for sf in sfs:
         for n in per_templates:
-            o = replace(opts, sf=sf, per_template=max(2, n), runs=1, layouts=("arrival", *layouts),
+            o = replace(opts, sf=sf, per_template=max(2, n), runs=0, layouts=("arrival", *layouts),
                         out=str(Path(opts.out) / f"scaling_sf{sf:g}_n{n}"))
             o.validate()
             Path(o.out).mkdir(parents=True, exist_ok=True)

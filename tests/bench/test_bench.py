@@ -126,3 +126,21 @@ def test_bench_leaves_a_table_no_train_query_reads_as_copied(spark, catalog, lak
     assert orders["statement"].startswith("none: no train query reads the table")
     assert not catalog.load_table("tpch_pando_k1.orders").properties.get("pando.layout-id")
     assert catalog.load_table("tpch_pando_k1.lineitem").properties.get("pando.layout-id")
+
+
+def test_scaling_mode_normalizes_by_sort_on_fixed_test_queries(spark, catalog, lakehouse_cfg, tpch, tmp_path):
+    """Fig. 11's mode at tiny scale: one point per training size, each normalized by the sort
+    layout on the same held-out queries, results checked against arrival order."""
+    from pando_iceberg.bench.harness import run_scaling
+
+    opts = BenchOptions(dataset="tpch", sf=0.01, layouts=("arrival", "sort", "pando-k1"), templates=[6, 14],
+                        namespace="tpch", out=str(tmp_path))
+    rep = run_scaling(spark, catalog, lakehouse_cfg, opts, sfs=[0.01], per_templates=[1, 3])
+    assert rep["mismatches"] == 0 and [p["per_template"] for p in rep["points"]] == [1, 3]
+    for p in rep["points"]:
+        assert p["normalized"]["sort"] == 1.0 and p["files"]["sort"] > 0
+        assert p["normalized"]["pando-k1"] == p["files"]["pando-k1"] / p["files"]["sort"]
+        assert p["files"]["pando-k1"] > 0 and p["files"]["arrival"] > 0
+    md = (tmp_path / "scaling.md").read_text()
+    assert "pando-k1" in md and (tmp_path / "scaling.png").stat().st_size > 10_000
+    assert json.loads((tmp_path / "scaling.json").read_text())["points"][1]["per_template"] == 3

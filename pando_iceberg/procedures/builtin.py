@@ -248,6 +248,10 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
     snapshot = tbl.current_snapshot()
     if snapshot is None:
         raise ProcedureError(f"optimize_layout: table {name} has no snapshot (no data): nothing to lay out")
+    if not tbl.spec().is_unpartitioned():
+        raise ProcedureError(f"optimize_layout: table {name} is partitioned; its layouts are learned per partition "
+                             "when they are applied: use rewrite_data_files(table => ..., strategy => 'pando', "
+                             "where => ...) (pending layouts are whole-table only)")
     sources = _workload_sources(ctx, workload, workload_log, since, until)
     if not sources:
         raise ProcedureError("optimize_layout: give 'workload' (SQL text, a .sql file, a directory or a query log) "

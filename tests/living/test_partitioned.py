@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pando_iceberg.maintenance.literal_cuts import refresh_literal_cuts
 from pando_iceberg.planner import plan_scan
 from pando_iceberg.procedures import ProcedureError, call
 from pando_iceberg.spark.pruned import run_sql
@@ -99,6 +100,8 @@ def test_bad_where_is_refused_by_name(spark, catalog, ctx, table):
     with pytest.raises(ProcedureError, match="selects partitions, but tpch.orders is not partitioned"):
         call(ctx, "CALL pando.system.rewrite_data_files(table => 'tpch.orders', strategy => 'pando', "
                   "where => \"o_orderdate < date '1995-01-01'\")")
+    with pytest.raises(ProcedureError, match="optimize_layout: table living.pli is partitioned"):
+        call(ctx, f"CALL pando.system.optimize_layout(table => '{T}', workload => 'SELECT 1 FROM {T} WHERE l_quantity < 3')")
     assert layout_pointer(catalog.load_table(T).properties) is None  # nothing committed
 
 
@@ -142,6 +145,9 @@ def test_layout_all_then_one_partition(spark, catalog, ctx, table):
     check(spark, catalog, filters)
     after = sum(_explain(catalog, f).pando_rows for f in WL_FILTERS)
     assert after < 0.8 * before, (after, before)  # the workload reads fewer rows with the per-partition trees
+
+    with pytest.raises(PandoRewriteError, match="has per-partition layouts .* works on a whole-table layout only"):
+        refresh_literal_cuts(spark, T, table)  # not per partition yet: refused by name, nothing changed
 
     # Re-lay out March only (through the procedure): the other 11 layouts are kept byte for byte.
     kept = {n: e.sidecar_bytes for n, e in sc.partitions.items()}

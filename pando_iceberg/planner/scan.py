@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -323,7 +324,11 @@ def _prune_partitioned(table, tf, tasks, ex: ExplainRecord, pointer, sidecar):
             layout = entry.layout
             if needs_keys(keyed[0], layout):
                 keyed[0] = with_dim_keys(keyed[0], lambda j: _pyiceberg_keys(table, j))
-            wanted[name], _ = _wanted_blocks(table, pointer, layout, keyed[0], ex)
+            # A kept partition layout may predate the last rewrite: its cuts' names are checked
+            # against the schema of its own base snapshot.
+            own = dataclasses.replace(pointer, snapshot_id=entry.sidecar.base_snapshot_id) \
+                if entry.sidecar.base_snapshot_id is not None else pointer
+            wanted[name], _ = _wanted_blocks(table, own, layout, keyed[0], ex)
             ex.blocks_total += int(layout.num_blocks)
             ex.blocks_chosen += int(wanted[name].sum())
         return wanted[name]

@@ -35,8 +35,7 @@ from . import iceberg_jvm as jv
 from .session import refresh_table
 from .blocks import BLOCK_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches, unpack_ktuples, \
     write_blocks
-from .rewrite import (DEFAULT_TARGET_FILE_SIZE, PandoRewriteError, RewriteResult, _commit_state_unknown,
-                      _committed_snapshot, _delete_quietly, _wait_for_running_tasks)
+from .rewrite import DEFAULT_TARGET_FILE_SIZE, PandoRewriteError, RewriteResult, after_failure
 
 CARRY_OVER_BLOCK = -1  # block id of rows written to carry-over files (outside the layout)
 MODES = ("full", "incremental")
@@ -215,17 +214,8 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
                                                 summary={"pando.layout-id": sidecar.layout_id, "pando.mode": "incremental"})
                 seconds["commit"] = time.time() - t1
             except BaseException as failure:
-                committed = _committed_snapshot(spark, table_name, layout_id) if committing else None
-                if committed is not None:
-                    snapshot_id = committed
-                elif committing and _commit_state_unknown(failure):
-                    raise
-                else:
-                    if not written:
-                        _wait_for_running_tasks(spark)
-                    _delete_quietly(io_properties, [w.path for w in written] + ([sidecar_path] if sidecar_path else []),
-                                    location, directory=data_dir)
-                    raise
+                snapshot_id = after_failure(spark, failure, table_name, layout_id, committing, written, sidecar_path,
+                                            io_properties, location, data_dir, progress)
         finally:
             routed.unpersist()
     refresh_table(spark, table_name)

@@ -37,8 +37,7 @@ from . import iceberg_jvm as jv
 from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, _append, ktuple_radices, \
     pack_ktuples, unpack_ktuples, write_blocks
 from .rewrite import (DEFAULT_TARGET_FILE_SIZE, PandoRewriteError, RewriteOptions, RewriteResult, _arrow_batch_rows,
-                      _batch_rows, _commit_state_unknown, _committed_snapshot, _delete_quietly, _read,
-                      _wait_for_running_tasks, collect_arrow, workload_cuts)
+                      _batch_rows, _read, after_failure, collect_arrow, workload_cuts)
 from .session import refresh_table
 
 FILE_COL = "_file"
@@ -287,17 +286,8 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
                                         summary={"pando.layout-id": layout_id, "pando.partitions": str(len(laid))})
         seconds["commit"] = time.time() - t1
     except BaseException as failure:
-        committed = _committed_snapshot(spark, table_name, layout_id) if committing else None
-        if committed is not None:
-            snapshot_id = committed  # the commit reached the catalog although the call failed
-        elif committing and _commit_state_unknown(failure):
-            raise
-        else:
-            if not written:
-                _wait_for_running_tasks(spark)
-            _delete_quietly(io_properties, [w.path for w in written] + ([sidecar_path] if sidecar_path else []),
-                            location, directory=data_dir)
-            raise
+        snapshot_id = after_failure(spark, failure, table_name, layout_id, committing, written, sidecar_path,
+                                    io_properties, location, data_dir, progress)
     refresh_table(spark, table_name)
     notes.append(f"{len(laid)} partition(s) laid out, {kept} partition layout(s) kept as they were")
     return PartitionedRewriteResult(len(old_files), len(written), sum(int(f.fileSizeInBytes()) for f in old_files), 0,
@@ -464,17 +454,8 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
                                             summary={"pando.layout-id": layout_id, "pando.mode": "incremental"})
             seconds["commit"] = time.time() - t1
         except BaseException as failure:
-            committed = _committed_snapshot(spark, table_name, layout_id) if committing else None
-            if committed is not None:
-                snapshot_id = committed
-            elif committing and _commit_state_unknown(failure):
-                raise
-            else:
-                if not written:
-                    _wait_for_running_tasks(spark)
-                _delete_quietly(io_properties, [w.path for w in written] + ([sidecar_path] if sidecar_path else []),
-                                location, directory=data_dir)
-                raise
+            snapshot_id = after_failure(spark, failure, table_name, layout_id, committing, written, sidecar_path,
+                                        io_properties, location, data_dir, progress)
     finally:
         routed.unpersist()
     refresh_table(spark, table_name)

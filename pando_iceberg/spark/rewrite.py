@@ -472,24 +472,8 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
             step.advance()
         seconds["commit"] = time.time() - t0
     except BaseException as failure:
-        committed = _committed_snapshot(spark, table_name, layout_id) if committing else None
-        if committed is not None:
-            # The commit reached the catalog although the call failed (e.g. a lost connection after
-            # the metadata swap): the files are the table's now and must stay.
-            progress(f"commit outcome unclear ({type(failure).__name__}) but snapshot {committed} holds the layout")
-            snapshot_id = committed
-        elif committing and _commit_state_unknown(failure):
-            raise  # the catalog may still commit: deleting the files could corrupt the table
-        else:
-            # Every file of this rewrite lives under data/pando-<layout id>/ (a directory nothing else
-            # writes to), so remove the directory: it also catches files of tasks that finished
-            # before a failing one, which `written` never saw. Tasks of a failed job are killed
-            # asynchronously: let them stop first (a straggler's file is left to `pando cleanup`).
-            if not written:
-                _wait_for_running_tasks(spark)
-            _delete_quietly(io_properties, [w.path for w in written] + ([sidecar_path] if sidecar_path else []),
-                            location, directory=data_dir)
-            raise
+        snapshot_id = after_failure(spark, failure, table_name, layout_id, committing, written, sidecar_path,
+                                    io_properties, location, data_dir, progress)
     refresh_table(spark, table_name)
     return RewriteResult(len(old_files), len(written), rewritten_bytes, 0, layout_id, layout.num_blocks,
                          snapshot_id, base_id, seconds)
@@ -536,6 +520,30 @@ def _arrow_batch_rows(spark, rows: int):
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
+
+
+def after_failure(spark, failure: BaseException, table_name: str, layout_id: str, committing: bool, written: list,
+                  sidecar_path: str | None, io_properties, location: str, data_dir: str,
+                  progress: Callable[[str], None] = lambda m: None) -> int:
+    """What a failed rewrite (full, incremental or per partition) leaves behind; called from its
+    ``except`` block. Returns the snapshot id when the commit reached the catalog although the
+    call failed (e.g. a lost connection after the metadata swap): the files are the table's now
+    and must stay. Otherwise re-raises ``failure``: at once when the catalog may still commit
+    (deleting the files could corrupt the table), else after deleting what was written."""
+    committed = _committed_snapshot(spark, table_name, layout_id) if committing else None
+    if committed is not None:
+        progress(f"commit outcome unclear ({type(failure).__name__}) but snapshot {committed} holds the layout")
+        return committed
+    if not (committing and _commit_state_unknown(failure)):
+        # Every file of a rewrite lives under data/pando-<layout id>/ (a directory nothing else
+        # writes to), so remove the directory: it also catches files of tasks that finished before
+        # a failing one, which `written` never saw. Tasks of a failed job are killed
+        # asynchronously: let them stop first (a straggler's file is left to `pando cleanup`).
+        if not written:
+            _wait_for_running_tasks(spark)
+        _delete_quietly(io_properties, [w.path for w in written] + ([sidecar_path] if sidecar_path else []),
+                        location, directory=data_dir)
+    raise failure
 
 
 def _committed_snapshot(spark, table_name: str, layout_id: str) -> int | None:

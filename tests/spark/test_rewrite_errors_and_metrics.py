@@ -58,3 +58,64 @@ def test_spark_casts_date_to_bigint_as_null_which_is_why_bench_zorder_skips_date
 
     assert spark.sql("SELECT CAST(DATE '1995-01-01' AS BIGINT)").collect()[0][0] is None
     assert "date" in ZORDER_UNUSABLE and "decimal" in ZORDER_UNUSABLE
+
+
+@pytest.fixture()
+def orders_copy(spark, tpch):
+    from pando_iceberg.tpch import copy_table
+
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS failures")
+    copy_table(spark, "tpch.orders", "failures.orders")
+    yield "failures.orders"
+    spark.sql("DROP TABLE IF EXISTS failures.orders PURGE")
+
+
+ORDERS_WORKLOAD = ["SELECT * FROM failures.orders WHERE o_orderdate < date '1994-01-01'",
+                   "SELECT * FROM failures.orders WHERE o_totalprice > 300000"]
+SMALL = RewriteOptions(k=2, min_block_rows=1000, sample_rate=0.5)
+
+
+def _pando_dirs(catalog, name):
+    import os
+
+    data = catalog.load_table(name).location().removeprefix("file://").removeprefix("file:") + "/data"
+    return sorted(d for d in os.listdir(data) if d.startswith("pando-"))
+
+
+def test_commit_that_reached_the_catalog_before_the_call_failed_is_kept(spark, catalog, orders_copy, monkeypatch):
+    """A lost connection after the metadata swap: the rewrite reads the outcome back from the
+    catalog and reports the committed snapshot instead of deleting the table's new files."""
+    real = jv.commit_replace
+
+    def commit_then_fail(*args, **kwargs):
+        real(*args, **kwargs)
+        raise RuntimeError("injected: connection lost after the commit")
+
+    before = catalog.load_table(orders_copy).current_snapshot().snapshot_id
+    monkeypatch.setattr(jv, "commit_replace", commit_then_fail)
+    r = rewrite_table(spark, orders_copy, ORDERS_WORKLOAD, SMALL)
+    tbl = catalog.load_table(orders_copy)
+    assert r.snapshot_id == tbl.current_snapshot().snapshot_id != before
+    assert tbl.current_snapshot().summary["pando.layout-id"] == r.layout_id
+    assert spark.table(orders_copy).count() == 15000  # every row, once
+    assert f"pando-{r.layout_id}" in _pando_dirs(catalog, orders_copy)
+
+
+def test_commit_state_unknown_keeps_the_written_files(spark, catalog, orders_copy, monkeypatch):
+    """When the catalog may still commit, deleting the written files could corrupt the table:
+    the error is raised and the files stay (for `pando cleanup` once the outcome is known)."""
+    def unknown(*args, **kwargs):
+        raise RuntimeError("org.apache.iceberg.exceptions.CommitStateUnknownException: injected")
+
+    before = catalog.load_table(orders_copy).current_snapshot().snapshot_id
+    old_dirs = set(_pando_dirs(catalog, orders_copy))  # the table's location may hold earlier tests' files
+    monkeypatch.setattr(jv, "commit_replace", unknown)
+    with pytest.raises(RuntimeError, match="CommitStateUnknownException"):
+        rewrite_table(spark, orders_copy, ORDERS_WORKLOAD, SMALL)
+    assert catalog.load_table(orders_copy).current_snapshot().snapshot_id == before
+    dirs = sorted(set(_pando_dirs(catalog, orders_copy)) - old_dirs)
+    assert len(dirs) == 1  # the written blocks are still there
+    import os
+
+    data = catalog.load_table(orders_copy).location().removeprefix("file://").removeprefix("file:") + "/data/" + dirs[0]
+    assert any(f.endswith(".parquet") for f in os.listdir(data))

@@ -62,7 +62,9 @@ def summarize(rep: dict) -> dict:
             "mean_lb": statistics.mean(_lb(q, x) for q in qs) if qs else 0.0,
             "total_s": sum(q["layouts"][x]["median_s"] for q in qs),
             "total_s_all": sum(q["layouts"][x]["median_s"] for q in rep["queries"]),
-            "plan_s": sum(q["layouts"][x].get("plan_s", 0.0) for q in qs),  # Pando's planning, in total_s
+            # Pando's planning, part of total_s (None: a report from before it was recorded)
+            "plan_s": sum(q["layouts"][x]["plan_s"] for q in qs) if all("plan_s" in q["layouts"][x] for q in qs)
+            else None,
             "files_total": {t: v["files"] for t, v in tables.items()},
             "rewrite_s": sum(v.get("rewrite_seconds", 0.0) for v in tables.values()),
             "optimizer_s": sum(v.get("optimizer_seconds", 0.0) for v in tables.values()),
@@ -157,7 +159,7 @@ def markdown(rep: dict, stem: str) -> str:
         pb = v.get("payback_queries_vs_zorder", "")
         pb = "—" if pb is None else ("" if pb == "" else f"{pb:.0f}")
         lines.append(f"| {x} | {_f(v['mean_files'])} | {_f(v['mean_bytes'] / 1e6)} | {_f(v['mean_lb'])} | "
-                     f"{_f(v['lb_ratio'], 2)} | {_f(v['total_s'])} | {_f(v.get('plan_s', 0.0))} | "
+                     f"{_f(v['lb_ratio'], 2)} | {_f(v['total_s'])} | {_f(v['plan_s'])} | "
                      f"{_f(v['total_s_all'])} | {files_total} | "
                      f"{_f(v['rewrite_s'])} | {_f(v['optimizer_s'])} | {_f(v['sidecar_bytes'] / 1e3)} | {pb} | "
                      f"{v['mismatches']} |")

@@ -30,6 +30,13 @@ cut's origin snapshot becomes the dimension's current one, so the next refresh s
 The result is a new sidecar (new layout id, same block → files map) and a pointer update; no
 new table snapshot. Any interleaving with an incremental layout is sound: each sidecar is
 consistent in itself, and files a sidecar does not list are always read.
+
+Per-partition layouts (sidecar format version 2, issue 9): the same rule per partition layout.
+Candidates are computed once per distinct cut origin (``_origins``); the laid-out-rows test is
+one semi-join per fact column over every partition's laid-out files, its hits tagged with their
+file's partition, and a key is blocked only in the partitions whose rows have it. The changed
+partition layouts get new partition sidecars (same block → files maps), the others are copied,
+into one new version-2 sidecar; then the pointer moves as above.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from ..spark.rewrite import PandoRewriteError, SparkKeyProvider, arrow_schema_of
 
 REFRESH_COLUMNS = [("cut", "string"), ("dim_table", "string"), ("mode", "string"), ("from_snapshot", "bigint"),
                    ("to_snapshot", "bigint"), ("keys_before", "bigint"), ("keys_added", "bigint"),
-                   ("keys_removed", "bigint"), ("keys_kept_stale", "bigint")]
+                   ("keys_removed", "bigint"), ("keys_kept_stale", "bigint"), ("partition", "string")]
 
 
 @dataclass
@@ -62,10 +69,11 @@ class CutRefresh:
     keys_added: int = 0
     keys_removed: int = 0
     keys_kept_stale: int = 0
+    partition: str | None = None  # the partition whose layout holds the cut (None: a whole-table layout)
 
     def row(self) -> tuple:
         return (self.cut, self.dim_table, self.mode, self.from_snapshot, self.to_snapshot, self.keys_before,
-                self.keys_added, self.keys_removed, self.keys_kept_stale)
+                self.keys_added, self.keys_removed, self.keys_kept_stale, self.partition)
 
 
 @dataclass
@@ -80,87 +88,174 @@ class RefreshResult:
         return self.layout_id != self.previous_layout_id
 
 
+@dataclass
+class _Origin:
+    """What changed in one cut origin's dimension: ``keys`` are the appended rows' keys that
+    satisfy the predicate (incremental) or the whole recomputed key set (full)."""
+
+    mode: str  # unchanged | incremental | full
+    now: int | None  # the dimension's current snapshot
+    keys: np.ndarray | None = None
+
+    def changed_keys(self, cut) -> np.ndarray:
+        """The cut's candidate keys: whose membership the dimension now says differs."""
+        stored = _keys(cut.keys)
+        return np.setdiff1d(self.keys, stored) if self.mode == "incremental" else np.setxor1d(self.keys, stored)
+
+
 def refresh_literal_cuts(spark, table_name: str, io_properties: dict[str, str] | None = None,
                          progress: Callable[[str], None] = lambda m: None) -> RefreshResult:
-    """Refresh the key sets of the table's literal cuts (module docstring)."""
-    from ..expr import CutOrigin, LiteralCut
+    """Refresh the key sets of the table's literal cuts (module docstring). A table with
+    per-partition layouts (sidecar format version 2) is refreshed per partition layout
+    (``_refresh_partitions``)."""
+    from ..storage.partitions import PARTITIONED_FORMAT_VERSION
+    from ..storage.pointer import layout_pointer
 
     t0 = time.time()
+    ptr = layout_pointer({str(k): str(v) for k, v in dict(jv.load_table(spark, table_name).properties()).items()})
+    if ptr is not None and ptr.format_version == PARTITIONED_FORMAT_VERSION:
+        result = _refresh_partitions(spark, table_name, io_properties, progress)
+        result.seconds = time.time() - t0
+        return result
     cur = current_layout(spark, table_name, io_properties)
     layout = cur.layout
     result = RefreshResult(cur.pointer.layout_id, cur.pointer.layout_id)
-    literal = [c for c in layout.cuts if isinstance(c, LiteralCut)]
-    if not literal:
-        result.seconds = time.time() - t0
+    infos, replaced = _refresh_groups(spark, cur.table, table_name, {"": (layout.cuts, _laid_out_paths(cur))}, progress)
+    result.cuts = infos
+    if replaced.get(""):
+        _replace_cuts(layout, replaced[""])
+        sidecar, path = write_successor_sidecar(
+            cur, layout, cur.sidecar.block_files, base_snapshot_id=cur.sidecar.base_snapshot_id,
+            base_sequence_number=cur.sidecar.base_sequence_number, extra={"pando.mode": "refresh-literal-cuts"})
+        _point_or_delete(spark, table_name, cur.pointer.layout_id, sidecar, cur.io, path)
+        result.layout_id = sidecar.layout_id
+    result.seconds = time.time() - t0
+    return result
+
+
+def _refresh_partitions(spark, table_name: str, io_properties: dict[str, str] | None,
+                        progress: Callable[[str], None]) -> RefreshResult:
+    """Per-partition layouts: candidates once per distinct cut origin, the laid-out-rows test
+    per partition (one semi-join per fact column over every partition's laid-out files, hits
+    tagged with their file's partition), the cuts replaced in each partition layout that has
+    a change (the others' sidecar bytes are copied), ONE new version-2 sidecar with the same
+    block → files maps, and a pointer update (no table snapshot)."""
+    from pyiceberg.io import load_file_io
+
+    from ..storage.partitions import PartitionedLayoutSidecar, PartitionEntry, read_layout_sidecar
+    from ..storage.pointer import layout_pointer
+    from ..storage.sidecar import LayoutSidecar, new_layout_id
+
+    table = jv.load_table(spark, table_name)
+    ptr = layout_pointer({str(k): str(v) for k, v in dict(table.properties()).items()})
+    location = str(table.location()).rstrip("/")
+    io = load_file_io(dict(io_properties or {}), location)
+    current = read_layout_sidecar(io, ptr, location, str(table.uuid()))
+    result = RefreshResult(ptr.layout_id, ptr.layout_id)
+    snap = table.currentSnapshot()
+    live = set(jv.live_data_files(table, int(snap.snapshotId()))) if snap is not None else set()
+    groups = {name: (e.layout.cuts, live & e.paths) for name, e in sorted(current.partitions.items())}
+    result.cuts, replaced = _refresh_groups(spark, table, table_name, groups, progress)
+    if not replaced:
         return result
-    laid_out = _laid_out_paths(cur)
-    provider = SparkKeyProvider(spark, {})
-    schemas: dict[str, dict] = {}  # namespace → table schemas, read once
-    todo = []  # (cut, info, dim filter, dimension snapshot now)
-    for cut in literal:
-        o = cut.origin
-        dim = jv.load_table(spark, o.dim_table)
-        snap = dim.currentSnapshot()
-        now = int(snap.snapshotId()) if snap is not None else None
-        text = f"{cut.column} IN (SELECT {o.dim_pk} FROM {o.dim_table} WHERE {o.predicate})"
-        info = CutRefresh(text, o.dim_table, "unchanged", o.snapshot_id, now, len(cut.keys))
-        result.cuts.append(info)
-        if now is not None and o.snapshot_id == now:
-            continue
-        dim_filter = _dim_filter(spark, o, schemas)
-        info.mode = "incremental" if _appends_only(dim, o.snapshot_id, now) and not dim_filter.joins else "full"
-        todo.append((cut, info, dim_filter, now))
-    # Whole key sets: one Spark job per dimension table for all the cuts that need one.
-    provider.prefetch([(c.origin.dim_table, c.origin.dim_pk, f) for c, i, f, _ in todo if i.mode == "full"])
-    flips: dict[str, np.ndarray] = {}
-    for cut, info, dim_filter, now in todo:
-        o, stored = cut.origin, _keys(cut.keys)
-        if info.mode == "incremental":
-            progress(f"{info.cut}: reading rows appended to {o.dim_table} since snapshot {o.snapshot_id}")
-            rows = (spark.read.format("iceberg").option("start-snapshot-id", str(o.snapshot_id))
-                    .option("end-snapshot-id", str(now)).load(o.dim_table))
-            if not dim_filter.is_true_expr():
-                rows = rows.where(dim_filter.expr.sql(dialect="spark"))
-            wanted = _keys(collect_arrow(rows.select(o.dim_pk).distinct()).column(0))
-            flips[cut.key] = np.setdiff1d(wanted, stored)
-        else:
-            flips[cut.key] = np.setxor1d(_keys(provider(o.dim_table, o.dim_pk, dim_filter)), stored)
-    # Which candidate keys laid-out fact rows have: one semi-join per fact column.
-    blocked_in: dict[str, np.ndarray] = {}
-    for column in {cut.column for cut, *_ in todo}:
-        candidates = [flips[cut.key] for cut, *_ in todo if cut.column == column and len(flips[cut.key])]
+    entries = dict(current.partitions)
+    for name, swap in replaced.items():
+        e = entries[name]
+        layout = e.layout
+        _replace_cuts(layout, swap)
+        props = {**e.sidecar.properties, "pando.mode": "refresh-literal-cuts", "pando.previous-layout-id": e.layout_id}
+        sc = LayoutSidecar.from_layout(layout, layout_id=new_layout_id(), table_uuid=str(table.uuid()),
+                                       block_files=e.sidecar.block_files, base_snapshot_id=e.sidecar.base_snapshot_id,
+                                       base_sequence_number=e.sidecar.base_sequence_number, properties=props)
+        entries[name] = PartitionEntry.of(name, e.spec_id, sc, layout)
+    sidecar = PartitionedLayoutSidecar(new_layout_id(), str(table.uuid()), entries, current.base_snapshot_id,
+                                       {**current.properties, "pando.mode": "refresh-literal-cuts",
+                                        "pando.previous-layout-id": ptr.layout_id})
+    path, _ = sidecar.write(io, location)
+    _point_or_delete(spark, table_name, ptr.layout_id, sidecar, io, path)
+    result.layout_id = sidecar.layout_id
+    progress(f"{len(replaced)} of {len(current.partitions)} partition layout(s) refreshed")
+    return result
+
+
+def _refresh_groups(spark, table, table_name: str, groups: dict[str, tuple[list, set[str]]],
+                    progress: Callable[[str], None]) -> tuple[list[CutRefresh], dict[str, dict[str, Any]]]:
+    """The refresh of several layouts of one table (``groups``: name → (the layout's cuts, its
+    live laid-out files); one group "" for a whole-table layout, one per partition otherwise).
+    Returns a CutRefresh per literal cut and, per group with a change, cut key → new cut."""
+    from ..expr import CutOrigin, LiteralCut
+
+    literal = {g: [c for c in cuts if isinstance(c, LiteralCut)] for g, (cuts, _) in groups.items()}
+    origins = _origins(spark, [c for cs in literal.values() for c in cs], progress)
+    infos: list[CutRefresh] = []
+    todo = []  # (group, cut, info, origin state, candidate keys)
+    for g, cuts in literal.items():
+        for cut in cuts:
+            o, state = cut.origin, origins[_origin_key(cut.origin)]
+            text = f"{cut.column} IN (SELECT {o.dim_pk} FROM {o.dim_table} WHERE {o.predicate})"
+            info = CutRefresh(text, o.dim_table, state.mode, o.snapshot_id, state.now, len(cut.keys), partition=g or None)
+            infos.append(info)
+            if state.mode != "unchanged":
+                todo.append((g, cut, info, state, state.changed_keys(cut)))
+    # Which candidate keys laid-out fact rows have, per group: one semi-join per fact column.
+    blocked_in: dict[str, dict[str, np.ndarray]] = {}
+    paths = {g: laid_out for g, (_, laid_out) in groups.items() if literal[g]}
+    for column in sorted({cut.column for _, cut, *_ in todo}):
+        candidates = [flips for _, cut, *_, flips in todo if cut.column == column and len(flips)]
         union = np.unique(np.concatenate(candidates)) if candidates else np.zeros(0, np.int64)
         progress(f"checking {len(union)} candidate key(s) against the laid-out rows' {column}")
-        blocked_in[column] = _keys_in_laid_out_rows(spark, cur, table_name, laid_out, column, union)
-    replaced: dict[str, Any] = {}
-    for cut, info, _, now in todo:
-        o, stored, changed = cut.origin, _keys(cut.keys), flips[cut.key]
-        blocked = changed[np.isin(changed, blocked_in[cut.column])]
+        blocked_in[column] = _keys_in_laid_out_rows(spark, table, table_name, paths, column, union)
+    replaced: dict[str, dict[str, Any]] = {}
+    for g, cut, info, state, changed in todo:
+        o, stored = cut.origin, _keys(cut.keys)
+        blocked = changed[np.isin(changed, blocked_in[cut.column][g])]
         allowed = np.setdiff1d(changed, blocked)
         info.keys_added = int(np.isin(allowed, stored, invert=True).sum())
         info.keys_removed = len(allowed) - info.keys_added
         info.keys_kept_stale = len(blocked)
         new_keys = np.setxor1d(stored, allowed)
-        replaced[cut.key] = LiteralCut(cut.column, new_keys, CutOrigin(o.dim_table, o.dim_pk, o.predicate, now))
-    if not replaced:
-        result.seconds = time.time() - t0
-        return result
-    _replace_cuts(layout, replaced)
-    sidecar, path = write_successor_sidecar(
-        cur, layout, cur.sidecar.block_files, base_snapshot_id=cur.sidecar.base_snapshot_id,
-        base_sequence_number=cur.sidecar.base_sequence_number, extra={"pando.mode": "refresh-literal-cuts"})
-    try:
-        _point_to(spark, table_name, cur, sidecar)
-    except BaseException:
-        try:
-            cur.io.delete(path)
-        except Exception:
-            pass
-        raise
-    refresh_table(spark, table_name)
-    result.layout_id = sidecar.layout_id
-    result.seconds = time.time() - t0
-    return result
+        replaced.setdefault(g, {})[cut.key] = LiteralCut(cut.column, new_keys,
+                                                         CutOrigin(o.dim_table, o.dim_pk, o.predicate, state.now))
+    return infos, replaced
+
+
+def _origin_key(origin) -> tuple:
+    return (origin.dim_table, origin.dim_pk, origin.predicate, origin.snapshot_id)
+
+
+def _origins(spark, cuts: list, progress: Callable[[str], None]) -> dict[tuple, _Origin]:
+    """What changed since each distinct cut origin (dimension, pk, predicate, snapshot): whole
+    key sets with one Spark job per dimension table for the origins that need one, appended
+    rows (Iceberg's incremental append scan) for the others."""
+    provider = SparkKeyProvider(spark, {})
+    schemas: dict[str, dict] = {}  # namespace → table schemas, read once
+    states: dict[tuple, _Origin] = {}
+    todo = []  # (origin, its state, dim filter)
+    for cut in cuts:
+        o, key = cut.origin, _origin_key(cut.origin)
+        if key in states:
+            continue
+        dim = jv.load_table(spark, o.dim_table)
+        snap = dim.currentSnapshot()
+        now = int(snap.snapshotId()) if snap is not None else None
+        states[key] = _Origin("unchanged", now)
+        if now is not None and o.snapshot_id == now:
+            continue
+        dim_filter = _dim_filter(spark, o, schemas)
+        states[key].mode = "incremental" if _appends_only(dim, o.snapshot_id, now) and not dim_filter.joins else "full"
+        todo.append((o, states[key], dim_filter))
+    provider.prefetch([(o.dim_table, o.dim_pk, f) for o, s, f in todo if s.mode == "full"])
+    for o, state, dim_filter in todo:
+        if state.mode == "incremental":
+            progress(f"reading rows appended to {o.dim_table} since snapshot {o.snapshot_id}")
+            rows = (spark.read.format("iceberg").option("start-snapshot-id", str(o.snapshot_id))
+                    .option("end-snapshot-id", str(state.now)).load(o.dim_table))
+            if not dim_filter.is_true_expr():
+                rows = rows.where(dim_filter.expr.sql(dialect="spark"))
+            state.keys = _keys(collect_arrow(rows.select(o.dim_pk).distinct()).column(0))
+        else:
+            state.keys = _keys(provider(o.dim_table, o.dim_pk, dim_filter))
+    return states
 
 
 def _keys(keys: Any) -> np.ndarray:
@@ -208,19 +303,29 @@ def _laid_out_paths(cur) -> set[str]:
     return set(live) & cur.layout_paths
 
 
-def _keys_in_laid_out_rows(spark, cur, table_name: str, paths: set[str], column: str, keys: np.ndarray) -> np.ndarray:
-    """Which of ``keys`` occur as ``column`` in live rows of the laid-out files (a semi-join)."""
+def _keys_in_laid_out_rows(spark, table, table_name: str, groups: dict[str, set[str]], column: str,
+                           keys: np.ndarray) -> dict[str, np.ndarray]:
+    """Per group (name → laid-out files), which of ``keys`` occur as ``column`` in live rows of
+    its files: ONE semi-join over all the groups' files, hits tagged by their file."""
+    import pyarrow.compute as pc
     from pyspark.sql import functions as F
 
-    if len(keys) == 0 or not paths:
-        return keys[:0]
-    table = cur.table
+    out = {g: keys[:0] for g in groups}
+    files = sorted({p for ps in groups.values() for p in ps})
+    if len(keys) == 0 or not files:
+        return out
     candidates = spark.createDataFrame(pa.table({"k": pa.array(keys.tolist())}).to_pandas())
-    with jv.staged_scan(spark, table, table_name, int(table.currentSnapshot().snapshotId()), paths) as df:
-        hits = (df.select(F.col(column).alias("fk")).join(F.broadcast(candidates), F.col("fk") == F.col("k"), "left_semi")
-                .distinct())
-        found = collect_arrow(hits).column(0)
-    return _keys(found) if len(found) else keys[:0]
+    with jv.staged_scan(spark, table, table_name, int(table.currentSnapshot().snapshotId()), set(files)) as df:
+        hits = (df.select(F.col("_file").alias("file"), F.col(column).alias("fk"))
+                .join(F.broadcast(candidates), F.col("fk") == F.col("k"), "left_semi").distinct())
+        found = collect_arrow(hits)
+    if not found.num_rows:
+        return out
+    for g, ps in groups.items():
+        mine = found.filter(pc.is_in(found.column("file"), value_set=pa.array(sorted(ps), pa.string())))
+        if mine.num_rows:
+            out[g] = _keys(mine.column("fk"))
+    return out
 
 
 def _replace_cuts(layout, replaced: dict[str, Any]) -> None:
@@ -231,14 +336,23 @@ def _replace_cuts(layout, replaced: dict[str, Any]) -> None:
     layout.cut_index = {c.key: i for i, c in enumerate(layout.cuts)}
 
 
-def _point_to(spark, table_name: str, cur, sidecar) -> None:
-    """Move the table's layout pointer to ``sidecar`` (same layout snapshot), refusing when
-    another writer moved it since we read it."""
+def _point_or_delete(spark, table_name: str, expected_layout_id: str, sidecar, io, path: str) -> None:
+    """Move the table's layout pointer to ``sidecar`` (same layout snapshot and format version),
+    refusing when another writer moved it since we read it; the new sidecar is deleted when the
+    pointer does not move."""
     from ..storage.pointer import P_LAYOUT_ID, P_SIDECAR
 
-    table = jv.load_table(spark, table_name)
-    now = str(table.properties().get(P_LAYOUT_ID))
-    if now != cur.pointer.layout_id:
-        raise PandoRewriteError(f"the layout of {table_name} changed concurrently (now {now}, was "
-                                f"{cur.pointer.layout_id}): not refreshing; run refresh_literal_cuts again")
-    table.updateProperties().set(P_LAYOUT_ID, sidecar.layout_id).set(P_SIDECAR, sidecar.file_name).commit()
+    try:
+        table = jv.load_table(spark, table_name)
+        now = str(table.properties().get(P_LAYOUT_ID))
+        if now != expected_layout_id:
+            raise PandoRewriteError(f"the layout of {table_name} changed concurrently (now {now}, was "
+                                    f"{expected_layout_id}): not refreshing; run refresh_literal_cuts again")
+        table.updateProperties().set(P_LAYOUT_ID, sidecar.layout_id).set(P_SIDECAR, sidecar.file_name).commit()
+    except BaseException:
+        try:
+            io.delete(path)
+        except Exception:
+            pass
+        raise
+    refresh_table(spark, table_name)

@@ -80,9 +80,9 @@ def test_dimension_insert_then_refresh_then_incremental(spark, catalog, ctx, lai
 
     r = call(ctx, f"CALL pando.system.refresh_literal_cuts(table => '{F}')")
     (row,) = r.rows
-    cut, dim, mode, from_snap, to_snap, keys_before, added, removed, stale = row
+    cut, dim, mode, from_snap, to_snap, keys_before, added, removed, stale, partition = row
     # Only the appended dimension rows are read: the origin snapshot is known since the rewrite.
-    assert (dim, mode, from_snap, removed, stale) == (D, "incremental", dim_snapshot, 0, 0)
+    assert (dim, mode, from_snap, removed, stale, partition) == (D, "incremental", dim_snapshot, 0, 0, None)
     assert keys_before == len(before.keys) and added > 0
     after = _cut_info(spark, io)
     assert len(after.keys) == keys_before + added and after.origin.snapshot_id == to_snap
@@ -145,7 +145,7 @@ def test_control_flipping_keys_of_laid_out_rows_would_make_pruning_wrong(spark, 
         f"SELECT DISTINCT o_orderkey FROM {D} o LEFT SEMI JOIN {F} l ON l.l_orderkey = o.o_orderkey "
         f"WHERE o_orderpriority = '4-NOT SPECIFIED' ORDER BY 1 LIMIT 30").collect()]
     spark.sql(f"UPDATE {D} SET o_orderpriority = '1-URGENT' WHERE o_orderkey IN ({', '.join(map(str, keys))})")
-    monkeypatch.setattr(lc, "_keys_in_laid_out_rows", lambda *a, **k: a[-1][:0])
+    monkeypatch.setattr(lc, "_keys_in_laid_out_rows", lambda *a, **k: {g: a[-1][:0] for g in a[3]})
     (info,) = refresh_literal_cuts(spark, F, laid_out).cuts
     assert info.keys_added >= len(keys) and info.keys_kept_stale == 0
     table = catalog.load_table(F)

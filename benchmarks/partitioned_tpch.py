@@ -16,7 +16,6 @@ Writes ``partitioned_tpch.json`` and ``partitioned_tpch.md`` into --out.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -25,12 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pando_iceberg.catalog import load_catalog  # noqa: E402
-from pando_iceberg.config import load_config  # noqa: E402
+from _tpch_bench import parser, start  # noqa: E402
 from pando_iceberg.demo import _qualify, _rows, split_workload  # noqa: E402
 from pando_iceberg.spark.pruned import plan_query, run_sql  # noqa: E402
 from pando_iceberg.spark.rewrite import RewriteOptions, rewrite_table  # noqa: E402
-from pando_iceberg.spark.session import start_spark  # noqa: E402
 from pando_iceberg.tpch import TPCH_TABLES, copy_table, load_tpch  # noqa: E402
 from pando_iceberg.workload.tpch_queries import tpch_workload  # noqa: E402
 
@@ -39,25 +36,11 @@ LATE = "l_shipdate >= date '1998-01-01'"  # the last partition (1998) arrives as
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sf", type=float, default=0.1)
-    ap.add_argument("--home", default="/tmp/pando-part-bench-home")
-    ap.add_argument("--out", default="/tmp/pando-part-bench")
-    ap.add_argument("--k", type=int, default=3)
-    ap.add_argument("--per-template", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--b", type=int, default=None, help="min block rows (default 100,000 × SF)")
-    ap.add_argument("--sample-rate", type=float, default=0.05)
-    ap.add_argument("--driver-memory", default="4g")
+    ap = parser(__doc__, sf=0.1, home="/tmp/pando-part-bench-home", out="/tmp/pando-part-bench", per_template=4,
+                sample_rate=0.05, driver_memory="4g")
     ap.add_argument("--check", action="store_true", help="compare every pruned result with plain Spark (run_sql)")
     args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    b = args.b or int(100_000 * args.sf)
-    cfg = load_config(home=args.home, env={}, overrides={"spark": {"driver_memory": args.driver_memory,
-                                                                    "shuffle_partitions": 8}})
-    spark = start_spark(cfg, app_name="pando-partitioned-bench")
-    catalog = load_catalog(cfg)
+    out, b, cfg, spark, catalog = start(args, "pando-partitioned-bench")
     io = cfg.pyiceberg_properties()
     rep: dict = {"sf": args.sf, "k": args.k, "b": b, "stages": {}, "maintenance": {}}
 

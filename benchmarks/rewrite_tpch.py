@@ -15,7 +15,6 @@ Writes ``rewrite_tpch.json`` and ``rewrite_tpch.md`` into --out.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -24,14 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pando_iceberg.catalog import load_catalog  # noqa: E402
-from pando_iceberg.config import load_config  # noqa: E402
+from _tpch_bench import parser, start  # noqa: E402
 from pando_iceberg.demo import _qualify, _rows, split_workload  # noqa: E402
 from pando_iceberg.expr.iceberg import to_pyiceberg  # noqa: E402
 from pando_iceberg.planner import plan_scan, table_filter  # noqa: E402
 from pando_iceberg.spark.pruned import plan_query, run_sql  # noqa: E402
 from pando_iceberg.spark.rewrite import RewriteOptions, rewrite_table  # noqa: E402
-from pando_iceberg.spark.session import start_spark  # noqa: E402
 from pando_iceberg.tpch import TPCH_TABLES, copy_table, load_tpch  # noqa: E402
 from pando_iceberg.workload.tpch_queries import tpch_workload  # noqa: E402
 
@@ -40,29 +37,14 @@ ZORDER = {"lineitem": "zorder(l_shipdate, l_receiptdate, l_shipmode)", "orders":
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sf", type=float, default=1.0)
-    ap.add_argument("--home", default="/tmp/pando-rewrite-bench-home")
-    ap.add_argument("--out", default="/tmp/pando-rewrite-bench")
-    ap.add_argument("--k", type=int, default=3)
-    ap.add_argument("--per-template", type=int, default=8)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--b", type=int, default=None, help="min block rows (default 100,000 × SF)")
-    ap.add_argument("--sample-rate", type=float, default=0.01)
+    ap = parser(__doc__, sf=1.0, home="/tmp/pando-rewrite-bench-home", out="/tmp/pando-rewrite-bench", per_template=8,
+                sample_rate=0.01, driver_memory="8g")
     ap.add_argument("--planner-blocks", type=int, default=1000, help="blocks of the ~1,000-file planner table")
-    ap.add_argument("--driver-memory", default="8g")
     ap.add_argument("--only-planner", action="store_true", help="skip the rewrite comparison and the queries")
     ap.add_argument("--no-queries", action="store_true", help="rewrites only: skip the held-out queries")
     ap.add_argument("--no-planner", action="store_true", help="skip the ~1,000-file planner measurement")
     args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    b = args.b or int(100_000 * args.sf)
-
-    cfg = load_config(home=args.home, env={}, overrides={"spark": {"driver_memory": args.driver_memory,
-                                                                    "shuffle_partitions": 8}})
-    spark = start_spark(cfg, app_name="pando-rewrite-bench")
-    catalog = load_catalog(cfg)
+    out, b, cfg, spark, catalog = start(args, "pando-rewrite-bench")
     report: dict = {"sf": args.sf, "k": args.k, "b": b, "sample_rate": args.sample_rate, "rewrites": {}, "queries": []}
 
     t0 = time.time()

@@ -299,13 +299,7 @@ def _prune_with_layout(table, tf, tasks, ex: ExplainRecord, cache: LayoutCache |
         ex.layout_files_live += 1
         if wanted[b]:
             kept.append(task)
-    if ex.layout_files_live == 0:
-        # Iceberg's own pruning may have left no file of the layout: stale only if none is live at all.
-        live = tasks if ex.iceberg_files == ex.total_files else table.scan(snapshot_id=ex.snapshot_id).plan_files()
-        if not any(t.file.file_path in block_of_path for t in live):
-            ex.fallback_reason = "no live data file belongs to the layout (it is stale: the table was rewritten since)"
-        else:
-            ex.notes.append("Iceberg's pruning left no file of the layout")
+    _check_stale(table, tasks, ex, block_of_path)
     return kept
 
 
@@ -346,13 +340,20 @@ def _prune_partitioned(table, tf, tasks, ex: ExplainRecord, pointer, sidecar):
             kept.append(task)
     ex.notes.append(f"per-partition layouts: {len(wanted)} of {len(sidecar.partitions)} partition layout(s) met "
                     f"by this plan")
-    if ex.layout_files_live == 0:
-        live = tasks if ex.iceberg_files == ex.total_files else table.scan(snapshot_id=ex.snapshot_id).plan_files()
-        if not any(t.file.file_path in part_of for t in live):
-            ex.fallback_reason = "no live data file belongs to the layout (it is stale: the table was rewritten since)"
-        else:
-            ex.notes.append("Iceberg's pruning left no file of the layout")
+    _check_stale(table, tasks, ex, part_of)
     return kept
+
+
+def _check_stale(table, tasks, ex: ExplainRecord, layout_paths) -> None:
+    """When the plan kept no file of the layout: Iceberg's own pruning may have left none, and
+    the layout is stale only if no live file (``layout_paths`` holds its paths) belongs to it."""
+    if ex.layout_files_live:
+        return
+    live = tasks if ex.iceberg_files == ex.total_files else table.scan(snapshot_id=ex.snapshot_id).plan_files()
+    if not any(t.file.file_path in layout_paths for t in live):
+        ex.fallback_reason = "no live data file belongs to the layout (it is stale: the table was rewritten since)"
+    else:
+        ex.notes.append("Iceberg's pruning left no file of the layout")
 
 
 def changed_cut_columns(table, pointer, layout) -> set[str]:

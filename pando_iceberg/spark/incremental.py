@@ -33,9 +33,9 @@ import numpy as np
 
 from . import iceberg_jvm as jv
 from .session import refresh_table
-from .blocks import BLOCK_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches, unpack_ktuples, \
+from .blocks import BLOCK_COL, WRITTEN_FILE_DDL, LayoutPayload, ktuple_radices, route_batches, unpack_ktuples, \
     write_blocks
-from .rewrite import DEFAULT_TARGET_FILE_SIZE, PandoRewriteError, RewriteResult, after_failure
+from .rewrite import PandoRewriteError, RewriteResult, after_failure, write_spec
 
 CARRY_OVER_BLOCK = -1  # block id of rows written to carry-over files (outside the layout)
 MODES = ("full", "incremental")
@@ -168,13 +168,7 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
             layout_id = new_layout_id()
             location = cur.location
             data_dir = f"{location}/data/pando-{layout_id}"
-            spec = WriteSpec(
-                data_dir=data_dir,
-                iceberg_schema_json=str(spark._jvm.org.apache.iceberg.SchemaParser.toJson(table.schema())),
-                io_properties=dict(io_properties or {}),
-                target_file_size_bytes=target_file_size_bytes or int(table.properties().getOrDefault(
-                    "write.target-file-size-bytes", str(DEFAULT_TARGET_FILE_SIZE))),
-                compression=str(table.properties().getOrDefault("write.parquet.compression-codec", "zstd")).lower())
+            spec = write_spec(spark, table, data_dir, io_properties, target_file_size_bytes)
             block = F.when(F.col(BLOCK_COL).isin(big), F.col(BLOCK_COL)).otherwise(F.lit(CARRY_OVER_BLOCK))
             tagged = routed.withColumn(BLOCK_COL, block.cast("int"))
             tasks = max(1, min(len(big) + 1, 4 * max(1, int(spark.sparkContext.defaultParallelism))))

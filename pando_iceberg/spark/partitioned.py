@@ -34,10 +34,10 @@ import sqlglot
 from sqlglot import exp
 
 from . import iceberg_jvm as jv
-from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, _append, ktuple_radices, \
+from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, _append, ktuple_radices, \
     pack_ktuples, unpack_ktuples, write_blocks
-from .rewrite import (DEFAULT_TARGET_FILE_SIZE, PandoRewriteError, RewriteOptions, RewriteResult, _arrow_batch_rows,
-                      _batch_rows, _read, after_failure, collect_arrow, workload_cuts)
+from .rewrite import (PandoRewriteError, RewriteOptions, RewriteResult, _arrow_batch_rows,
+                      _batch_rows, _read, after_failure, collect_arrow, workload_cuts, write_spec)
 from .session import refresh_table
 
 FILE_COL = "_file"
@@ -205,12 +205,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
     io = load_file_io(dict(io_properties or {}), location)
     layout_id = new_layout_id()
     data_dir = f"{location}/data/pando-{layout_id}"
-    wspec = WriteSpec(data_dir=data_dir,
-                      iceberg_schema_json=str(spark._jvm.org.apache.iceberg.SchemaParser.toJson(table.schema())),
-                      io_properties=dict(io_properties or {}),
-                      target_file_size_bytes=options.target_file_size_bytes or int(table.properties().getOrDefault(
-                          "write.target-file-size-bytes", str(DEFAULT_TARGET_FILE_SIZE))),
-                      compression=str(table.properties().getOrDefault("write.parquet.compression-codec", "zstd")).lower())
+    wspec = write_spec(spark, table, data_dir, io_properties, options.target_file_size_bytes)
     payloads = [LayoutPayload(layouts[n].to_bytes(), {c.key: c.keys_to_bytes() for c in layouts[n].cuts
                                                       if hasattr(c, "keys_to_bytes")}) for n in laid]
     written: list[Any] = []
@@ -397,13 +392,7 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
         touched_blocks = [b for b in range(offsets[-1]) if part_of_block[b] in touched]
         layout_id = new_layout_id()
         data_dir = f"{location}/data/pando-{layout_id}"
-        wspec = WriteSpec(
-            data_dir=data_dir,
-            iceberg_schema_json=str(spark._jvm.org.apache.iceberg.SchemaParser.toJson(table.schema())),
-            io_properties=dict(io_properties or {}),
-            target_file_size_bytes=target_file_size_bytes or int(table.properties().getOrDefault(
-                "write.target-file-size-bytes", str(DEFAULT_TARGET_FILE_SIZE))),
-            compression=str(table.properties().getOrDefault("write.parquet.compression-codec", "zstd")).lower())
+        wspec = write_spec(spark, table, data_dir, io_properties, target_file_size_bytes)
         written: list[Any] = []
         sidecar_path = None
         committing = False

@@ -405,15 +405,7 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
 
     location = str(table.location()).rstrip("/")
     data_dir = f"{location}/data/pando-{layout_id}"
-    target_size = options.target_file_size_bytes or int(
-        table.properties().getOrDefault("write.target-file-size-bytes", str(DEFAULT_TARGET_FILE_SIZE)))
-    spec = WriteSpec(
-        data_dir=data_dir,
-        iceberg_schema_json=str(spark._jvm.org.apache.iceberg.SchemaParser.toJson(table.schema())),
-        io_properties=dict(io_properties or {}),
-        target_file_size_bytes=target_size,
-        compression=str(table.properties().getOrDefault("write.parquet.compression-codec", "zstd")).lower(),
-    )
+    spec = write_spec(spark, table, data_dir, io_properties, options.target_file_size_bytes)
     payload = LayoutPayload(layout.to_bytes(), learned.literal_keys)
     written: list[Any] = []
     sidecar_path = None
@@ -520,6 +512,20 @@ def _arrow_batch_rows(spark, rows: int):
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
+
+
+def write_spec(spark, table, data_dir: str, io_properties: dict[str, str] | None,
+               target_file_size_bytes: int | None) -> WriteSpec:
+    """How a rewrite writes its blocks into ``data_dir`` (Java table): the table's schema, its
+    target file size (unless given) and Parquet codec."""
+    props = table.properties()
+    return WriteSpec(
+        data_dir=data_dir,
+        iceberg_schema_json=str(spark._jvm.org.apache.iceberg.SchemaParser.toJson(table.schema())),
+        io_properties=dict(io_properties or {}),
+        target_file_size_bytes=target_file_size_bytes or int(
+            props.getOrDefault("write.target-file-size-bytes", str(DEFAULT_TARGET_FILE_SIZE))),
+        compression=str(props.getOrDefault("write.parquet.compression-codec", "zstd")).lower())
 
 
 def after_failure(spark, failure: BaseException, table_name: str, layout_id: str, committing: bool, written: list,

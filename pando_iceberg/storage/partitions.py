@@ -39,7 +39,7 @@ from .paths import check_layout_id, sidecar_path
 from .puffin import FOOTER_CHECKSUM_PROPERTY, PuffinBlob, blob_payload, encode_puffin, parse_footer, read_bytes, \
     verify_footer_checksum
 from .sidecar import P_BASE_SNAPSHOT, P_CREATED_BY, P_FORMAT_VERSION, P_LAYOUT_ID, P_TABLE_UUID, LayoutSidecar, \
-    _created_by, _norm_uuid
+    _created_by, _norm_uuid, write_sidecar_file
 
 PARTITIONED_FORMAT_VERSION = 2
 BLOB_PARTITION_LAYOUT = "pando-partition-layout-v1"
@@ -139,16 +139,8 @@ class PartitionedLayoutSidecar:
     def write(self, io: Any, table_location: str) -> tuple[str, int]:
         """Write to ``<table location>.pando/<layout-id>.puffin`` (never overwriting)."""
         data = self.to_bytes()
-        path = sidecar_path(table_location, self.file_name)
-        try:
-            with io.new_output(path).create(overwrite=False) as stream:
-                stream.write(data)
-        except FileExistsError:
-            raise SidecarError(f"sidecar {path} already exists (layout ids are unique; refusing to overwrite)") from None
-        except OSError as e:
-            raise SidecarError(f"cannot write sidecar {path}: {type(e).__name__}: {e}") from e
-        self.location = path
-        return path, len(data)
+        self.location = write_sidecar_file(io, table_location, self.file_name, data)
+        return self.location, len(data)
 
     # ------------------------------------------------------------------ reading
 

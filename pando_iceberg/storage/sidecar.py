@@ -217,17 +217,8 @@ class LayoutSidecar:
         """Write to ``<table location>.pando/<layout-id>.puffin``; returns (location, bytes).
         An existing file is never replaced unless ``overwrite``."""
         data = self.to_bytes()
-        path = sidecar_path(table_location, self.file_name)
-        out = io.new_output(path)
-        try:
-            with out.create(overwrite=overwrite) as stream:
-                stream.write(data)
-        except FileExistsError:
-            raise SidecarError(f"sidecar {path} already exists (layout ids are unique; refusing to overwrite)") from None
-        except OSError as e:
-            raise SidecarError(f"cannot write sidecar {path}: {type(e).__name__}: {e}") from e
-        self.location = path
-        return path, len(data)
+        self.location = write_sidecar_file(io, table_location, self.file_name, data, overwrite=overwrite)
+        return self.location, len(data)
 
     # ------------------------------------------------------------------ reading
 
@@ -378,3 +369,17 @@ def _parse_block_files(doc: Any, base_snapshot: int | None) -> dict[int, list[Da
             raise SidecarError(f"{where}: block {k}: expected a list of data files, got {type(files).__name__}")
         out[int(k)] = [DataFileRef.from_json(f, f"{where}, block {k}") for f in files]
     return out
+
+
+def write_sidecar_file(io: Any, table_location: str, file_name: str, data: bytes, *, overwrite: bool = False) -> str:
+    """Write sidecar bytes to ``<table location>.pando/<file_name>``; returns the path. An
+    existing file is never replaced unless ``overwrite`` (layout ids are unique)."""
+    path = sidecar_path(table_location, file_name)
+    try:
+        with io.new_output(path).create(overwrite=overwrite) as stream:
+            stream.write(data)
+    except FileExistsError:
+        raise SidecarError(f"sidecar {path} already exists (layout ids are unique; refusing to overwrite)") from None
+    except OSError as e:
+        raise SidecarError(f"cannot write sidecar {path}: {type(e).__name__}: {e}") from e
+    return path

@@ -68,6 +68,8 @@ from pando_iceberg.layout import (
 )
 from pando_iceberg.layout.cost import reach_matrix
 from pando_iceberg.workload import arrow_key_provider, parse_workload
+from pando_iceberg.workload.in_block import InBlockOrder, choose_in_block_order, files_per_block
+from pando_iceberg.workload.templates import expected_workload
 from pando_iceberg.workload.tpch_queries import TPCH_PRIMARY_KEYS, TPCH_SCHEMAS, tpch_workload
 
 TABLES = ["lineitem", "orders", "customer", "part", "supplier", "nation", "region"]
@@ -150,14 +152,6 @@ def matching_mask(f: TableFilter, table: pa.Table, provider) -> np.ndarray:
 # ---------------------------------------------------------------- baselines
 
 
-def sorted_blocks(lineitem: pa.Table, b: int) -> tuple[pa.Table, np.ndarray]:
-    """lineitem sorted by l_shipdate and the sort position of every original row."""
-    order = pc.sort_indices(lineitem, sort_keys=[("l_shipdate", "ascending")]).to_numpy()
-    position = np.empty(len(order), dtype=np.int64)
-    position[order] = np.arange(len(order))
-    return lineitem.take(pa.array(order)), position
-
-
 def _literal_sql(v, typ: pa.DataType) -> str:
     if pa.types.is_date(typ):
         return f"DATE '{v.isoformat()}'"
@@ -166,14 +160,36 @@ def _literal_sql(v, typ: pa.DataType) -> str:
     return str(v)
 
 
-def zone_map_cuts(sorted_table: pa.Table, b: int, columns: list[str]) -> list[dict[str, tuple]]:
-    """Per block of the sorted table: column → (min, max, has_null)."""
+def block_files(table: pa.Table, row_block: np.ndarray, num_blocks: int, b: int, column: str | None) -> np.ndarray:
+    """File id of every row: each block's rows sorted by ``column`` (table order if None) and
+    cut into ``files_per_block`` runs — what the Spark writer does (spark/blocks.py)."""
+    counts = files_per_block(np.bincount(row_block, minlength=num_blocks), b)
+    key = (pc.array_sort_indices(table.column(column).combine_chunks(), null_placement="at_end").to_numpy()
+           if column else np.arange(table.num_rows))
+    rank = np.empty(table.num_rows, dtype=np.int64)
+    rank[key] = np.arange(table.num_rows)
+    order = np.lexsort((rank, row_block))
+    bounds = np.searchsorted(row_block[order], np.arange(num_blocks + 1))
+    first = np.concatenate([[0], np.cumsum(counts)])
+    file_of = np.empty(table.num_rows, dtype=np.int64)
+    for blk in range(num_blocks):
+        rows = order[bounds[blk]:bounds[blk + 1]]
+        if len(rows):
+            file_of[rows] = first[blk] + (np.arange(len(rows)) * int(counts[blk])) // len(rows)
+    _, file_of = np.unique(file_of, return_inverse=True)  # dense ids (empty blocks have no file)
+    return file_of
+
+
+def zone_maps(table: pa.Table, file_of: np.ndarray, files: int, columns: list[str]) -> list[dict[str, tuple]]:
+    """Per file (rows grouped by ``file_of``): column → (min, max, has_null)."""
+    order = np.argsort(file_of, kind="stable")
+    bounds = np.searchsorted(file_of[order], np.arange(files + 1))
     out = []
-    for s in range(0, sorted_table.num_rows, b):
-        block = sorted_table.slice(s, b)
+    for i in range(files):
+        part = table.take(pa.array(order[bounds[i]:bounds[i + 1]]))
         zm = {}
         for c in columns:
-            col = block.column(c)
+            col = part.column(c)
             mm = pc.min_max(col).as_py()
             zm[c] = (mm["min"], mm["max"], col.null_count > 0)
         out.append(zm)
@@ -295,6 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-leaf", type=int, default=None,
                     help="top-down threshold in sample rows (default: build_layout's rule)")
     ap.add_argument("--max-ktuples", type=int, default=10_000)
+    ap.add_argument("--no-in-block", dest="in_block", action="store_false",
+                    help="files inside a block in routing order (no in-block order)")
+    ap.add_argument("--draws", type=int, default=16,
+                    help="synthetic draws per template (workload/templates.py); 0 = the training literals only")
     ap.add_argument("--selective", type=float, default=0.5,
                     help="a test query is 'selective' when its lower bound is below this fraction of all blocks")
     ap.add_argument("--no-trace-memory", action="store_true", help="skip the traced optimizer run (peak memory)")
@@ -320,19 +340,23 @@ def main(argv: list[str] | None = None) -> int:
     train_wl = parse_workload([s for _, s in train_sql], TPCH_SCHEMAS, primary_keys=TPCH_PRIMARY_KEYS)
     train = [(q.filters["lineitem"], q.weight) for q in train_wl.queries if "lineitem" in q.filters]
     test = lineitem_queries(test_sql)
-    cand = train_wl.candidate_cuts("lineitem")
-    joins = train_wl.join_induced_cuts("lineitem", provider)
-    cuts = cand + joins
     t_parse = time.perf_counter() - t0
     log(f"workload: {len(train_sql)} train / {len(test_sql)} test statements; {len(train)} train and "
-        f"{len(test)} test queries read lineitem; {len(cand)} candidate + {len(joins)} join-induced cuts "
-        f"({t_parse:.1f} s)")
+        f"{len(test)} test queries read lineitem ({t_parse:.1f} s)")
 
     # --- sample, cut masks, side matrix (shared by every k) -----------------------------
     rng = np.random.default_rng(args.seed)
     idx = np.sort(rng.choice(n, size=max(1, int(round(n * args.sample_rate))), replace=False))
     sample = lineitem.take(pa.array(idx))
     b_sample = args.b * len(idx) / n
+    expected = expected_workload(train, sample, args.draws, args.seed,
+                                 dimensions={k: v for k, v in tables.items() if k != "lineitem"})
+    train = expected.queries  # training + synthetic draws: what the optimizer learns from
+    cand = expected.candidate_cuts()
+    joins = train_wl.join_induced_cuts("lineitem", provider, filters=[f for f, _ in train])
+    cuts = cand + joins
+    log(f"templates: {len(expected.templates)}, {args.draws} synthetic draws per template with parameters → "
+        f"{len(train)} optimizer queries; {len(cand)} candidate + {len(joins)} join-induced cuts")
     t0 = time.perf_counter()
     masks = evaluate_cuts(cuts, sample)
     t_masks = time.perf_counter() - t0
@@ -349,29 +373,39 @@ def main(argv: list[str] | None = None) -> int:
     lb = np.ceil(matching / args.b).astype(int)
     log(f"exact matching rows of {len(test)} test queries: {time.perf_counter() - t0:.1f} s")
 
-    # --- baseline: sorted by l_shipdate, zone maps --------------------------------------
-    t0 = time.perf_counter()
-    sorted_t, position = sorted_blocks(lineitem, args.b)
-    sort_block = position // args.b
-    n_sort_blocks = int(sort_block.max()) + 1
+    # --- baseline: sorted by l_shipdate, zone maps, at a given file count ------------------
     filter_cols = sorted({c.name.lower() for _, f, _ in test if not f.is_true_expr()
                           for c in f.expr.find_all(_Column)} & set(lineitem.schema.names))
-    zms = zone_map_cuts(sorted_t, args.b, filter_cols)
+    order = pc.sort_indices(lineitem, sort_keys=[("l_shipdate", "ascending")]).to_numpy()
     zcache: dict = {}
-    sort_read, sort_floor, sort_rows = [], [], []
-    sort_block_rows = np.bincount(sort_block, minlength=n_sort_blocks)
-    for (_, f, _), mm in zip(test, match_masks):
-        zread = np.array([zone_map_may_match(f, zm, lineitem.schema, zcache) for zm in zms])
-        single = np.asarray(f.evaluate(lineitem), dtype=bool)
-        with_match = np.unique(sort_block[single])
-        if not zread[with_match].all():  # zone maps must be sound too
-            raise AssertionError(f"zone-map reasoning skipped a block with a matching row: {f.to_sql()[:300]}")
-        sort_read.append(int(zread.sum()))
-        sort_rows.append(float(sort_block_rows[zread].sum()) / n)
-        sort_floor.append(len(with_match))
-    del sorted_t
-    log(f"sort baseline ({n_sort_blocks} blocks, zone maps on {', '.join(filter_cols)}): "
-        f"{time.perf_counter() - t0:.1f} s")
+    sort_cache: dict[int, dict] = {}
+
+    def sort_baseline(files: int) -> dict:
+        """l_shipdate sort cut into ``files`` files of equal rows; zone-map reads per test query."""
+        if files in sort_cache:
+            return sort_cache[files]
+        t0 = time.perf_counter()
+        file_of = np.empty(n, dtype=np.int64)
+        file_of[order] = np.arange(n) * files // n
+        zms = zone_maps(lineitem, file_of, files, filter_cols)
+        rows_per = np.bincount(file_of, minlength=files)
+        read, floor, rows = [], [], []
+        for (_, f, _), mm in zip(test, match_masks):
+            zread = np.array([zone_map_may_match(f, zm, lineitem.schema, zcache) for zm in zms])
+            single = np.asarray(f.evaluate(lineitem), dtype=bool)
+            with_match = np.unique(file_of[single])
+            if not zread[with_match].all():  # zone maps must be sound too
+                raise AssertionError(f"zone-map reasoning skipped a file with a matching row: {f.to_sql()[:300]}")
+            read.append(int(zread.sum()))
+            rows.append(float(rows_per[zread].sum()) / n)
+            floor.append(len(with_match))
+        log(f"sort baseline ({files} files, zone maps on {', '.join(filter_cols)}): {time.perf_counter() - t0:.1f} s")
+        sort_cache[files] = {"files": files, "read": read, "rows": rows, "floor": floor}
+        return sort_cache[files]
+
+    base = sort_baseline(math.ceil(n / args.b))
+    sort_read, sort_floor, sort_rows = base["read"], base["floor"], base["rows"]
+    n_sort_blocks = base["files"]
 
     # --- Pando per k --------------------------------------------------------------------
     results: dict[int, dict] = {}
@@ -383,6 +417,11 @@ def main(argv: list[str] | None = None) -> int:
             min_leaf = top_down_threshold(b_sample, k)  # build_layout's rule
         layout, stats = measure_k(k, sample, cuts, masks, sides, train, b_sample, min_leaf, args.max_ktuples,
                                   not args.no_trace_memory)
+        t0 = time.perf_counter()
+        in_block = choose_in_block_order(layout, sample, train, b_sample) if args.in_block else InBlockOrder(None)
+        stats["in_block"] = in_block.to_json()
+        log(f"k={k}: in-block order {in_block.column} ({time.perf_counter() - t0:.1f} s; workload rows read on the "
+            f"sample: {', '.join(f'{c} {v:.3f}' for c, v in in_block.costs.items())})")
         if args.diagnose:
             if test_sides is None:
                 test_sides = side_matrix([f for _, f, _ in test], cuts)
@@ -418,6 +457,36 @@ def main(argv: list[str] | None = None) -> int:
                     f"but were not returned; filter {f.to_sql()[:300]}")
         violations_total += violations
         stats["violations"] = violations
+        # Files of about b rows per block, cut along the in-block order (workload/in_block.py).
+        t0 = time.perf_counter()
+        file_of = block_files(lineitem, row_block, layout.num_blocks, args.b, in_block.column)
+        files = int(file_of.max()) + 1
+        file_rows = np.bincount(file_of, minlength=files)
+        file_block = np.zeros(files, dtype=np.int64)
+        file_block[file_of] = row_block
+        zms = zone_maps(lineitem, file_of, files, filter_cols)
+        files_read, file_rows_read = [], []
+        for (_, f, _), mm in zip(test, match_masks):
+            blocks, _ = layout.blocks_for(f)
+            chosen = np.zeros(layout.num_blocks, dtype=bool)
+            chosen[blocks] = True
+            zread = np.array([bool(chosen[file_block[i]]) and zone_map_may_match(f, zms[i], lineitem.schema, zcache)
+                              for i in range(files)])
+            need = np.unique(file_of[mm])
+            if not zread[need].all():
+                violations_total += 1
+                log(f"  SOUNDNESS VIOLATION (files) k={k}: {f.to_sql()[:300]}")
+            files_read.append(int(zread.sum()))
+            file_rows_read.append(float(file_rows[zread].sum()) / n)
+        stats["files"] = files
+        stats["file_rows"] = [int(file_rows.min()), int(np.median(file_rows)), int(file_rows.max())]
+        stats["files_read"] = files_read
+        stats["file_rows_read"] = file_rows_read
+        srt = sort_baseline(files)
+        stats["sort_files_read"], stats["sort_file_rows_read"] = srt["read"], srt["rows"]
+        log(f"k={k}: {files} files (rows min/median/max {stats['file_rows']}), {time.perf_counter() - t0:.1f} s; "
+            f"mean files read {np.mean(files_read):.2f} (sort at {files} files {np.mean(srt['read']):.2f}), rows read "
+            f"{np.mean(file_rows_read):.3f} (sort {np.mean(srt['rows']):.3f})")
         stats["read"] = read
         stats["rows_read"] = rows_read
         results[k] = stats
@@ -436,6 +505,10 @@ def main(argv: list[str] | None = None) -> int:
             "sort_floor": int(sort_floor[i]), "sort_rows": sort_rows[i],
             **{f"k{k}": int(results[k]["read"][i]) for k in ks},
             **{f"k{k}_rows": results[k]["rows_read"][i] for k in ks},
+            **{f"k{k}_files": results[k]["files_read"][i] for k in ks},
+            **{f"k{k}_file_rows": results[k]["file_rows_read"][i] for k in ks},
+            **{f"k{k}_sort_files": results[k]["sort_files_read"][i] for k in ks},
+            **{f"k{k}_sort_file_rows": results[k]["sort_file_rows_read"][i] for k in ks},
         })
     summary = {}
     for label, sel in (("all", np.ones(len(test), dtype=bool)), ("selective", selective)):
@@ -447,6 +520,8 @@ def main(argv: list[str] | None = None) -> int:
         for k in ks:
             s[f"k{k}"] = float(np.mean(np.array(results[k]["read"])[sel]))
             s[f"k{k}_rows"] = float(np.mean(np.array(results[k]["rows_read"])[sel]))
+            for key in ("files_read", "file_rows_read", "sort_files_read", "sort_file_rows_read"):
+                s[f"k{k}_{key}"] = float(np.mean(np.array(results[k][key])[sel]))
         summary[label] = s
     report = {
         "date": dt.datetime.now().isoformat(timespec="seconds"),
@@ -461,7 +536,8 @@ def main(argv: list[str] | None = None) -> int:
         "timings_s": {"parse": t_parse, "cut_masks": t_masks, "side_matrix": t_sides,
                       "total": time.perf_counter() - t_start},
         "sort_blocks": n_sort_blocks,
-        "per_k": {k: {kk: v for kk, v in results[k].items() if kk not in ("read", "rows_read")} for k in ks},
+        "per_k": {k: {kk: v for kk, v in results[k].items() if kk not in ("read", "rows_read", "files_read", "file_rows_read",
+                                                                          "sort_files_read", "sort_file_rows_read")} for k in ks},
         "summary": summary,
         "queries": rows,
         "violations": violations_total,
@@ -516,6 +592,16 @@ def markdown(r: dict, ks: list[int]) -> str:
     for label, s in r["summary"].items():
         lines.append(f"| {label} | {s['queries']} | {s['lb_rows']:.3f} | {s['sort_rows']:.3f} | "
                      + " | ".join(f"{s[f'k{k}_rows']:.3f}" for k in ks) + " |")
+    lines += ["", "## At equal file counts: files of about b rows (Pando: per block, cut along the in-block order; "
+              "sort: the same number of files)", "",
+              "| queries | k | files | in-block order | Pando files read | sort files read | Pando rows read | "
+              "sort rows read | matching rows |", "|---|---|---|---|---|---|---|---|---|"]
+    for label, s in r["summary"].items():
+        for k in ks:
+            pk = r["per_k"][k]
+            lines.append(f"| {label} | {k} | {pk['files']} | {pk['in_block']['column']} | {s[f'k{k}_files_read']:.2f} | "
+                         f"{s[f'k{k}_sort_files_read']:.2f} | {s[f'k{k}_file_rows_read']:.3f} | "
+                         f"{s[f'k{k}_sort_file_rows_read']:.3f} | {s['lb_rows']:.3f} |")
     if all("diagnosis" in r["per_k"][k] for k in ks):
         lines += ["", "## Diagnosis: mean fraction of the sample's rows read (train / held-out queries)", "",
                   "| k | top-down, every row its own block | k-tuples as blocks | bottom-up blocks | "

@@ -36,6 +36,7 @@ __all__ = [
     "reach_matrix",
     "returns_matrix",
     "scanned_blocks",
+    "scan_matrix",
     "io_cost",
     "workload_cost",
     "lower_bound",
@@ -153,6 +154,20 @@ def io_cost(scanned: np.ndarray, block_rows: np.ndarray, weights: np.ndarray) ->
     return float(np.asarray(weights, dtype=np.float64) @ per_query)
 
 
+def scan_matrix(
+    trees: Sequence[Any],
+    leaf_blocks: Sequence[Mapping[int, np.ndarray]],
+    num_blocks: int,
+    sides: SideMatrix,
+    cut_column: Mapping[str, int],
+) -> np.ndarray:
+    """Q × B bool: query q scans block B on a finished layout (trees + leaf → block sets)."""
+    return scanned_blocks([
+        returns_matrix(t, reach_matrix(t, sides, cut_column), lb, num_blocks)
+        for t, lb in zip(trees, leaf_blocks)
+    ])
+
+
 def workload_cost(
     trees: Sequence[Any],
     leaf_blocks: Sequence[Mapping[int, np.ndarray]],
@@ -164,12 +179,7 @@ def workload_cost(
     per_query: bool = False,
 ) -> Any:
     """The cost of a workload on a finished layout (trees + leaf → block sets)."""
-    nb = len(block_rows)
-    returns = [
-        returns_matrix(t, reach_matrix(t, sides, cut_column), lb, nb)
-        for t, lb in zip(trees, leaf_blocks)
-    ]
-    scanned = scanned_blocks(returns)
+    scanned = scan_matrix(trees, leaf_blocks, len(block_rows), sides, cut_column)
     if per_query:
         return scanned.astype(np.float64) @ np.asarray(block_rows, dtype=np.float64)
     return io_cost(scanned, block_rows, weights)

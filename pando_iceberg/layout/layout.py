@@ -33,7 +33,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .bottomup import BlockAssignment, distinct_ktuples, route_ktuples
-from .cost import SideMatrix, WeightedPopcount, normalize_queries, pack_query_bits, reach_matrix, side_matrix, workload_cost
+from .cost import (SideMatrix, WeightedPopcount, normalize_queries, pack_query_bits, reach_matrix, scan_matrix,
+                   side_matrix, workload_cost)
 from .tree import Decision, PartitionTree, cut_table
 
 __all__ = ["Layout", "ObservedKTuples", "ScanExplanation", "TreeScan"]
@@ -455,6 +456,14 @@ class Layout:
         blocks = np.flatnonzero(keep).astype(np.int32)
         notes = [] if self.finalized else ["layout not finalized: leaf → block sets come from the sample only"]
         return blocks, ScanExplanation(scans, blocks, self.num_blocks, notes=notes)
+
+    def scanned(self, queries: Iterable[Any], *, truncated: bool = True) -> np.ndarray:
+        """Q × B bool: the blocks each query scans (cost.py's §5 traversal)."""
+        filters, _ = normalize_queries(queries)
+        sides = side_matrix(filters, self.cuts)
+        trees = self.truncated if truncated else self.trees
+        lb = self.leaf_blocks if truncated else self.full_leaf_blocks
+        return scan_matrix(trees, lb, self.num_blocks, sides, self.cut_index)
 
     def cost(self, queries: Iterable[Any], *, truncated: bool = True, per_query: bool = False) -> Any:
         """The workload's I/O cost on this layout (cost.py), in rows of ``block_rows``."""

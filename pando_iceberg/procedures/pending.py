@@ -34,7 +34,8 @@ S_PENDING = "pando.pending"
 S_LEARN_OPTIONS = "pando.learn-options"  # JSON: the RewriteOptions that shape learning
 S_REQUEST = "pando.workload-request"  # JSON: the workload arguments optimize_layout was given
 
-LEARNING_OPTIONS = ("k", "sample_rate", "seed", "min_block_rows", "min_sample_rows", "max_ktuples")
+LEARNING_OPTIONS = ("k", "sample_rate", "seed", "min_block_rows", "min_sample_rows", "max_ktuples", "template_draws",
+                    "in_block_order")
 
 
 def learning_options(options: Any) -> dict[str, Any]:
@@ -51,10 +52,7 @@ def store_pending(tbl: Any, learned: Any, options: Any, request: dict[str, Any],
     sidecar = LayoutSidecar.from_layout(
         learned.layout, layout_id=new_layout_id(), table_uuid=tbl.metadata.table_uuid, block_files={},
         base_snapshot_id=base_snapshot_id,
-        properties={S_PENDING: "true", "pando.k": str(learned.layout.k),
-                    "pando.workload-queries": str(learned.queries_used),
-                    "pando.workload": json.dumps(list(learned.workload_sql)),
-                    "pando.expected-rows-fraction": f"{learned.expected_fraction():.6f}",
+        properties={S_PENDING: "true", **learned.properties(),
                     S_LEARN_OPTIONS: json.dumps(learning_options(options), sort_keys=True),
                     S_REQUEST: json.dumps(request, sort_keys=True)})
     sidecar.write(tbl.io, tbl.location())
@@ -107,8 +105,9 @@ def matches(sidecar: Any, options: Any, request: dict[str, Any]) -> str | None:
 def learned_from_pending(spark: Any, table_name: str, sidecar: Any) -> Any:
     """A ``LearnedLayout`` for ``rewrite_table(learned=...)`` from a pending sidecar: the stored
     layout and key sets, the stored workload parsed again for the expected-fraction estimate."""
-    from ..spark.rewrite import LearnedLayout, _schema_key, identifier_fields, namespace_schemas
+    from ..spark.rewrite import P_IN_BLOCK, LearnedLayout, _schema_key, identifier_fields, namespace_schemas
     from ..workload import parse_workload
+    from ..workload.in_block import InBlockOrder
 
     layout = sidecar.load_layout()
     workload = [tuple(x) if isinstance(x, list) else x for x in json.loads(sidecar.properties.get("pando.workload", "[]"))]
@@ -118,8 +117,12 @@ def learned_from_pending(spark: Any, table_name: str, sidecar: Any) -> Any:
     wl = parse_workload(workload, schemas, primary_keys={k: v for k, v in pks.items() if v})
     queries = [(q.filters[target], q.weight) for q in wl.queries if target in q.filters]
     literal_keys = {c.key: c.keys_to_bytes() for c in layout.cuts if hasattr(c, "keys_to_bytes")}
+    in_block = json.loads(sidecar.properties.get(P_IN_BLOCK, "null"))
     return LearnedLayout(layout, literal_keys, 0, 0, len(queries), len(layout.cuts), list(wl.unsupported),
-                         queries=queries, workload_sql=[(q.sql, q.weight) for q in wl.queries if target in q.filters])
+                         queries=queries, workload_sql=[(q.sql, q.weight) for q in wl.queries if target in q.filters],
+                         templates=json.loads(sidecar.properties.get("pando.templates", "[]")),
+                         in_block=None if in_block is None else InBlockOrder(
+                             in_block["column"], in_block.get("workload_rows_fraction", {})))
 
 
 def _delete_quietly(tbl: Any, name: str) -> None:

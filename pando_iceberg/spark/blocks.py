@@ -91,11 +91,22 @@ class WriteSpec:
     target_file_size_bytes: int
     row_group_bytes: int = 64 * 1024 * 1024
     compression: str = "zstd"
+    # Files of about b rows (workload/in_block.py): rows per file of each block (None: one file
+    # per block, split only above the target size) and the column the rows arrive sorted by.
+    order_column: str | None = None
+    file_rows: list[int] | None = None
+
+    def file_limit(self, block: int) -> int | None:
+        """Rows one file of ``block`` may hold (None: no limit but the target size)."""
+        if self.file_rows is None or not 0 <= block < len(self.file_rows):
+            return None
+        return int(self.file_rows[block])
 
 
 def write_blocks(spec: WriteSpec):
-    """mapInArrow function over rows sorted by block: one Parquet file per block (split only
-    above the target file size). Yields one result row per file written."""
+    """mapInArrow function over rows sorted by block (then by ``spec.order_column``): each
+    block as files of ``spec.file_rows[block]`` rows (one file when None), split also above the
+    target file size. Yields one result row per file written."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
@@ -130,16 +141,28 @@ class _BlockWriter:
         self.pending_bytes = 0
         self.codes: list[np.ndarray] = []
         self.file = None
+        self.in_file = 0  # rows of the current block's current file (written or pending)
 
     def add(self, block: int, data: pa.Table, codes: np.ndarray):
         if block != self.block:
             yield from self.close()
             self.block = block
-        self.pending.append(data)
-        self.pending_bytes += data.nbytes
-        self.codes.append(codes)
-        if self.pending_bytes >= self.spec.row_group_bytes:
-            yield from self._flush()
+            self.in_file = 0
+        while data.num_rows:
+            limit = self.spec.file_limit(block)
+            take = data.num_rows if limit is None else min(data.num_rows, limit - self.in_file)
+            self.pending.append(data.slice(0, take))
+            self.pending_bytes += data.slice(0, take).nbytes
+            self.codes.append(codes[:take])
+            self.in_file += take
+            data, codes = data.slice(take), codes[take:]
+            if limit is not None and self.in_file >= limit:
+                yield from self._flush()
+                if self.file is not None:
+                    yield self._finish()
+                self.in_file = 0
+            elif self.pending_bytes >= self.spec.row_group_bytes:
+                yield from self._flush()
 
     def _flush(self):
         if not self.pending:

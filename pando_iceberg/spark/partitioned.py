@@ -5,7 +5,8 @@ scheme: the Iceberg partition, e.g. a day, first; Pando's trees inside it).
 
     `where` (on partition source columns only) ─▶ the partitions holding a matching row
         (whole partitions are laid out; the others keep their files and their layouts)
-    workload ─▶ queries + candidate cuts, ONCE for the table (rewrite.workload_cuts)
+    workload ─▶ queries + their templates' draws + candidate cuts, ONCE for the table
+                (rewrite.table_workload, rewrite.learning_workload)
     their rows ─Spark, with `_file`─▶ a sample per partition (sampleBy, ≥ min-sample-rows each
         or the whole partition) ─▶ one layout per partition (build_layout, b scaled per partition)
     ─▶ mapInArrow(route: each row with ITS partition's layout, block ids offset per partition)
@@ -37,7 +38,7 @@ from . import iceberg_jvm as jv
 from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, _append, ktuple_radices, \
     pack_ktuples, unpack_ktuples, write_blocks
 from .rewrite import (PandoRewriteError, RewriteOptions, RewriteResult, _arrow_batch_rows,
-                      _batch_rows, _read, after_failure, collect_arrow, workload_cuts, write_spec)
+                      _batch_rows, _read, after_failure, collect_arrow, learning_workload, table_workload, write_spec)
 from .session import refresh_table
 
 FILE_COL = "_file"
@@ -166,7 +167,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
     if not chosen:
         raise PandoRewriteError(f"no partition of {table_name} with live rows matches where {where!r}: nothing to lay out")
 
-    wl, target, queries, cuts = workload_cuts(spark, table_name, workload)
+    wl, target, queries, schemas = table_workload(spark, table_name, workload)
     files = sorted(p for p in part_of if part_of[p] in chosen)
     counts = {r[0]: int(r[1]) for r in df.where(F.col(FILE_COL).isin(files)).groupBy(FILE_COL).count().collect()}
     names = sorted(chosen)
@@ -185,6 +186,8 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
         pc.index_in(sample.column(FILE_COL), value_set=pa.array(files, pa.string())).to_numpy(zero_copy_only=False)
         .astype(np.int64)] if sample.num_rows else np.zeros(0, np.int64)
     sample = sample.drop_columns([FILE_COL])
+    # Templates' synthetic draws along the whole sample (every partition's), cuts computed once.
+    expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options)
     layouts: dict[str, Any] = {}
     for i, name in enumerate(names):
         rows = np.flatnonzero(sample_part == i)
@@ -194,7 +197,8 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
         part_sample = sample.take(pa.array(rows))
         b_sample = max(1.0, options.min_block_rows * len(rows) / rows_of[name])
         progress(f"partition {name}: k={options.k} trees on {len(rows):,} sample rows")
-        layouts[name] = build_layout(part_sample, cuts, queries, options.k, b_sample, max_ktuples=options.max_ktuples)
+        layouts[name] = build_layout(part_sample, cuts, expected.queries, options.k, b_sample,
+                                     max_ktuples=options.max_ktuples)
     seconds["optimizing"] = time.time() - t1
     laid = sorted(layouts)
     files = [p for p in files if part_of[p] in layouts]

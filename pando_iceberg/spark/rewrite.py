@@ -34,6 +34,7 @@ from .blocks import (BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, Wri
                      unpack_ktuples, write_blocks)
 
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
+P_IN_BLOCK = "pando.in-block-order"  # sidecar property: JSON of workload.in_block.InBlockOrder
 
 
 class PandoRewriteError(ValueError):
@@ -51,10 +52,15 @@ class RewriteOptions:
     min_sample_rows: int = 10_000
     target_file_size_bytes: int | None = None
     max_ktuples: int = 10_000
+    # Beyond the paper (workload/templates.py, workload/in_block.py): synthetic draws per template
+    # (0 = the training literals only) and the in-block order ('auto', 'none' or a column).
+    template_draws: int = 16
+    in_block_order: str = "auto"
 
     OPTION_NAMES = {"k": "k", "sample-rate": "sample_rate", "seed": "seed", "min-block-rows": "min_block_rows",
                     "min-sample-rows": "min_sample_rows", "target-file-size-bytes": "target_file_size_bytes",
-                    "max-ktuples": "max_ktuples"}
+                    "max-ktuples": "max_ktuples", "template-draws": "template_draws",
+                    "in-block-order": "in_block_order"}
 
     @classmethod
     def from_map(cls, options: dict[str, Any] | None) -> "RewriteOptions":
@@ -64,6 +70,9 @@ class RewriteOptions:
             attr = cls.OPTION_NAMES.get(key)
             if attr is None:
                 raise PandoRewriteError(f"unknown option {key!r}; accepted: {', '.join(sorted(cls.OPTION_NAMES))}")
+            if attr == "in_block_order":
+                setattr(out, attr, str(raw).strip().lower())
+                continue
             try:
                 value = float(raw) if attr == "sample_rate" else int(str(raw))
             except ValueError:
@@ -82,6 +91,10 @@ class RewriteOptions:
             raise PandoRewriteError(f"option 'min-block-rows' must be >= 1, got {self.min_block_rows}")
         if self.target_file_size_bytes is not None and self.target_file_size_bytes < 1024:
             raise PandoRewriteError(f"option 'target-file-size-bytes' must be >= 1024, got {self.target_file_size_bytes}")
+        if not 0 <= self.template_draws <= 1000:
+            raise PandoRewriteError(f"option 'template-draws' must be between 0 and 1000, got {self.template_draws}")
+        if not self.in_block_order:
+            raise PandoRewriteError("option 'in-block-order' must be 'auto', 'none' or a column name, got ''")
 
 
 @dataclass
@@ -97,6 +110,22 @@ class LearnedLayout:
     seconds_optimizing: float = 0.0
     queries: list[Any] = field(default_factory=list)  # (TableFilter, weight) for this table
     workload_sql: list[tuple[str, float]] = field(default_factory=list)  # (statement, weight)
+    templates: list[dict] = field(default_factory=list)  # templates.Template.to_json() of each template
+    in_block: Any = None  # workload.in_block.InBlockOrder (None: files in routing order)
+
+    @property
+    def in_block_column(self) -> str | None:
+        return getattr(self.in_block, "column", None)
+
+    def properties(self) -> dict[str, str]:
+        """What the sidecar records about how the layout was learned (describe_layout shows it)."""
+        props = {"pando.k": str(self.layout.k), "pando.workload-queries": str(self.queries_used),
+                 "pando.workload": json.dumps(list(self.workload_sql)),
+                 "pando.expected-rows-fraction": f"{self.expected_fraction():.6f}",
+                 "pando.templates": json.dumps(self.templates)}
+        if self.in_block is not None:
+            props[P_IN_BLOCK] = json.dumps(self.in_block.to_json())
+        return props
 
     def expected_fraction(self, layout=None) -> float:
         """Weighted share of the table's rows the workload reads with this layout (§5, the one
@@ -270,12 +299,13 @@ class _RecordingKeyProvider:
 
 def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options: RewriteOptions,
                  snapshot_id: int | None = None, progress: Callable[[str], None] = lambda m: None) -> LearnedLayout:
-    """Sample the table, learn k trees and the block assignment from the workload (§6)."""
+    """Sample the table, learn k trees and the block assignment from the workload (§6), and the
+    in-block order of its files (``workload/in_block.py``)."""
     from ..layout import build_layout
 
     t0 = time.time()
     df = _read(spark, table_name, snapshot_id)
-    wl, target, queries, cuts = workload_cuts(spark, table_name, workload)
+    wl, target, queries, schemas = table_workload(spark, table_name, workload)
 
     total_rows = _row_count(spark, table_name, snapshot_id)
     if total_rows == 0:
@@ -287,22 +317,25 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     t1 = time.time()
     if sample.num_rows == 0:
         sample = collect_arrow(df.limit(options.min_sample_rows))
+    expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options)
     scale = sample.num_rows / total_rows
     b_sample = max(1.0, options.min_block_rows * scale)
     progress(f"optimizing k={options.k} trees on {sample.num_rows:,} sample rows, {len(cuts)} candidate cuts, "
-             f"{len(queries)} queries")
+             f"{len(queries)} queries + {len(expected.queries) - len(queries)} synthetic draws of their templates")
     test_pause("OPTIMIZING")
-    layout = build_layout(sample, cuts, queries, options.k, b_sample, max_ktuples=options.max_ktuples, progress=progress)
+    layout = build_layout(sample, cuts, expected.queries, options.k, b_sample, max_ktuples=options.max_ktuples,
+                          progress=progress)
+    in_block = in_block_order(layout, sample, expected.queries, b_sample, options)
     literal_keys = {c.key: c.keys_to_bytes() for c in layout.cuts if hasattr(c, "keys_to_bytes")}
     return LearnedLayout(layout, literal_keys, total_rows, sample.num_rows, len(queries), len(cuts),
                          list(wl.unsupported), t1 - t0, time.time() - t1, queries,
-                         [(q.sql, q.weight) for q in wl.queries if target in q.filters])
+                         [(q.sql, q.weight) for q in wl.queries if target in q.filters],
+                         expected.describe(), in_block)
 
 
-def workload_cuts(spark, table_name: str, workload: Sequence[str] | str) -> tuple[Any, str, list, list]:
+def table_workload(spark, table_name: str, workload: Sequence[str] | str) -> tuple[Any, str, list, dict]:
     """The workload parsed against the table's namespace: (workload, the table's key in it,
-    [(filter on the table, weight)], candidate cuts incl. the join-induced literal cuts with
-    key sets from Spark and their dimension's snapshot)."""
+    [(filter on the table, weight)], the namespace's schemas)."""
     from ..workload import parse_workload
 
     schemas = namespace_schemas(spark, table_name)
@@ -313,19 +346,89 @@ def workload_cuts(spark, table_name: str, workload: Sequence[str] | str) -> tupl
     if not queries:
         raise PandoRewriteError(f"the workload has no query that reads {table_name}; a layout needs queries on the table "
                                 f"(tables the workload reads: {', '.join(wl.tables()) or 'none'})")
-    cuts = list(wl.candidate_cuts(target))
+    return wl, target, queries, schemas
+
+
+def table_cuts(spark, wl, target: str, schemas: dict[str, pa.Schema], filters: Sequence[Any]) -> list:
+    """Candidate cuts of ``filters`` (§6.1: their simple predicates) and their join-induced
+    literal cuts, with key sets from Spark and their dimension's snapshot (§7)."""
+    cuts: dict[str, Any] = {}
+    for f in filters:
+        for cut in f.candidate_cuts():
+            cuts.setdefault(cut.key, cut)
+    cuts_list = list(cuts.values())
     provider = SparkKeyProvider(spark, schemas)
     recorder = _RecordingKeyProvider(provider)
-    wl.join_induced_cuts(target, recorder)  # which key sets are needed ...
+    wl.join_induced_cuts(target, recorder, filters=filters)  # which key sets are needed ...
     # Each dimension's snapshot BEFORE its keys are read: refresh_literal_cuts reads only the rows
     # changed since (rows appended in between are re-read, which is harmless).
     dim_snapshots = {dim: dimension_snapshot(spark, dim) for dim in {r[0] for r in recorder.requests}}
     provider.prefetch(recorder.requests)  # ... computed with one Spark job per dimension
-    cuts += [with_origin_snapshot(c, dim_snapshots.get(c.origin.dim_table)) for c in wl.join_induced_cuts(target, provider)]
-    if not cuts:
-        raise PandoRewriteError(f"the workload's queries on {table_name} have no predicate usable as a cut "
+    cuts_list += [with_origin_snapshot(c, dim_snapshots.get(c.origin.dim_table))
+                  for c in wl.join_induced_cuts(target, provider, filters=filters)]
+    if not cuts_list:
+        raise PandoRewriteError(f"the workload's queries on {target} have no predicate usable as a cut "
                                 f"({len(wl.unsupported)} predicate(s) were not modelable)")
-    return wl, target, queries, cuts
+    return cuts_list
+
+
+def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], queries: list, sample: pa.Table,
+                      options: RewriteOptions) -> tuple[Any, list]:
+    """What the optimizer learns from (``workload/templates.py``): the training queries plus
+    ``template-draws`` synthetic draws per template, drawn along the sample's values (and
+    along samples of the dimension tables the joins filter), and their candidate cuts."""
+    from ..workload.templates import expected_workload
+
+    dims = dimension_samples(spark, [f for f, _ in queries], options) if options.template_draws else {}
+    expected = expected_workload(queries, sample, options.template_draws, options.seed, dimensions=dims)
+    return expected, table_cuts(spark, wl, target, schemas, [f for f, _ in expected.queries])
+
+
+DIMENSION_SAMPLE_ROWS = 100_000
+
+
+def dimension_samples(spark, filters: Sequence[Any], options: RewriteOptions) -> dict[str, pa.Table]:
+    """A sample (at most ``DIMENSION_SAMPLE_ROWS`` rows, seeded) of every dimension table the
+    filters' joins name (multi-hop), with the columns their dimension filters use."""
+    wanted: dict[str, set[str]] = {}
+
+    def visit(flt) -> None:
+        for j in flt.joins:
+            cols = wanted.setdefault(j.dim_table, set())
+            if not j.dim_filter.is_true_expr():
+                cols |= {c.name.lower() for c in j.dim_filter.expr.find_all(sqlglot.exp.Column)}
+            visit(j.dim_filter)
+
+    for f in filters:
+        visit(f)
+    out = {}
+    for dim, cols in wanted.items():
+        if not cols:
+            continue
+        df = spark.table(dim).select(*[sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in sorted(cols)])
+        rows = int(df.count())
+        if rows > DIMENSION_SAMPLE_ROWS:
+            df = df.sample(withReplacement=False, fraction=DIMENSION_SAMPLE_ROWS / rows, seed=options.seed)
+        out[dim] = collect_arrow(df)
+    return out
+
+
+def in_block_order(layout, sample: pa.Table, queries: list, b_sample: float, options: RewriteOptions):
+    """The in-block order option resolved: 'auto' → measured (``workload/in_block.py``),
+    'none' → None, else the named column (checked against the table)."""
+    from ..workload.in_block import InBlockOrder, choose_in_block_order
+
+    choice = options.in_block_order
+    if choice == "none":
+        return None
+    if choice == "auto":
+        order = choose_in_block_order(layout, sample, queries, b_sample)
+        return order if order.column is not None else None
+    names = {n.lower() for n in sample.schema.names}
+    if choice not in names:
+        raise PandoRewriteError(f"option 'in-block-order' names column {choice!r}, which the table does not have; "
+                                f"accepted: 'auto', 'none' or one of {', '.join(sample.schema.names)}")
+    return InBlockOrder(choice)
 
 
 def dimension_snapshot(spark, dim_table: str) -> int | None:
@@ -405,7 +508,11 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
 
     location = str(table.location()).rstrip("/")
     data_dir = f"{location}/data/pando-{layout_id}"
-    spec = write_spec(spark, table, data_dir, io_properties, options.target_file_size_bytes)
+    if base_rows is None:
+        base_rows = _row_count(spark, table_name, base_id)
+    spec = write_spec(spark, table, data_dir, io_properties, options.target_file_size_bytes,
+                      order_column=learned.in_block_column,
+                      file_rows=block_file_rows(layout, base_rows, options.min_block_rows))
     payload = LayoutPayload(layout.to_bytes(), learned.literal_keys)
     written: list[Any] = []
     sidecar_path = None
@@ -432,9 +539,8 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         old_files = jv.live_data_files(table, base_id)
         rewritten_bytes = sum(int(f.fileSizeInBytes()) for f in old_files.values())
         new_rows = int(sum(w.record_count for w in written))
-        expected = base_rows if base_rows is not None else _row_count(spark, table_name, base_id)
-        if new_rows != expected:
-            raise PandoRewriteError(f"wrote {new_rows} rows but the base snapshot has {expected} live rows: not committing")
+        if new_rows != base_rows:
+            raise PandoRewriteError(f"wrote {new_rows} rows but the base snapshot has {base_rows} live rows: not committing")
 
         block_files: dict[int, list] = {}
         for w in written:
@@ -442,9 +548,7 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         sidecar = LayoutSidecar.from_layout(
             layout, layout_id=layout_id, table_uuid=str(table.uuid()), block_files=block_files,
             base_snapshot_id=base_id, base_sequence_number=int(current.sequenceNumber()),
-            properties={"pando.k": str(layout.k), "pando.workload-queries": str(learned.queries_used),
-                        "pando.workload": json.dumps(list(learned.workload_sql)),
-                        "pando.expected-rows-fraction": f"{learned.expected_fraction(layout):.6f}"})
+            properties=learned.properties())
         from pyiceberg.io import load_file_io
 
         io = load_file_io(dict(io_properties or {}), location)
@@ -480,7 +584,8 @@ def _route_and_write(spark, table_name: str, base_id: int, layout, payload: Layo
     routed = df.mapInArrow(route_batches(payload), routed_schema)
     parallel = max(1, int(spark.sparkContext.defaultParallelism))
     tasks = max(1, min(layout.num_blocks, 4 * parallel))
-    shuffled = routed.repartition(tasks, BLOCK_COL).sortWithinPartitions(BLOCK_COL)
+    order = [BLOCK_COL] + ([spec.order_column] if spec.order_column else [])
+    shuffled = routed.repartition(tasks, BLOCK_COL).sortWithinPartitions(*order)
     writer = write_blocks(spec)
     pause_path = os.environ.get(PAUSE_ENV_PREFIX + "WRITING")
     if pause_path:
@@ -514,10 +619,21 @@ def _arrow_batch_rows(spark, rows: int):
             spark.conf.set(key, before)
 
 
+def block_file_rows(layout, table_rows: int, min_block_rows: int) -> list[int]:
+    """Rows per data file of each block (``workload/in_block.py``: files of about b rows), from
+    the block's share of the sample scaled to the table's rows."""
+    from ..workload.in_block import file_rows_per_block
+
+    sample_rows = float(layout.block_rows.sum()) or 1.0
+    return file_rows_per_block(layout.block_rows * (table_rows / sample_rows), min_block_rows).tolist()
+
+
 def write_spec(spark, table, data_dir: str, io_properties: dict[str, str] | None,
-               target_file_size_bytes: int | None) -> WriteSpec:
+               target_file_size_bytes: int | None, *, order_column: str | None = None,
+               file_rows: list[int] | None = None) -> WriteSpec:
     """How a rewrite writes its blocks into ``data_dir`` (Java table): the table's schema, its
-    target file size (unless given) and Parquet codec."""
+    target file size (unless given) and Parquet codec; with ``file_rows``, each block's rows per
+    file, cut along ``order_column`` (the rows arrive sorted by it)."""
     props = table.properties()
     return WriteSpec(
         data_dir=data_dir,
@@ -525,7 +641,8 @@ def write_spec(spark, table, data_dir: str, io_properties: dict[str, str] | None
         io_properties=dict(io_properties or {}),
         target_file_size_bytes=target_file_size_bytes or int(
             props.getOrDefault("write.target-file-size-bytes", str(DEFAULT_TARGET_FILE_SIZE))),
-        compression=str(props.getOrDefault("write.parquet.compression-codec", "zstd")).lower())
+        compression=str(props.getOrDefault("write.parquet.compression-codec", "zstd")).lower(),
+        order_column=order_column, file_rows=file_rows)
 
 
 def after_failure(spark, failure: BaseException, table_name: str, layout_id: str, committing: bool, written: list,

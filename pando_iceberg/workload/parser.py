@@ -97,13 +97,18 @@ class Workload:
                     out.setdefault(cut.key, cut)
         return list(out.values())
 
-    def join_induced_cuts(self, table: str, key_provider: KeyProvider) -> list[LiteralCut]:
+    def join_induced_cuts(self, table: str, key_provider: KeyProvider,
+                          filters: Iterable[TableFilter] | None = None) -> list[LiteralCut]:
         """§6.1/§7: the dimension predicates of the queries' FK→PK joins into `table`, one
-        literal cut per atom of each dimension filter (nested atoms reach along chains)."""
+        literal cut per atom of each dimension filter (nested atoms reach along chains).
+        ``filters``: the table's filters to take them from instead of the queries' (e.g. the
+        synthetic draws of ``templates.expected_workload``)."""
         key = self._table_key(table)
+        if filters is None:
+            filters = [f for q in self.queries for f in q.table_filters(key)]
         seen: dict[str, tuple[str, str, str, TableFilter]] = {}
-        for q in self.queries:
-            for j in [j for f in q.table_filters(key) for j in f.joins]:
+        for f in filters:
+            for j in f.joins:
                 for atom in dimension_atoms(j.dim_filter):
                     ident = f"{j.column}|{j.dim_table}|{j.dim_pk}|{atom.to_sql()}"
                     seen.setdefault(ident, (j.column, j.dim_table, j.dim_pk, atom))

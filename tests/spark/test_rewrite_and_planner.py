@@ -160,7 +160,7 @@ def test_sql_with_joins_equals_unpruned(spark, catalog, laid_out, template):
 
 
 def test_bad_options_name_what_is_accepted():
-    with pytest.raises(PandoRewriteError, match="unknown option 'kk'; accepted: k, max-ktuples"):
+    with pytest.raises(PandoRewriteError, match="unknown option .kk.; accepted: in-block-order, k, max-ktuples"):
         RewriteOptions.from_map({"kk": "2"})
     with pytest.raises(PandoRewriteError, match="option 'sample-rate' must be in"):
         RewriteOptions.from_map({"sample-rate": "2"})

@@ -1,0 +1,459 @@
+"""Templates of a workload, and the draws they may take tomorrow (beyond the paper's §6.1).
+
+The paper's candidate cuts are the training queries' own predicates, and its cost model
+(§5) is evaluated on the training queries only. A layout is judged on tomorrow's queries: the
+same templates with other literals. A literal cut at `l_shipdate < DATE '1995-03-15'` says
+little about `DATE '1996-09-02'`. This module is the one place where we go beyond the paper:
+
+1. **Templates.** Queries on a table are grouped by the shape of their filter: the filter's
+   canonical SQL (``bind.py``) with every literal replaced by ``?`` (join filters included).
+   Each literal of a template sits at a *site*: a comparison, BETWEEN, IN or ``LIKE 'x%'``
+   whose other operand is a column. Sites on the same column form one *parameter group*.
+2. **Parameters.** A group whose literals differ between the template's training draws is a
+   parameter; one whose literals never differ is a constant and is left alone.
+   - Range groups (``<``, ``<=``, ``>``, ``>=``, BETWEEN on numbers, decimals, dates,
+     timestamps) move together: the draw's anchor (its smallest literal) is moved to a new
+     anchor and every literal of the group is shifted with it, so the range keeps its width.
+     New anchors are drawn uniformly from the lattice the training anchors lie on (whole
+     years / months for dates that are all Jan 1st / the 1st; otherwise the gcd of the
+     anchors' differences; floats: continuous), over the training anchors' range widened by
+     one expected gap on each side and clipped to the column's range in the sample.
+   - Point groups (``=``, ``<>``, IN) draw new values from the column's distinct values in
+     the sample (restricted to the widened range for ordered columns); an IN list keeps its
+     length.
+   - ``LIKE 'prefix%'`` draws the same number of leading characters of a sample value.
+   - ``LIKE '%x%'`` and predicates over expressions keep their literals.
+3. **Expected cost.** Each template gets ``draws`` synthetic draws built from randomly chosen
+   training draws (seeded). The optimizer's workload is the training draws plus the synthetic
+   ones, each template keeping its total training weight spread evenly over its draws, so the
+   one cost model (``layout/cost.py``) minimizes a Monte-Carlo estimate of the expected cost
+   over the template's parameter distribution. The candidate cuts are the simple predicates
+   of all of them (§6.1's rule, applied to the wider workload).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlglot
+from sqlglot import exp
+
+from pando_iceberg.expr import JoinFilter, TableFilter
+from pando_iceberg.expr.bind import DIALECT
+from pando_iceberg.expr.evaluate import arrow_kind
+from pando_iceberg.expr.values import TypedValue, add_months, days_to_date, fold, render
+
+__all__ = ["Template", "TemplateWorkload", "group_templates", "template_key", "expected_workload", "range_columns",
+           "to_line", "typed_value"]
+
+_RANGE_OPS = (exp.LT, exp.LTE, exp.GT, exp.GTE)
+_POINT_OPS = (exp.EQ, exp.NEQ)
+_ORDERED = {"int", "decimal", "float", "date", "timestamp", "timestamp_ntz"}
+_PREFIX = re.compile(r"^[^%_\\]+%$")
+
+
+@dataclass(frozen=True)
+class _Site:
+    column: str
+    role: str  # "range" | "point" | "prefix"
+
+
+def _column_of(term: exp.Expression) -> str | None:
+    """The column a literal is compared with (a plain column, or one cast by bind's coercion)."""
+    if isinstance(term, exp.Cast) and isinstance(term.this, exp.Column):
+        term = term.this
+    return term.name.lower() if isinstance(term, exp.Column) else None
+
+
+def range_columns(queries: Iterable[tuple[TableFilter, float]]) -> list[tuple[str, float]]:
+    """Columns the queries compare with literal ranges (<, <=, >, >=, BETWEEN), with the total
+    weight of the queries doing so, heaviest first."""
+    weight: dict[str, float] = {}
+    for f, w in queries:
+        if f.is_true_expr():
+            continue
+        for col in {s.column for _, s in _sites(f.expr) if s.role == "range"}:
+            weight[col] = weight.get(col, 0.0) + float(w)
+    return sorted(weight.items(), key=lambda cw: (-cw[1], cw[0]))
+
+
+def _sites(expr: exp.Expression) -> list[tuple[exp.Expression, _Site]]:
+    """The literal nodes of a canonical filter that are parameters of its shape, in a fixed
+    (depth-first) order, each with the column it is compared with and how."""
+    out: list[tuple[exp.Expression, _Site]] = []
+    for node in expr.walk(bfs=False):
+        if isinstance(node, _RANGE_OPS + _POINT_OPS):
+            col = _column_of(node.this)
+            if col is not None and fold(node.expression) is not None:
+                out.append((node.expression, _Site(col, "range" if isinstance(node, _RANGE_OPS) else "point")))
+        elif isinstance(node, exp.Between):
+            col = _column_of(node.this)
+            if col is not None:
+                for part in ("low", "high"):
+                    if fold(node.args[part]) is not None:
+                        out.append((node.args[part], _Site(col, "range")))
+        elif isinstance(node, exp.In) and node.args.get("query") is None:
+            col = _column_of(node.this)
+            if col is not None:
+                out += [(e, _Site(col, "point")) for e in node.expressions if fold(e) is not None]
+        elif isinstance(node, exp.Like):
+            col = _column_of(node.this)
+            pattern = fold(node.expression)
+            if col is not None and pattern is not None and _PREFIX.match(str(pattern.value)):
+                out.append((node.expression, _Site(col, "prefix")))
+    return out
+
+
+def _placeholders(node: exp.Expression) -> str:
+    return node.transform(lambda n: exp.Placeholder() if isinstance(n, exp.Literal) else n).sql(DIALECT)
+
+
+def template_key(f: TableFilter) -> str:
+    """The filter's shape: canonical SQL with every literal as ``?`` (join filters included)."""
+    parts = [] if f.is_true_expr() else [_placeholders(f.expr.copy())]
+    for j in f.joins:
+        parts.append(_placeholders(sqlglot.parse_one(j.to_sql(), read=DIALECT)))
+    return " AND ".join(parts) or "TRUE"
+
+
+@dataclass
+class Template:
+    """The training draws of one filter shape, and what varies between them."""
+
+    key: str
+    draws: list[tuple[TableFilter, float]]
+    parameters: dict[str, str] = field(default_factory=dict)  # column → role of its varying group
+    synthetic: int = 0
+
+    @property
+    def weight(self) -> float:
+        return float(sum(w for _, w in self.draws))
+
+    def to_json(self) -> dict:
+        return {"template": self.key, "training_draws": len(self.draws), "synthetic_draws": self.synthetic,
+                "parameters": dict(self.parameters)}
+
+
+def group_templates(queries: Iterable[tuple[TableFilter, float]]) -> list[Template]:
+    """Queries grouped by ``template_key``, in first-seen order."""
+    out: dict[str, Template] = {}
+    for f, w in queries:
+        key = template_key(f)
+        out.setdefault(key, Template(key, [])).draws.append((f, float(w)))
+    return list(out.values())
+
+
+@dataclass
+class TemplateWorkload:
+    """What the optimizer learns from: training + synthetic draws, and their candidate cuts."""
+
+    queries: list[tuple[TableFilter, float]]
+    templates: list[Template]
+
+    def candidate_cuts(self) -> list[Any]:
+        """§6.1's rule over the wider workload: every simple predicate once, by key."""
+        out: dict[str, Any] = {}
+        for f, _ in self.queries:
+            for cut in f.candidate_cuts():
+                out.setdefault(cut.key, cut)
+        return list(out.values())
+
+    def describe(self) -> list[dict]:
+        return [t.to_json() for t in self.templates]
+
+
+# ------------------------------------------------------------------ values on a line
+
+
+def _date_grain(days: Sequence[int]) -> str:
+    ds = [days_to_date(d) for d in days]
+    if all(d.day == 1 and d.month == 1 for d in ds):
+        return "year"
+    if all(d.day == 1 for d in ds):
+        return "month"
+    return "day"
+
+
+def _month_index(days: int) -> int:
+    d = days_to_date(days)
+    return d.year * 12 + d.month - 1
+
+
+class _Column:
+    """What a sample says about one column: its range and its distinct values."""
+
+    def __init__(self, sample: pa.Table | None, name: str):
+        names = {n.lower(): n for n in sample.schema.names} if sample is not None else {}
+        self.array = sample.column(names[name]).combine_chunks() if name in names else None
+        self._distinct: list[Any] | None = None
+
+    def distinct(self) -> list[Any]:
+        if self._distinct is None:
+            self._distinct = [] if self.array is None else [v for v in pc.unique(self.array).to_pylist() if v is not None]
+        return self._distinct
+
+    def range(self, kind: str) -> tuple[Any, Any]:
+        if self.array is None or len(self.array) == self.array.null_count:
+            return None, None
+        mm = pc.min_max(self.array).as_py()
+        return to_line(mm["min"], kind), to_line(mm["max"], kind)
+
+
+def to_line(v: Any, kind: str) -> Any:
+    """A sample value (Python, from Arrow) on the literal's number line (TypedValue.value)."""
+    import datetime as dt
+
+    if kind == "date" and isinstance(v, dt.date):
+        return (v - dt.date(1970, 1, 1)).days
+    if kind.startswith("timestamp") and isinstance(v, dt.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=dt.timezone.utc)
+        return int((v - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) / dt.timedelta(microseconds=1))
+    if kind == "decimal" and not isinstance(v, Decimal):
+        return Decimal(str(v))
+    return v
+
+
+def typed_value(value: Any, old_kind: str) -> TypedValue:
+    """A value on a literal's line as a typed literal: temporal kinds keep the literal's kind,
+    others take the value's own (the binder coerces it to the column again)."""
+    if old_kind in ("date", "timestamp", "timestamp_ntz"):
+        return TypedValue(old_kind, int(value))
+    kinds = {bool: "bool", int: "int", float: "float", Decimal: "decimal", str: "string"}
+    return TypedValue(kinds.get(type(value), old_kind), value)
+
+
+def _tree(f: TableFilter, path: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], TableFilter]]:
+    """The filter and, depth first, the dimension filters of its joins (multi-hop), by path."""
+    out = [(path, f)]
+    for i, j in enumerate(f.joins):
+        out += _tree(j.dim_filter, path + (i,))
+    return out
+
+
+def _all_sites(f: TableFilter) -> list[tuple[tuple[int, ...], exp.Expression, _Site]]:
+    return [(path, node, site) for path, g in _tree(f) if not g.is_true_expr() for node, site in _sites(g.expr)]
+
+
+def _rebuild(f: TableFilter, path: tuple[int, ...], values: dict[tuple[int, ...], list[TypedValue]]) -> TableFilter:
+    """``f`` with the literals of its sites (and of its joins' dimension filters) replaced."""
+    joins = [JoinFilter(j.column, j.dim_table, j.dim_pk, _rebuild(j.dim_filter, path + (i,), values))
+             for i, j in enumerate(f.joins)]
+    if f.is_true_expr():
+        return TableFilter(None, f.schema, joins, f.table)
+    expr = f.expr.copy()
+    for (node, _), v in zip(_sites(expr), values.get(path, [])):
+        node.replace(render(v, compared_to_float=True))
+    return TableFilter(expr, f.schema, joins, f.table)
+
+
+@dataclass
+class _Group:
+    """Sites of one parameter: same filter (path), column and role; range groups whose anchors
+    move in lockstep across the draws (``l_shipdate > ?1 AND o_orderdate < ?1``) are merged."""
+
+    members: list[tuple[tuple[int, ...], str, list[int]]]  # (path, column, site indices)
+    role: str
+    kind: str
+
+
+class _Generator:
+    """Synthetic draws of one template (module docstring, items 2 and 3)."""
+
+    def __init__(self, template: Template, samples: dict[str, pa.Table], columns: dict, rng: random.Random):
+        self.t, self.samples, self.columns, self.rng = template, samples, columns, rng
+        first = _all_sites(template.draws[0][0])
+        self.sites = [(path, s) for path, _, s in first]
+        self.tables = {path: g for path, g in _tree(template.draws[0][0])}
+        self.values: list[list[TypedValue]] = []  # values[d][i]: the literal of site i in draw d
+        for f, _ in template.draws:
+            sites = _all_sites(f)
+            if [(p, s) for p, _, s in sites] != self.sites:  # same key, other site structure: leave it
+                self.values = []
+                break
+            self.values.append([fold(node) for _, node, _ in sites])  # type: ignore[misc]
+        by_key: dict[tuple, list[int]] = {}
+        for i, (path, s) in enumerate(self.sites):
+            by_key.setdefault((path, s.column, s.role), []).append(i)
+        self.groups: list[_Group] = []
+        for (path, col, role), ix in by_key.items():
+            kind = self._kind(path, col)
+            if kind is None or not self._varies(ix) or (role == "range" and kind not in _ORDERED):
+                continue
+            self.groups.append(_Group([(path, col, ix)], role, kind))
+        self._merge_lockstep()
+        for g in self.groups:
+            for path, col, _ in g.members:
+                template.parameters[col] = g.role
+
+    # -- what the training draws say
+
+    def _kind(self, path: tuple[int, ...], column: str) -> str | None:
+        f = self.tables[path]
+        names = {x.name.lower(): x for x in f.schema} if f.schema is not None else {}
+        k = arrow_kind(names[column].type) if column in names else None
+        return k[0] if k else None
+
+    def _varies(self, ix: list[int]) -> bool:
+        return len(self.values) >= 2 and any([row[i] for i in ix] != [self.values[0][i] for i in ix]
+                                             for row in self.values[1:])
+
+    def _anchors(self, ix: list[int]) -> list[Any]:
+        return [min(row[i].value for i in ix) for row in self.values]
+
+    def _merge_lockstep(self) -> None:
+        ranges = [g for g in self.groups if g.role == "range"]
+        merged: list[_Group] = []
+        for g in ranges:
+            a = self._anchors(g.members[0][2])
+            for m in merged:
+                b = self._anchors(m.members[0][2])
+                if m.kind == g.kind and len({x - y for x, y in zip(a, b)}) == 1:
+                    m.members += g.members
+                    break
+            else:
+                merged.append(g)
+        self.groups = merged + [g for g in self.groups if g.role != "range"]
+
+    def _column(self, path: tuple[int, ...], column: str) -> _Column:
+        table = self.tables[path].table or ""
+        key = (table.split(".")[-1].lower(), column)
+        if key not in self.columns:
+            sample = next((t for name, t in self.samples.items() if name.split(".")[-1].lower() == key[0]), None)
+            self.columns[key] = _Column(sample, column)
+        return self.columns[key]
+
+    # -- one synthetic draw
+
+    def draw(self) -> TableFilter | None:
+        if not self.groups:
+            return None
+        d = self.rng.randrange(len(self.values))
+        new = list(self.values[d])
+        for g in self.groups:
+            if g.role == "range":
+                self._shift(g, d, new)
+            elif g.role == "point":
+                path, col, ix = g.members[0]
+                self._points(path, col, g.kind, ix, new)
+            else:
+                path, col, ix = g.members[0]
+                self._prefix(path, col, ix, new)
+        values: dict[tuple[int, ...], list[TypedValue]] = {}
+        for (path, _), v in zip(self.sites, new):
+            values.setdefault(path, []).append(v)
+        try:
+            return _rebuild(self.t.draws[d][0], (), values)
+        except Exception:  # a drawn value the binder refuses (e.g. out of the type's range)
+            return None
+
+    # -- ranges: shift the whole group along the lattice of the training anchors
+
+    def _shift(self, g: _Group, d: int, new: list) -> None:
+        path, col, ix = g.members[0]
+        kind = g.kind
+        anchors = self._anchors(ix)
+        own = anchors[d]
+        lo_s, hi_s = self._column(path, col).range(kind)
+        every = [i for _, _, mix in g.members for i in mix]
+        if kind == "date" and _date_grain([int(a) for a in anchors]) in ("year", "month"):
+            step = 12 if _date_grain([int(a) for a in anchors]) == "year" else 1
+            bounds = tuple(None if x is None else _month_index(int(x)) for x in (lo_s, hi_s))
+            months = self._lattice([_month_index(int(a)) for a in anchors], step, bounds) - _month_index(int(own))
+            for i in every:
+                new[i] = TypedValue("date", add_months(int(self.values[d][i].value), months))
+            return
+        if kind == "float":
+            lo, hi = _widened([float(a) for a in anchors], (lo_s, hi_s))
+            delta: Any = self.rng.uniform(lo, hi) - float(own)
+        elif kind == "decimal":
+            scale = max(-Decimal(a).as_tuple().exponent for a in anchors)  # type: ignore[operator]
+            q = Decimal(1).scaleb(-scale)
+            bounds = tuple(None if x is None else int(Decimal(x) / q) for x in (lo_s, hi_s))
+            delta = (self._lattice([int(Decimal(a) / q) for a in anchors], 0, bounds) - int(Decimal(own) / q)) * q
+        else:  # int, date (day grain), timestamps: integers on their line
+            bounds = tuple(None if x is None else int(x) for x in (lo_s, hi_s))
+            delta = self._lattice([int(a) for a in anchors], 0, bounds) - int(own)
+        for i in every:
+            v = self.values[d][i]
+            new[i] = TypedValue(v.kind, v.value + (Decimal(delta) if v.kind == "decimal" else type(v.value)(delta)))
+
+    def _lattice(self, anchors: list[int], step: int, bounds: tuple[Any, ...]) -> int:
+        """A point of the lattice ``min(anchors) + g·Z`` (g: ``step``, or the gcd of the
+        anchors' differences), uniform over the widened range (module docstring)."""
+        base = min(anchors)
+        g = step
+        if not g:
+            for a in anchors:
+                g = math.gcd(g, a - base)
+        if g <= 0:
+            return base
+        lo, hi = _widened([float(a) for a in anchors], bounds)
+        k_lo, k_hi = math.ceil((lo - base) / g), math.floor((hi - base) / g)
+        return base if k_hi < k_lo else base + g * self.rng.randint(k_lo, k_hi)
+
+    # -- points and prefixes: values from the sample
+
+    def _points(self, path: tuple[int, ...], col: str, kind: str, ix: list[int], new: list) -> None:
+        values = self._column(path, col).distinct()
+        if kind in _ORDERED and values:
+            lo, hi = _widened([float(row[i].value) for row in self.values for i in ix], (None, None))
+            values = [v for v in values if lo <= float(to_line(v, kind)) <= hi] or values
+        if len(values) < len(ix):
+            return
+        for i, v in zip(ix, self.rng.sample(values, len(ix))):
+            new[i] = typed_value(to_line(v, kind), new[i].kind)
+
+    def _prefix(self, path: tuple[int, ...], col: str, ix: list[int], new: list) -> None:
+        values = [v for v in self._column(path, col).distinct() if isinstance(v, str)]
+        for i in ix:
+            width = len(str(new[i].value)) - 1
+            pool = [v[:width] for v in values if len(v) >= width and not re.search(r"[%_\\]", v[:width])]
+            if pool:
+                new[i] = TypedValue("string", self.rng.choice(pool) + "%")
+
+
+def _widened(anchors: list[float], bounds: tuple[Any, ...]) -> tuple[float, float]:
+    """The anchors' range widened by one expected gap on each side, clipped to ``bounds``
+    (the column's range in the sample) but never narrower than the anchors themselves."""
+    lo, hi = min(anchors), max(anchors)
+    distinct = len(set(anchors))
+    gap = (hi - lo) / (distinct - 1) if distinct > 1 else 0.0
+    lo, hi = lo - gap, hi + gap
+    if bounds[0] is not None:
+        lo = max(lo, min(float(bounds[0]), min(anchors)))
+    if bounds[1] is not None:
+        hi = min(hi, max(float(bounds[1]), max(anchors)))
+    return lo, hi
+
+
+def expected_workload(queries: Iterable[tuple[TableFilter, float]], sample: pa.Table, draws: int = 16,
+                      seed: int = 0, dimensions: dict[str, pa.Table] | None = None) -> TemplateWorkload:
+    """The training queries plus ``draws`` synthetic draws per template with parameters
+    (module docstring); ``draws = 0`` gives the training queries unchanged (the paper).
+    ``sample``: the table's sample; ``dimensions``: samples of the dimension tables its join
+    filters name (by table name), for parameters inside join filters."""
+    queries = [(f, float(w)) for f, w in queries]
+    templates = group_templates(queries)
+    if draws <= 0 or not queries:
+        return TemplateWorkload(queries, templates)
+    samples = {**(dimensions or {}), (queries[0][0].table or ""): sample}
+    rng = random.Random(seed)
+    columns: dict = {}
+    out: list[tuple[TableFilter, float]] = []
+    for t in templates:
+        gen = _Generator(t, samples, columns, rng)
+        extra = [f for f in (gen.draw() for _ in range(draws if gen.groups else 0)) if f is not None]
+        t.synthetic = len(extra)
+        share = t.weight / (len(t.draws) + len(extra)) if extra else None
+        out += [(f, w if share is None else share) for f, w in t.draws]
+        out += [(f, share) for f in extra]  # type: ignore[misc]
+    return TemplateWorkload(out, templates)

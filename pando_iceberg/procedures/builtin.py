@@ -343,6 +343,7 @@ def describe_layout(ctx: ProcedureContext, table: str) -> Result:
         files = sidecar.block_files.get(b, [])
         rows.append(("block", None, b, None, f"{len(files)} file(s), {sum(f.file_size_in_bytes for f in files):,} bytes",
                      int(sum(f.record_count for f in files))))
+    rows += _learning_rows(sidecar.properties)
     from .pending import P_PENDING_BASE, P_PENDING_ID
 
     if P_PENDING_ID in tbl.properties:
@@ -350,6 +351,26 @@ def describe_layout(ctx: ProcedureContext, table: str) -> Result:
                      f"snapshot {tbl.properties.get(P_PENDING_BASE)}, not applied yet", None))
     return Result([("section", "string"), ("tree", "int"), ("node", "int"), ("depth", "int"),
                    ("description", "string"), ("rows", "bigint")], rows)
+
+
+def _learning_rows(props: dict[str, str]) -> list[tuple]:
+    """describe_layout rows for what the layout learned beyond the paper: the workload's
+    templates with their parameters and synthetic draws, and the in-block order of the files."""
+    from ..spark.rewrite import P_IN_BLOCK
+
+    rows: list[tuple] = []
+    for t in json.loads(props.get("pando.templates", "[]")):
+        params = ", ".join(f"{c} ({role})" for c, role in t.get("parameters", {}).items()) or "none (constant literals)"
+        rows.append(("template", None, None, None, f"{t['template']} — {t['training_draws']} training draw(s), "
+                     f"{t['synthetic_draws']} synthetic; parameters: {params}", None))
+    order = json.loads(props.get(P_IN_BLOCK, "null"))
+    if order is not None:
+        costs = ", ".join(f"{c} {v:.3f}" for c, v in order.get("workload_rows_fraction", {}).items())
+        rows.append(("in-block order", None, None, None, f"files of each block sorted and cut by {order['column']}"
+                     + (f" (workload rows read on the sample: {costs})" if costs else ""), None))
+    else:
+        rows.append(("in-block order", None, None, None, "none: files hold their block's rows in routing order", None))
+    return rows
 
 
 def _describe_partitioned(sidecar) -> Result:

@@ -105,3 +105,18 @@ def _qualified(sql):
             t.set("this", exp.to_identifier("li_files"))
         t.set("db", exp.to_identifier("tpch"))
     return tree.sql(dialect="spark")
+
+
+def test_describe_layout_shows_templates_and_in_block_order(spark, catalog, lakehouse_cfg, laid_out):
+    from pando_iceberg.procedures import ProcedureContext, call
+
+    ctx = ProcedureContext(lakehouse_cfg, catalog, lambda: spark)
+    rows = call(ctx, "CALL pando.system.describe_layout(table => 'tpch.li_files')").rows
+    sections = {}
+    for r in rows:
+        sections.setdefault(r[0], []).append(r[4])
+    assert any("synthetic" in d and "l_shipdate (range)" in d for d in sections["template"])
+    (order,) = sections["in-block order"]
+    assert "sorted and cut by l_" in order
+    blocks = [r for r in rows if r[0] == "block"]
+    assert sum(int(r[4].split(" file")[0]) for r in blocks) == laid_out["result"].added_data_files_count

@@ -16,8 +16,10 @@ little about `DATE '1996-09-02'`. This module is the one place where we go beyon
      anchor and every literal of the group is shifted with it, so the range keeps its width.
      New anchors are drawn uniformly from the lattice the training anchors lie on (whole
      years / months for dates that are all Jan 1st / the 1st; otherwise the gcd of the
-     anchors' differences; floats: continuous), over the training anchors' range widened by
-     one expected gap on each side and clipped to the column's range in the sample.
+     anchors' differences; floats: continuous), half of them (``DATA_SHARE``) over the
+     column's whole range in the sample, half over the training anchors' range widened by one
+     expected gap on each side (a few training draws may cluster by chance: three 30-day
+     windows of a 5-year range fell within 11 months in a test).
    - Point groups (``=``, ``<>``, IN) draw new values from the column's distinct values in
      the sample (restricted to the widened range for ordered columns); an IN list keeps its
      length.
@@ -58,6 +60,7 @@ _RANGE_OPS = (exp.LT, exp.LTE, exp.GT, exp.GTE)
 _POINT_OPS = (exp.EQ, exp.NEQ)
 _ORDERED = {"int", "decimal", "float", "date", "timestamp", "timestamp_ntz"}
 _PREFIX = re.compile(r"^[^%_\\]+%$")
+DATA_SHARE = 0.5  # share of synthetic anchors drawn from the column's whole range (``_Generator._domain``)
 
 
 @dataclass(frozen=True)
@@ -372,7 +375,7 @@ class _Generator:
                 new[i] = TypedValue("date", add_months(int(self.values[d][i].value), months))
             return
         if kind == "float":
-            lo, hi = _widened([float(a) for a in anchors], (lo_s, hi_s))
+            lo, hi = self._domain([float(a) for a in anchors], (lo_s, hi_s))
             delta: Any = self.rng.uniform(lo, hi) - float(own)
         elif kind == "decimal":
             scale = max(-Decimal(a).as_tuple().exponent for a in anchors)  # type: ignore[operator]
@@ -396,15 +399,23 @@ class _Generator:
                 g = math.gcd(g, a - base)
         if g <= 0:
             return base
-        lo, hi = _widened([float(a) for a in anchors], bounds)
+        lo, hi = self._domain([float(a) for a in anchors], bounds)
         k_lo, k_hi = math.ceil((lo - base) / g), math.floor((hi - base) / g)
         return base if k_hi < k_lo else base + g * self.rng.randint(k_lo, k_hi)
+
+    def _domain(self, anchors: list[float], bounds: tuple[Any, ...]) -> tuple[float, float]:
+        """Where a new anchor is drawn: with probability ``DATA_SHARE`` the column's whole range
+        in the sample (tomorrow's literals may lie anywhere in the data), else the training
+        anchors' range widened by one expected gap (they may also cluster)."""
+        if bounds[0] is not None and bounds[1] is not None and self.rng.random() < DATA_SHARE:
+            return min(float(bounds[0]), min(anchors)), max(float(bounds[1]), max(anchors))
+        return _widened(anchors, bounds)
 
     # -- points and prefixes: values from the sample
 
     def _points(self, path: tuple[int, ...], col: str, kind: str, ix: list[int], new: list) -> None:
         values = self._column(path, col).distinct()
-        if kind in _ORDERED and values:
+        if kind in _ORDERED and values and self.rng.random() >= DATA_SHARE:
             lo, hi = _widened([float(row[i].value) for row in self.values for i in ix], (None, None))
             values = [v for v in values if lo <= float(to_line(v, kind)) <= hi] or values
         if len(values) < len(ix):

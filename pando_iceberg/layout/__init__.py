@@ -31,7 +31,7 @@ from .serialize import FORMAT_VERSION, SUPPORTED_VERSIONS, LayoutFormatError
 from .topdown import build_trees, evaluate_cuts
 from .tree import Decision, KTuple, PartitionTree, cut_table
 
-Block = int  #: a block id: blocks are numbered 0..B-1; a block becomes one data file
+Block = int  #: a block id: blocks are numbered 0..B-1; a block is written as files of about b rows
 
 __all__ = [
     "Block",

@@ -266,21 +266,27 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
     total_rows = max(1, learned.table_rows)
     sample_total = float(layout.block_rows.sum()) or 1.0
     per_query = layout.cost(learned.queries, per_query=True)
+    from ..workload.in_block import files_per_block
+
+    block_files = files_per_block(layout.block_rows * (total_rows / sample_total), opts.min_block_rows)
     rows = []
     files_now = files_new = 0.0
     for i, ((flt, weight), cost) in enumerate(zip(learned.queries, per_query)):
         now = plan_scan(tbl, flt).explain
         blocks, _ = layout.blocks_for(flt)
+        chosen = int(block_files[blocks].sum())
         files_now += weight * now.pando_files
-        files_new += weight * len(blocks)
-        rows.append((i + 1, float(weight), now.pando_files, now.total_files, len(blocks), layout.num_blocks,
+        files_new += weight * chosen
+        rows.append((i + 1, float(weight), now.pando_files, now.total_files, chosen, int(block_files.sum()),
                      round(now.pando_rows / total_rows, 4), round(float(cost) / sample_total, 4), flt.to_sql()[:200]))
     weights = sum(w for _, w in learned.queries) or 1.0
     return Result([("query", "int"), ("weight", "double"), ("files_read_now", "int"), ("files_total_now", "int"),
                    ("files_read_with_layout", "int"), ("files_total_with_layout", "int"),
                    ("rows_fraction_now", "double"), ("rows_fraction_with_layout", "double"), ("filter", "string")],
                   rows,
-                  notes=[f"learned k={layout.k}, {layout.num_blocks} blocks (one file each) from {learned.sample_rows} "
+                  notes=[f"learned k={layout.k}, {layout.num_blocks} blocks ({int(block_files.sum())} files of about "
+                         f"{opts.min_block_rows} rows; files_read_with_layout counts every file of the chosen blocks, "
+                         f"min/max may skip more inside them) from {learned.sample_rows} "
                          f"sample rows, {learned.cuts} candidate cuts, {learned.queries_used} queries; weighted mean "
                          f"files read per query: {files_now / weights:.1f} now, {files_new / weights:.1f} with the layout",
                          f"stored as pending layout {sidecar.layout_id} (not used by scans until applied); apply it "

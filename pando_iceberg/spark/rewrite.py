@@ -2,8 +2,9 @@
 
     base snapshot ─Spark read (Iceberg, deletes applied)─▶ sample (seeded) ─▶ learn layout
                   (workload → cuts, join-induced literal cuts from Spark; §6.1 + §6.2)
-    base snapshot ─Spark read─▶ mapInArrow(route) ─▶ shuffle by block ─▶ mapInArrow(write):
-                  one Parquet file per block (split only above the target size)
+    base snapshot ─Spark read─▶ mapInArrow(route) ─▶ shuffle by block, sort by the in-block
+                  order ─▶ mapInArrow(write): each block as files of about b rows
+                  (workload/in_block.py; split also above the target size)
     driver: finalize the layout from the (block, k-tuple) pairs actually written (§7),
             write the Puffin sidecar, ONE Iceberg commit: `replace` snapshot + pointers.
 

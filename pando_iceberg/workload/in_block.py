@@ -22,7 +22,6 @@ read or skipped as a whole by the trees, and min/max pruning is sound on its own
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 

@@ -25,6 +25,11 @@ little about `DATE '1996-09-02'`. This module is the one place where we go beyon
      length.
    - ``LIKE 'prefix%'`` draws the same number of leading characters of a sample value.
    - ``LIKE '%x%'`` and predicates over expressions keep their literals.
+   - Sites inside join filters (``fk IN (SELECT pk FROM dim WHERE p)``, multi-hop) are
+     parameters too, drawn from a sample of the dimension table: a held-out region, brand or
+     month gets its literal cuts (§7) among the candidates. Range groups whose anchors move in
+     lockstep in every training draw (TPC-H Q3: ``l_shipdate > ?1 AND o_orderdate < ?1``)
+     are shifted together.
 3. **Expected cost.** Each template gets ``draws`` synthetic draws built from randomly chosen
    training draws (seeded). The optimizer's workload is the training draws plus the synthetic
    ones, each template keeping its total training weight spread evenly over its draws, so the
@@ -42,7 +47,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot

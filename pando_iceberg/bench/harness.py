@@ -64,6 +64,7 @@ class BenchOptions:
     sample_rate: float = 0.01
     zorder_columns: int = 3
     namespace: str | None = None  # the dataset's namespace (default tpch_sf<SF> / taxi_sf<SF>)
+    pando_options: dict[str, str] = field(default_factory=dict)  # more rewrite options, e.g. template-draws
 
     def validate(self) -> None:
         if self.dataset not in DATASETS:
@@ -241,7 +242,8 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             if layout.startswith("pando"):
                 stmt = (f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', "
                         f"workload => '{wfile}', options => map('k', '{k}', 'min-block-rows', '{opts.b}', "
-                        f"'sample-rate', '{opts.sample_rate}', 'seed', '{opts.seed}'))")
+                        f"'sample-rate', '{opts.sample_rate}', 'seed', '{opts.seed}'"
+                        + "".join(f", '{k}', '{v}'" for k, v in opts.pando_options.items()) + "))")
             else:
                 if layout == "sort":
                     order_by = f"{SORT_COLUMN[t]} ASC NULLS LAST"
@@ -464,6 +466,8 @@ def add_arguments(p) -> None:
                    "0: time the warm-up itself, no extra runs)")
     p.add_argument("--block-rows", type=int, help="target rows per block/file b (default 100,000 × SF)")
     p.add_argument("--sample-rate", type=float, default=0.01, help="Pando sample rate (default 0.01)")
+    p.add_argument("--pando-options", default="", help="more Pando rewrite options as key=value pairs, "
+                   "comma-separated (e.g. template-draws=0,in-block-order=none)")
     p.add_argument("--out", default="bench-out", help="output directory for the report (default bench-out)")
     p.add_argument("--scaling", action="store_true", help="scaling mode (Fig. 11) instead of one comparison")
     p.add_argument("--scaling-sf", default="0.1,1", help="scaling mode: scale factors (default 0.1,1)")
@@ -480,12 +484,31 @@ def _ints(text: str | None, what: str) -> list[int] | None:
         raise BenchError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
+def _pairs(text: str | None) -> dict[str, str]:
+    """``key=value,key=value`` → dict, checked against the rewrite's options."""
+    from ..spark.rewrite import PandoRewriteError, RewriteOptions
+
+    out = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise BenchError(f"--pando-options takes key=value pairs, got {part!r}")
+        out[key.strip()] = value.strip()
+    try:
+        RewriteOptions.from_map(out)
+    except PandoRewriteError as e:
+        raise BenchError(f"--pando-options: {e}") from None
+    return out
+
+
 def options_from_args(args) -> BenchOptions:
     opts = BenchOptions(dataset=args.dataset, sf=args.sf,
                         layouts=tuple(x.strip() for x in args.layouts.split(",") if x.strip()),
                         per_template=args.per_template, seed=args.seed, out=args.out, runs=args.runs,
                         templates=_ints(args.templates, "--templates"), block_rows=args.block_rows,
-                        sample_rate=args.sample_rate)
+                        sample_rate=args.sample_rate, pando_options=_pairs(args.pando_options))
     opts.validate()
     return opts
 

@@ -91,16 +91,21 @@ class WriteSpec:
     target_file_size_bytes: int
     row_group_bytes: int = 64 * 1024 * 1024
     compression: str = "zstd"
-    # Files of about b rows (workload/in_block.py): rows per file of each block (None: one file
-    # per block, split only above the target size) and the column the rows arrive sorted by.
+    # Files of about b rows (workload/in_block.py): each block's rows per file and file count
+    # from its estimated rows (None: one file per block, split only above the target size);
+    # the block's last file takes what the estimate missed, up to max_file_rows (1.3 b).
     order_column: str | None = None
     file_rows: list[int] | None = None
+    block_files: list[int] | None = None
+    max_file_rows: int | None = None
 
-    def file_limit(self, block: int) -> int | None:
-        """Rows one file of ``block`` may hold (None: no limit but the target size)."""
+    def file_limit(self, block: int, index: int) -> int | None:
+        """Rows the ``index``-th file of ``block`` may hold (None: no limit but the target size)."""
         if self.file_rows is None or not 0 <= block < len(self.file_rows):
             return None
-        return int(self.file_rows[block])
+        rows = int(self.file_rows[block])
+        last = self.block_files is not None and index >= int(self.block_files[block]) - 1
+        return max(rows, int(self.max_file_rows or rows)) if last else rows
 
 
 def write_blocks(spec: WriteSpec):
@@ -141,15 +146,17 @@ class _BlockWriter:
         self.pending_bytes = 0
         self.codes: list[np.ndarray] = []
         self.file = None
+        self.file_index = 0  # files of the current block closed so far
         self.in_file = 0  # rows of the current block's current file (written or pending)
 
     def add(self, block: int, data: pa.Table, codes: np.ndarray):
         if block != self.block:
             yield from self.close()
             self.block = block
+            self.file_index = 0
             self.in_file = 0
         while data.num_rows:
-            limit = self.spec.file_limit(block)
+            limit = self.spec.file_limit(block, self.file_index)
             take = data.num_rows if limit is None else min(data.num_rows, limit - self.in_file)
             self.pending.append(data.slice(0, take))
             self.pending_bytes += data.slice(0, take).nbytes
@@ -160,6 +167,7 @@ class _BlockWriter:
                 yield from self._flush()
                 if self.file is not None:
                     yield self._finish()
+                self.file_index += 1
                 self.in_file = 0
             elif self.pending_bytes >= self.spec.row_group_bytes:
                 yield from self._flush()

@@ -29,6 +29,7 @@ import sqlglot
 
 from ..expr import keys as keyset
 from ..progress import progress_step, spark_job_progress
+from ..workload.in_block import BlockFiles
 from . import iceberg_jvm as jv
 from .session import quote_name, refresh_table
 from .blocks import (BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches,
@@ -513,7 +514,7 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         base_rows = _row_count(spark, table_name, base_id)
     spec = write_spec(spark, table, data_dir, io_properties, options.target_file_size_bytes,
                       order_column=learned.in_block_column,
-                      file_rows=block_file_rows(layout, base_rows, options.min_block_rows))
+                      files=block_files(layout, base_rows, options.min_block_rows))
     payload = LayoutPayload(layout.to_bytes(), learned.literal_keys)
     written: list[Any] = []
     sidecar_path = None
@@ -620,21 +621,21 @@ def _arrow_batch_rows(spark, rows: int):
             spark.conf.set(key, before)
 
 
-def block_file_rows(layout, table_rows: int, min_block_rows: int) -> list[int]:
-    """Rows per data file of each block (``workload/in_block.py``: files of about b rows), from
-    the block's share of the sample scaled to the table's rows."""
-    from ..workload.in_block import file_rows_per_block
+def block_files(layout, table_rows: int, min_block_rows: int) -> BlockFiles:
+    """How each block is written (``workload/in_block.py``: files of about b rows), from the
+    block's share of the sample scaled to the table's rows."""
+    from ..workload.in_block import block_files as plan
 
     sample_rows = float(layout.block_rows.sum()) or 1.0
-    return file_rows_per_block(layout.block_rows * (table_rows / sample_rows), min_block_rows).tolist()
+    return plan(layout.block_rows * (table_rows / sample_rows), min_block_rows)
 
 
 def write_spec(spark, table, data_dir: str, io_properties: dict[str, str] | None,
                target_file_size_bytes: int | None, *, order_column: str | None = None,
-               file_rows: list[int] | None = None) -> WriteSpec:
+               files: BlockFiles | None = None) -> WriteSpec:
     """How a rewrite writes its blocks into ``data_dir`` (Java table): the table's schema, its
-    target file size (unless given) and Parquet codec; with ``file_rows``, each block's rows per
-    file, cut along ``order_column`` (the rows arrive sorted by it)."""
+    target file size (unless given) and Parquet codec; with ``files``, each block's files of
+    about b rows, cut along ``order_column`` (the rows arrive sorted by it)."""
     props = table.properties()
     return WriteSpec(
         data_dir=data_dir,
@@ -643,7 +644,10 @@ def write_spec(spark, table, data_dir: str, io_properties: dict[str, str] | None
         target_file_size_bytes=target_file_size_bytes or int(
             props.getOrDefault("write.target-file-size-bytes", str(DEFAULT_TARGET_FILE_SIZE))),
         compression=str(props.getOrDefault("write.parquet.compression-codec", "zstd")).lower(),
-        order_column=order_column, file_rows=file_rows)
+        order_column=order_column,
+        file_rows=None if files is None else files.rows_per_file.tolist(),
+        block_files=None if files is None else files.files.tolist(),
+        max_file_rows=None if files is None else files.max_file_rows)
 
 
 def after_failure(spark, failure: BaseException, table_name: str, layout_id: str, committing: bool, written: list,

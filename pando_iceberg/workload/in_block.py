@@ -35,7 +35,8 @@ from pando_iceberg.expr.evaluate import arrow_kind
 from pando_iceberg.expr.values import render
 from pando_iceberg.workload.templates import range_columns, to_line, typed_value
 
-__all__ = ["MAX_FILE_FACTOR", "MIN_GAIN", "InBlockOrder", "files_per_block", "file_rows_per_block",
+__all__ = ["MAX_FILE_FACTOR", "MIN_GAIN", "BlockFiles", "InBlockOrder", "block_files", "files_per_block",
+           "file_rows_per_block",
            "choose_in_block_order"]
 
 MAX_FILE_FACTOR = 1.3
@@ -53,6 +54,21 @@ def file_rows_per_block(rows: Sequence[float] | np.ndarray, b: float) -> np.ndar
     """Rows per file of each block: its (estimated) rows over its file count, rounded up."""
     r = np.asarray(rows, dtype=np.float64)
     return np.maximum(1, np.ceil(r / files_per_block(r, b))).astype(np.int64)
+
+
+@dataclass
+class BlockFiles:
+    """How the blocks are written: files per block, rows per file, and the most rows the last
+    file of a block may take when the block has more rows than estimated (1.3 b)."""
+
+    files: np.ndarray
+    rows_per_file: np.ndarray
+    max_file_rows: int
+
+
+def block_files(rows: Sequence[float] | np.ndarray, b: float) -> BlockFiles:
+    """The file plan of blocks of (estimated) ``rows`` rows (module docstring)."""
+    return BlockFiles(files_per_block(rows, b), file_rows_per_block(rows, b), int(MAX_FILE_FACTOR * b))
 
 
 @dataclass

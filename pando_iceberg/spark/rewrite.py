@@ -29,7 +29,7 @@ import sqlglot
 
 from ..expr import keys as keyset
 from ..progress import progress_step, spark_job_progress
-from ..workload.in_block import BlockFiles
+from ..workload.in_block import BlockFiles, block_files
 from . import iceberg_jvm as jv
 from .session import quote_name, refresh_table
 from .blocks import (BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches,
@@ -514,7 +514,7 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         base_rows = _row_count(spark, table_name, base_id)
     spec = write_spec(spark, table, data_dir, io_properties, options.target_file_size_bytes,
                       order_column=learned.in_block_column,
-                      files=block_files(layout, base_rows, options.min_block_rows))
+                      files=plan_block_files(layout, base_rows, options.min_block_rows))
     payload = LayoutPayload(layout.to_bytes(), learned.literal_keys)
     written: list[Any] = []
     sidecar_path = None
@@ -621,13 +621,11 @@ def _arrow_batch_rows(spark, rows: int):
             spark.conf.set(key, before)
 
 
-def block_files(layout, table_rows: int, min_block_rows: int) -> BlockFiles:
+def plan_block_files(layout, table_rows: int, min_block_rows: int) -> BlockFiles:
     """How each block is written (``workload/in_block.py``: files of about b rows), from the
     block's share of the sample scaled to the table's rows."""
-    from ..workload.in_block import block_files as plan
-
     sample_rows = float(layout.block_rows.sum()) or 1.0
-    return plan(layout.block_rows * (table_rows / sample_rows), min_block_rows)
+    return block_files(layout.block_rows * (table_rows / sample_rows), min_block_rows)
 
 
 def write_spec(spark, table, data_dir: str, io_properties: dict[str, str] | None,

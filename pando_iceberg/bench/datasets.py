@@ -241,8 +241,11 @@ def generate_star(rows: int, seed: int = 0) -> dict[str, pa.Table]:
                       "product_key": pa.array(product + 1, pa.int32()),
                       "quantity": pa.array(quantity, pa.int32()),
                       "amount": pa.array(amount, pa.float64())})
-    return {"sales": sales, "dates": dates, "stores": stores, "regions": regions, "customers": customers,
-            "products": products}
+    out = {"sales": sales, "dates": dates, "stores": stores, "regions": regions, "customers": customers,
+           "products": products}
+    # Keys are NOT NULL (so a user may declare them as identifier fields); none is declared here.
+    return {name: t.cast(pa.schema([f.with_nullable(not f.name.endswith("_key")) for f in t.schema]))
+            for name, t in out.items()}
 
 
 def load_star(spark, catalog, sf: float, seed: int = 0, namespace: str | None = None,

@@ -101,8 +101,9 @@ _STAR_JOIN = {
 }
 
 
-def star_query(template: int, rng: random.Random) -> str:
-    """One query of star template 1..10: dimension attributes only, joined to the fact."""
+def star_query(template: int, rng: random.Random, namespace: str | None = None) -> str:
+    """One query of star template 1..10: dimension attributes only, joined to the fact (tables
+    qualified with ``namespace`` when given)."""
     def q(s: str) -> str:
         return "'" + s + "'"
 
@@ -136,17 +137,21 @@ def star_query(template: int, rng: random.Random) -> str:
         joins, where = "p", f"p.p_category = {q(STAR_CATEGORIES[category])} AND p.p_price > {rng.choice([100, 150, 200])}"
     else:
         raise ValueError(f"star template must be 1..{len(STAR_TEMPLATES)}, got {template}")
-    return _STAR_SELECT + "".join(_STAR_JOIN[j] for j in joins) + "WHERE " + where
+    sql = _STAR_SELECT + "".join(_STAR_JOIN[j] for j in joins) + "WHERE " + where
+    if namespace:
+        for t in ("sales", "dates", "stores", "regions", "customers", "products"):
+            sql = sql.replace(f" {t} ", f" {namespace}.{t} ")
+    return sql
 
 
 STAR_TEMPLATES = tuple(range(1, 11))
 
 
-def star_split(per_template: int, seed: int, templates: list[int] | None = None) -> Split:
+def star_split(per_template: int, seed: int, templates: list[int] | None = None, namespace: str | None = None) -> Split:
     queries = []
     for t in templates or STAR_TEMPLATES:
         rng = random.Random(f"star-{seed}-{t}")
-        queries += [(t, star_query(t, rng)) for _ in range(per_template)]
+        queries += [(t, star_query(t, rng, namespace)) for _ in range(per_template)]
     return split_workload(queries, seed)
 
 

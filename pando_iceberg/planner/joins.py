@@ -226,7 +226,7 @@ def with_key_sets(catalog, tf, wanted: Callable[[Any], bool] = lambda j: True, *
             r = dimension_keys(catalog, j, row_limit=row_limit, fallback=fallback)
             results.append((j, r))
             if r.keys is not None:
-                j = JoinFilter(j.column, j.dim_table, j.dim_pk, j.dim_filter, dim_keys=r.keys)
+                j = JoinFilter(j.column, j.dim_table, j.dim_pk, j.dim_filter, dim_keys=r.keys, key_source=r.source)
         joins.append(j)
     return TableFilter(tf.expr, tf.schema, joins, tf.table), results
 
@@ -335,7 +335,7 @@ def prune_files(table, tf, tasks: list, *, row_limit: int | None = None,
     for j in tf.joins:
         t0 = time.perf_counter()
         if j.dim_keys is not None:
-            r = KeySetResult(j.dim_keys, "supplied")
+            r = KeySetResult(j.dim_keys, f"supplied ({j.key_source})" if j.key_source else "supplied")
         elif catalog is None:
             notes.append(f"join pruning skipped for {j.to_sql()}: the table has no catalog to read "
                          f"{j.dim_table} from")

@@ -362,19 +362,24 @@ def prune_files(table, tf, tasks: list, *, row_limit: int | None = None,
     return [t for t, k in zip(tasks, keep) if k], decisions, notes
 
 
-def non_unique_literal_joins(table, layout) -> dict[tuple[str, str], str]:
+def non_unique_literal_joins(table, layout, memo: dict | None = None) -> dict[tuple[str, str], str]:
     """(dimension, pk) of the layout's literal cuts whose pk is no longer the dimension's key
     (not declared, and not unique in the dimension's current snapshot) → a note for explain.
-    Their cuts are ignored by the planner (issue 14: a stale uniqueness never gives a wrong result)."""
+    Their cuts are ignored by the planner (issue 14: a stale uniqueness never gives a wrong result).
+    ``memo`` (one dict per plan) keeps the answers across the partition layouts of one plan."""
     catalog = getattr(table, "catalog", None)
     out: dict[tuple[str, str], str] = {}
     if catalog is None:
         return out
+    memo = {} if memo is None else memo
     for dim_name, pk in sorted({(c.origin.dim_table, c.origin.dim_pk) for c in layout.cuts if hasattr(c, "origin")}):
-        dim = catalog.load_table(dim_name)
-        if key_basis(dim, pk) is None:
-            out[(dim_name, pk)] = (f"literal cuts through {dim_name}.{pk} ignored: it is no longer unique "
-                                   f"(snapshot {_snapshot_id(dim)}) nor a declared identifier field")
+        if (dim_name, pk) not in memo:
+            dim = catalog.load_table(dim_name)
+            memo[(dim_name, pk)] = None if key_basis(dim, pk) is not None else (
+                f"literal cuts through {dim_name}.{pk} ignored: it is no longer unique "
+                f"(snapshot {_snapshot_id(dim)}) nor a declared identifier field")
+        if memo[(dim_name, pk)] is not None:
+            out[(dim_name, pk)] = memo[(dim_name, pk)]
     return out
 
 

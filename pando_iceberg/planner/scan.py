@@ -272,7 +272,7 @@ def _in_keys(column, keys) -> np.ndarray:
     return np.asarray(pc.fill_null(pc.is_in(column, value_set=value_set), False), dtype=bool)
 
 
-def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord) -> tuple[np.ndarray, Any]:
+def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord, key_memo: dict | None = None) -> tuple[np.ndarray, Any]:
     """Block mask of ``layout`` a filter must read (``Layout.blocks_for``; cuts whose column
     changed since the layout are ignored, with a note) and the per-tree explanation."""
     changed = changed_cut_columns(table, pointer, layout)
@@ -283,7 +283,7 @@ def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord) -> tuple[np.nd
             ex.notes.append(note)
     from .joins import non_unique_literal_joins
 
-    not_keys = non_unique_literal_joins(table, layout)  # issue 14: a dimension column no longer unique
+    not_keys = non_unique_literal_joins(table, layout, key_memo)  # issue 14: a dimension column no longer unique
     for note in not_keys.values():
         if note not in ex.notes:
             ex.notes.append(note)
@@ -331,6 +331,7 @@ def _prune_partitioned(table, tf, tasks, ex: ExplainRecord, pointer, sidecar):
     part_of = sidecar.partition_of_path()
     wanted: dict[str, np.ndarray] = {}
     keyed = [tf]  # the filter with dimension key sets, computed once when any partition needs them
+    key_memo: dict = {}  # dimension columns' key basis, checked once per plan (joins.non_unique_literal_joins)
 
     def mask(name: str) -> np.ndarray:
         if name not in wanted:
@@ -342,7 +343,7 @@ def _prune_partitioned(table, tf, tasks, ex: ExplainRecord, pointer, sidecar):
             # against the schema of its own base snapshot.
             own = dataclasses.replace(pointer, snapshot_id=entry.sidecar.base_snapshot_id) \
                 if entry.sidecar.base_snapshot_id is not None else pointer
-            wanted[name], _ = _wanted_blocks(table, own, layout, keyed[0], ex)
+            wanted[name], _ = _wanted_blocks(table, own, layout, keyed[0], ex, key_memo)
             ex.blocks_total += int(layout.num_blocks)
             ex.blocks_chosen += int(wanted[name].sum())
         return wanted[name]

@@ -249,9 +249,10 @@ def generate_star(rows: int, seed: int = 0) -> dict[str, pa.Table]:
 
 
 def load_star(spark, catalog, sf: float, seed: int = 0, namespace: str | None = None,
-              batch_rows: int = 1_000_000, progress=lambda m: None) -> str:
+              batch_rows: int = 100_000, progress=lambda m: None) -> str:
     """Create the star schema's tables in ``namespace`` (kept when the fact holds the expected
-    rows), with no identifier fields declared; returns the namespace."""
+    rows), with no identifier fields declared; returns the namespace. Each ``batch_rows`` rows
+    are one data file (the fact arrives in files of ~b = 100,000 rows, as a feed writes them)."""
     from pyiceberg.exceptions import NoSuchTableError
 
     namespace = namespace or dataset_namespace("star", sf)

@@ -207,3 +207,28 @@ def test_dimension_appended_then_no_longer_unique(spark, catalog, lakehouse_cfg)
     pruned = assert_spark_exact(spark, catalog, agg)
     assert any("no longer unique" in n for n in pruned.explains[f"{ns}.sales"].notes)
     assert_spark_exact(spark, catalog, sql)
+
+
+def test_key_sets_above_the_row_limit_go_to_spark_or_stay_undecided(spark, catalog):
+    """A dimension above the row limit: run_sql's key reader hands it to Spark (same keys as
+    pyiceberg's); the pyiceberg planner alone leaves that join undecided, reads every file and
+    says why. Cached key sets are per dimension snapshot."""
+    from pando_iceberg.planner.joins import KEY_SETS, dimension_keys
+    from pando_iceberg.spark.pruned import with_join_keys
+    from pando_iceberg.spark.rewrite import namespace_schemas
+
+    ns = "star14h"
+    load_star(spark, catalog, SF, seed=7, namespace=ns, batch_rows=3000)  # kept if the earlier test made it
+    table = catalog.load_table(f"{ns}.sales")
+    tf = plan_scan(table, f"date_key IN (SELECT date_key FROM {ns}.dates WHERE d_year = 2023 AND d_month = 2)").filter
+    KEY_SETS.clear()
+    small = dimension_keys(catalog, tf.joins[0])
+    assert small.source == "pyiceberg" and len(small.keys) == 28
+    assert dimension_keys(catalog, tf.joins[0]).source == "cache"
+    KEY_SETS.clear()
+    big = dimension_keys(catalog, tf.joins[0], row_limit=100)
+    assert big.keys is None and "more than 100 rows" in big.source
+    keyed = with_join_keys(spark, table, tf, namespace_schemas(spark, f"{ns}.sales"), row_limit=100)
+    assert keyed.joins[0].key_source == "spark" and list(keyed.joins[0].dim_keys) == list(small.keys)
+    plan = plan_scan(table, keyed)
+    assert plan.explain.joins[0]["source"] == "supplied (spark)" and plan.explain.join_files_pruned >= 7

@@ -110,14 +110,37 @@ def declared_key(table) -> list[str]:
     return [schema.find_column_name(i).lower() for i in schema.identifier_field_ids]
 
 
+def stats_refute_uniqueness(table, column: str) -> bool:
+    """True when Iceberg's manifest statistics alone prove ``column`` is not unique (no data
+    read): a data file counts NULLs in it, or (integer-like columns) holds more rows than its
+    [lower, upper] range has values. A fact's foreign key is refuted this way at once. Rows
+    removed by delete files can only make this refute a unique column (never the reverse), so
+    the planner may miss a key, never take a non-key for one."""
+    from pyiceberg.conversions import from_bytes
+
+    field = table.schema().find_field(column, case_sensitive=False)
+    integer = str(field.field_type) in ("int", "long", "date")
+    for task in table.scan(selected_fields=(field.name,)).plan_files():
+        f = task.file
+        if (f.null_value_counts or {}).get(field.field_id, 0) > 0:
+            return True
+        lo, hi = (f.lower_bounds or {}).get(field.field_id), (f.upper_bounds or {}).get(field.field_id)
+        if integer and lo is not None and hi is not None and \
+                from_bytes(field.field_type, hi) - from_bytes(field.field_type, lo) + 1 < f.record_count:
+            return True
+    return False
+
+
 def is_unique(table, column: str, reader: Callable[[], bool] | None = None) -> bool:
-    """``column`` holds no NULL and no value twice in the table's current snapshot: checked by
-    ``reader`` (e.g. Spark) or by reading that one column through pyiceberg, cached per (table
-    uuid, snapshot id, column)."""
+    """``column`` holds no NULL and no value twice in the table's current snapshot: refuted from
+    manifest statistics when they suffice, else checked by ``reader`` (e.g. Spark) or by reading
+    that one column through pyiceberg; cached per (table uuid, snapshot id, column)."""
     key = (str(table.metadata.table_uuid), _snapshot_id(table), column.lower())
     hit = UNIQUENESS.get(key)
     if hit is None:
-        if reader is not None:
+        if stats_refute_uniqueness(table, column):
+            hit = False
+        elif reader is not None:
             hit = bool(reader())
         else:
             name = table.schema().find_field(column, case_sensitive=False).name
@@ -386,4 +409,5 @@ def non_unique_literal_joins(table, layout, memo: dict | None = None) -> dict[tu
 __all__ = ["BoundedCache", "JoinPruning", "KEY_SETS", "KeySetResult", "MAX_DIMENSION_ROWS", "UNIQUENESS",
            "bounds_may_contain", "declared_key", "dimension_keys", "dimension_rows", "file_bounds",
            "iceberg_key_values", "is_unique", "key_basis", "non_unique_literal_joins", "prune_files",
+           "stats_refute_uniqueness",
            "uniqueness_oracle", "with_key_sets"]

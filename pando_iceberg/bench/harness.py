@@ -41,9 +41,12 @@ from typing import Any, Callable
 from ..demo import _qualify
 
 LAYOUTS = ("arrival", "sort", "zorder", "pando-k1", "pando-k2", "pando-k3", "pando-k4")
-DATASETS = ("tpch", "taxi")
-LAID_OUT = {"tpch": ("lineitem", "orders"), "taxi": ("trips",)}
-SORT_COLUMN = {"lineitem": "l_shipdate", "orders": "o_orderdate", "trips": "pickup_time"}
+DATASETS = ("tpch", "taxi", "star")
+LAID_OUT = {"tpch": ("lineitem", "orders"), "taxi": ("trips",), "star": ("sales",)}
+SORT_COLUMN = {"lineitem": "l_shipdate", "orders": "o_orderdate", "trips": "pickup_time", "sales": "date_key"}
+# z-order columns when the workload filters fewer than two columns of the table itself (a star
+# fact is filtered through its dimensions only): its foreign keys.
+ZORDER_FALLBACK = {"sales": ["store_key", "product_key", "customer_key"]}
 
 
 class BenchError(ValueError):
@@ -250,7 +253,7 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 else:
                     cols = filtered_columns(spark, source_ns, train, t, top=opts.zorder_columns)
                     if len(cols) < 2:  # Iceberg's z-order needs two usable columns
-                        cols = cols or [SORT_COLUMN[t]]
+                        cols = ZORDER_FALLBACK.get(t) or cols or [SORT_COLUMN[t]]
                     order_by = f"zorder({', '.join(cols)})" if len(cols) > 1 else f"{cols[0]} ASC NULLS LAST"
                 # Same rows per file as Pando: Iceberg rolls a file over when its *estimated* size
                 # passes target-file-size-bytes, and the estimate overshoots the compressed size,
@@ -351,22 +354,24 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
 # ---- the run --------------------------------------------------------------------------------
 
 def prepare_dataset(spark, catalog, opts: BenchOptions, progress) -> str:
-    from .datasets import dataset_namespace, load_taxi
+    from .datasets import dataset_namespace, load_star, load_taxi
 
     ns = opts.namespace or dataset_namespace(opts.dataset, opts.sf)
     if opts.dataset == "tpch":
         from ..tpch import load_tpch
 
         load_tpch(spark, opts.sf, namespace=ns, progress=progress)
+    elif opts.dataset == "star":
+        load_star(spark, catalog, opts.sf, seed=opts.seed, namespace=ns, progress=progress)
     else:
         load_taxi(spark, catalog, opts.sf, seed=opts.seed, namespace=ns, progress=progress)
     return ns
 
 
 def split_for(opts: BenchOptions, per_template: int | None = None, seed: int | None = None):
-    from .workloads import taxi_split, tpch_split
+    from .workloads import star_split, taxi_split, tpch_split
 
-    fn = tpch_split if opts.dataset == "tpch" else taxi_split
+    fn = {"tpch": tpch_split, "taxi": taxi_split, "star": star_split}[opts.dataset]
     return fn(per_template or opts.per_template, opts.seed if seed is None else seed, opts.templates)
 
 
@@ -456,7 +461,7 @@ def _memory_gib() -> float:
 def add_arguments(p) -> None:
     """``pando bench`` options (also ``benchmarks/bench.py``)."""
     p.add_argument("--dataset", default="tpch", help=f"{' | '.join(DATASETS)} (default tpch)")
-    p.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1; taxi: 6M rows per unit)")
+    p.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1; taxi: 6M rows per unit; star: 3M fact rows per unit)")
     p.add_argument("--layouts", default=",".join(LAYOUTS), help=f"comma-separated, from {', '.join(LAYOUTS)} "
                    "(default all; arrival is required)")
     p.add_argument("--per-template", type=int, default=8, help="queries per template, half held out (default 8)")

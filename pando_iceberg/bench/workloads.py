@@ -6,6 +6,9 @@ train half filters most (for Iceberg's z-order baseline).
   :func:`pando_iceberg.demo.split_workload` (the split ``benchmarks/rewrite_tpch.py`` uses).
 - taxi: templates with ranges on each correlated column of ``trips`` (and their combinations),
   parameters drawn from a seeded generator, split the same way.
+- star: star-join templates over the dimensions' attributes only (no predicate on the fact;
+  issue 14), parameters drawn from a seeded generator, split the same way: the held-out half
+  names brands, months, regions the training half may never have named.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import random
 from collections import Counter
 
 from ..demo import _qualify, split_workload
-from .datasets import TAXI_DAYS, TAXI_START, TAXI_ZONES
+from .datasets import (STAR_AGE_BANDS, STAR_BRANDS_PER_CATEGORY, STAR_CATEGORIES, STAR_CITIES_PER_REGION,
+                       STAR_DAYS, STAR_REGIONS, STAR_SEGMENTS, STAR_START, TAXI_DAYS, TAXI_START, TAXI_ZONES,
+                       star_brand, star_city)
 
 Split = tuple[list[tuple[int, str]], list[tuple[int, str]]]
 
@@ -83,6 +88,70 @@ def taxi_split(per_template: int, seed: int, templates: list[int] | None = None)
     for t in templates or TAXI_TEMPLATES:
         rng = random.Random(f"taxi-{seed}-{t}")
         queries += [(t, taxi_query(t, rng)) for _ in range(per_template)]
+    return split_workload(queries, seed)
+
+
+_STAR_SELECT = "SELECT count(*) AS sales, sum(f.quantity) AS units, sum(f.amount) AS revenue FROM sales f "
+_STAR_JOIN = {
+    "d": "JOIN dates d ON f.date_key = d.date_key ",
+    "s": "JOIN stores s ON f.store_key = s.store_key ",
+    "r": "JOIN regions r ON s.region_key = r.region_key ",
+    "c": "JOIN customers c ON f.customer_key = c.customer_key ",
+    "p": "JOIN products p ON f.product_key = p.product_key ",
+}
+
+
+def star_query(template: int, rng: random.Random, namespace: str | None = None) -> str:
+    """One query of star template 1..10: dimension attributes only, joined to the fact (tables
+    qualified with ``namespace`` when given)."""
+    def q(s: str) -> str:
+        return "'" + s + "'"
+
+    region = rng.randrange(len(STAR_REGIONS))
+    category = rng.randrange(len(STAR_CATEGORIES))
+    brand = star_brand(category, rng.randrange(STAR_BRANDS_PER_CATEGORY))
+    year = STAR_START.year + rng.randrange(STAR_DAYS // 366 + 1)
+    year = min(year, STAR_START.year + 2)
+    if template == 1:  # a brand
+        joins, where = "p", f"p.p_brand = {q(brand)}"
+    elif template == 2:  # a month of a year
+        joins, where = "d", f"d.d_year = {year} AND d.d_month = {rng.randint(1, 12)}"
+    elif template == 3:  # a region (multi-hop: sales → stores → regions)
+        joins, where = "sr", f"r.r_name = {q(STAR_REGIONS[region])}"
+    elif template == 4:  # a customer segment in a region
+        joins, where = "c", f"c.c_region_key = {region + 1} AND c.c_segment = {q(rng.choice(STAR_SEGMENTS))}"
+    elif template == 5:  # a category in a quarter
+        joins, where = "pd", (f"p.p_category = {q(STAR_CATEGORIES[category])} AND d.d_year = {year} "
+                              f"AND d.d_quarter = {rng.randint(1, 4)}")
+    elif template == 6:  # a city
+        joins, where = "s", f"s.s_city = {q(star_city(region, rng.randrange(STAR_CITIES_PER_REGION)))}"
+    elif template == 7:  # a week
+        d0 = STAR_START + dt.timedelta(days=rng.randrange(STAR_DAYS - 7))
+        joins, where = "d", f"d.d_date BETWEEN date '{d0}' AND date '{d0 + dt.timedelta(days=6)}'"
+    elif template == 8:  # a brand in a region
+        joins, where = "psr", f"p.p_brand = {q(brand)} AND r.r_name = {q(STAR_REGIONS[region])}"
+    elif template == 9:  # a segment and an age band in a year
+        joins, where = "cd", (f"c.c_segment = {q(rng.choice(STAR_SEGMENTS))} AND "
+                              f"c.c_age_band = {q(rng.choice(STAR_AGE_BANDS))} AND d.d_year = {year}")
+    elif template == 10:  # expensive products of a category
+        joins, where = "p", f"p.p_category = {q(STAR_CATEGORIES[category])} AND p.p_price > {rng.choice([100, 150, 200])}"
+    else:
+        raise ValueError(f"star template must be 1..{len(STAR_TEMPLATES)}, got {template}")
+    sql = _STAR_SELECT + "".join(_STAR_JOIN[j] for j in joins) + "WHERE " + where
+    if namespace:
+        for t in ("sales", "dates", "stores", "regions", "customers", "products"):
+            sql = sql.replace(f" {t} ", f" {namespace}.{t} ")
+    return sql
+
+
+STAR_TEMPLATES = tuple(range(1, 11))
+
+
+def star_split(per_template: int, seed: int, templates: list[int] | None = None, namespace: str | None = None) -> Split:
+    queries = []
+    for t in templates or STAR_TEMPLATES:
+        rng = random.Random(f"star-{seed}-{t}")
+        queries += [(t, star_query(t, rng, namespace)) for _ in range(per_template)]
     return split_workload(queries, seed)
 
 

@@ -103,16 +103,22 @@ class ExprCut(Cut):
 class CutOrigin:
     """Where a literal cut's keys come from: `SELECT dim_pk FROM dim_table WHERE predicate`
     at dimension snapshot `snapshot_id` (None if unknown). `predicate` is TableFilter SQL;
-    it may contain nested `col IN (SELECT pk FROM dim2 WHERE ...)` parts (multi-hop)."""
+    it may contain nested `col IN (SELECT pk FROM dim2 WHERE ...)` parts (multi-hop).
+    `key_basis` records why `dim_pk` was taken as the dimension's key: "declared" (Iceberg
+    identifier field) or "unique" (checked on the data at layout time), None if unknown."""
 
     dim_table: str
     dim_pk: str
     predicate: str
     snapshot_id: int | None = None
+    key_basis: str | None = None
 
     def to_json(self) -> dict:
-        return {"dim_table": self.dim_table, "dim_pk": self.dim_pk, "predicate": self.predicate,
-                "snapshot_id": self.snapshot_id}
+        d = {"dim_table": self.dim_table, "dim_pk": self.dim_pk, "predicate": self.predicate,
+             "snapshot_id": self.snapshot_id}
+        if self.key_basis is not None:  # absent in layouts written before it existed
+            d["key_basis"] = self.key_basis
+        return d
 
 
 class LiteralCut(Cut):

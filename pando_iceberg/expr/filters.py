@@ -42,13 +42,14 @@ def same_table(a: str, b: str) -> bool:
 class JoinFilter:
     """This table's `column` must be IN the `dim_pk` values of the rows of `dim_table` that
     satisfy `dim_filter` (an inner FK→PK equi-join). `dim_keys`, when known, is that key
-    set computed at query time."""
+    set computed at query time; `key_source` says how (e.g. "pyiceberg", "cache", "spark")."""
 
     column: str
     dim_table: str
     dim_pk: str
     dim_filter: "TableFilter"
     dim_keys: Any = None
+    key_source: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         self.column = self.column.lower()

@@ -41,6 +41,8 @@ into one new version-2 sidecar; then the pointer moves as above.
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -183,7 +185,7 @@ def _refresh_groups(spark, table, table_name: str, groups: dict[str, tuple[list,
     """The refresh of several layouts of one table (``groups``: name → (the layout's cuts, its
     live laid-out files); one group "" for a whole-table layout, one per partition otherwise).
     Returns a CutRefresh per literal cut and, per group with a change, cut key → new cut."""
-    from ..expr import CutOrigin, LiteralCut
+    from ..expr import LiteralCut
 
     literal = {g: [c for c in cuts if isinstance(c, LiteralCut)] for g, (cuts, _) in groups.items()}
     origins = _origins(spark, [c for cs in literal.values() for c in cs], progress)
@@ -215,7 +217,7 @@ def _refresh_groups(spark, table, table_name: str, groups: dict[str, tuple[list,
         info.keys_kept_stale = len(blocked)
         new_keys = np.setxor1d(stored, allowed)
         replaced.setdefault(g, {})[cut.key] = LiteralCut(cut.column, new_keys,
-                                                         CutOrigin(o.dim_table, o.dim_pk, o.predicate, state.now))
+                                                         dataclasses.replace(o, snapshot_id=state.now))
     return infos, replaced
 
 

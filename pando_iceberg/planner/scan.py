@@ -47,6 +47,8 @@ class ExplainRecord:
     fallback_reason: str | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # e.g. cuts ignored because their column changed
+    join_files_pruned: int = 0  # files removed by join pruning (FK bounds vs dimension keys, planner/joins.py)
+    joins: list[dict] = field(default_factory=list)  # how each join filter was decided (JoinPruning.as_dict)
 
     @property
     def used_layout(self) -> bool:
@@ -173,9 +175,26 @@ def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cach
             ex.fallback_reason = f"layout unusable ({type(e).__name__}: {e}); planned without it"
             log.warning("pando: %s: %s", ex.table, ex.fallback_reason)
             chosen = tasks
+        chosen = _prune_by_joins(table, tf, chosen, ex)
     ex.pando_files, ex.pando_bytes, ex.pando_rows = _sizes(chosen)
     ex.seconds = time.perf_counter() - t0
     return ScanPlan(chosen, ex, tf, sid)
+
+
+def _prune_by_joins(table, tf, tasks, ex: ExplainRecord):
+    """Join pruning (planner/joins.py): files whose FK bounds hold no dimension key are skipped.
+    Sound on its own; a failure only means no file is removed (invariant 2)."""
+    from .joins import prune_files
+
+    try:
+        kept, decisions, notes = prune_files(table, tf, tasks)
+    except Exception as e:
+        ex.notes.append(f"join pruning skipped ({type(e).__name__}: {e})")
+        return tasks
+    ex.joins = [d.as_dict() for d in decisions]
+    ex.join_files_pruned = len(tasks) - len(kept)
+    ex.notes.extend(notes)
+    return kept
 
 
 def _sizes(tasks) -> tuple[int, int, int]:
@@ -233,21 +252,15 @@ def with_dim_keys(tf, key_of):
 
 
 def _pyiceberg_keys(table, join) -> Any:
-    """SELECT DISTINCT pk FROM dim WHERE p (nested join filters applied) through pyiceberg."""
+    """SELECT DISTINCT pk FROM dim WHERE p (nested join filters applied) through pyiceberg, from
+    the process-wide key-set cache (planner/joins.py; whatever the dimension's size: the
+    pyiceberg planner has no Spark to hand it to)."""
+    from .joins import dimension_keys
+
     catalog = getattr(table, "catalog", None)
     if catalog is None:
-        raise ValueError("the table has no catalog to read dimension tables from")
-    dim = catalog.load_table(join.dim_table)
-    dim_filter = join.dim_filter
-    if dim_filter.joins:
-        dim_filter = with_dim_keys(dim_filter, lambda j: _pyiceberg_keys(dim, j))
-    from ..expr.iceberg import to_pyiceberg
-
-    arrow = dim.scan(row_filter=to_pyiceberg(dim_filter, dim.schema())).to_arrow()
-    mask = np.asarray(dim_filter.evaluate(arrow), dtype=bool)
-    for j in dim_filter.joins:  # evaluate() covers the single-table part; apply the semi-joins
-        mask &= _in_keys(arrow.column(j.column), j.dim_keys)
-    return np.unique(arrow.column(join.dim_pk).filter(pa.array(mask)).drop_null().to_numpy(zero_copy_only=False))
+        raise ValueError(f"the table has no catalog to read dimension table {join.dim_table} from")
+    return dimension_keys(catalog, join, row_limit=2**62).keys
 
 
 def _in_keys(column, keys) -> np.ndarray:
@@ -259,7 +272,7 @@ def _in_keys(column, keys) -> np.ndarray:
     return np.asarray(pc.fill_null(pc.is_in(column, value_set=value_set), False), dtype=bool)
 
 
-def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord) -> tuple[np.ndarray, Any]:
+def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord, key_memo: dict | None = None) -> tuple[np.ndarray, Any]:
     """Block mask of ``layout`` a filter must read (``Layout.blocks_for``; cuts whose column
     changed since the layout are ignored, with a note) and the per-tree explanation."""
     changed = changed_cut_columns(table, pointer, layout)
@@ -268,7 +281,14 @@ def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord) -> tuple[np.nd
                 "since the layout (its name no longer denotes the same field id)")
         if note not in ex.notes:
             ex.notes.append(note)
-    blocks, why = layout.blocks_for(_IgnoringCuts(tf, changed) if changed else tf)
+    from .joins import non_unique_literal_joins
+
+    not_keys = non_unique_literal_joins(table, layout, key_memo)  # issue 14: a dimension column no longer unique
+    for note in not_keys.values():
+        if note not in ex.notes:
+            ex.notes.append(note)
+    ignored = {c.key for c in layout.cuts if hasattr(c, "origin") and (c.origin.dim_table, c.origin.dim_pk) in not_keys}
+    blocks, why = layout.blocks_for(_IgnoringCuts(tf, changed, ignored) if changed or ignored else tf)
     wanted = np.zeros(layout.num_blocks, dtype=bool)
     wanted[np.asarray(blocks, dtype=np.int64)] = True
     return wanted, why
@@ -311,6 +331,7 @@ def _prune_partitioned(table, tf, tasks, ex: ExplainRecord, pointer, sidecar):
     part_of = sidecar.partition_of_path()
     wanted: dict[str, np.ndarray] = {}
     keyed = [tf]  # the filter with dimension key sets, computed once when any partition needs them
+    key_memo: dict = {}  # dimension columns' key basis, checked once per plan (joins.non_unique_literal_joins)
 
     def mask(name: str) -> np.ndarray:
         if name not in wanted:
@@ -322,7 +343,7 @@ def _prune_partitioned(table, tf, tasks, ex: ExplainRecord, pointer, sidecar):
             # against the schema of its own base snapshot.
             own = dataclasses.replace(pointer, snapshot_id=entry.sidecar.base_snapshot_id) \
                 if entry.sidecar.base_snapshot_id is not None else pointer
-            wanted[name], _ = _wanted_blocks(table, own, layout, keyed[0], ex)
+            wanted[name], _ = _wanted_blocks(table, own, layout, keyed[0], ex, key_memo)
             ex.blocks_total += int(layout.num_blocks)
             ex.blocks_chosen += int(wanted[name].sum())
         return wanted[name]
@@ -383,13 +404,15 @@ def changed_cut_columns(table, pointer, layout) -> set[str]:
 
 class _IgnoringCuts:
     """A filter for ``Layout.blocks_for`` that claims nothing about cuts on the given columns
-    (both sides may hold matching rows): sound whatever those cuts once meant."""
+    or with the given keys (both sides may hold matching rows): sound whatever those cuts once meant."""
 
-    def __init__(self, tf, columns: set[str]):
-        self.tf, self.columns = tf, columns
+    def __init__(self, tf, columns: set[str], cut_keys: set[str] = frozenset()):
+        self.tf, self.columns, self.cut_keys = tf, columns, cut_keys
 
     def sides(self, cut):
-        return (True, True) if self.columns & set(getattr(cut, "columns", ())) else self.tf.sides(cut)
+        if cut.key in self.cut_keys or self.columns & set(getattr(cut, "columns", ())):
+            return (True, True)
+        return self.tf.sides(cut)
 
 
 def read_arrow(table, plan: ScanPlan, columns: tuple[str, ...] | None = None) -> pa.Table:

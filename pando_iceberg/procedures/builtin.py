@@ -320,8 +320,14 @@ def explain_result(explains: dict[str, Any]) -> Result:
         for t in e.trees:
             rows.append((name, f"pando tree {t.tree}", None, None, None,
                          f"{t.leaves_reached} leaves reached → {t.blocks} blocks"))
+        for j in getattr(e, "joins", []):  # join pruning: dimension key set vs each file's FK bounds
+            rows.append((name, "join pruning", None, None, None,
+                         f"{j['join']}: {j['keys']} keys ({j['source']}), {j['files_pruned']} of "
+                         f"{j['files_before']} files removed"))
         detail = (f"{e.blocks_chosen}/{e.blocks_total} blocks; {e.files_outside_layout} files outside the layout"
                   if e.used_layout else f"fallback: {e.fallback_reason}")
+        if e.notes:
+            detail += "; " + "; ".join(e.notes)
         rows.append((name, "pando (∩ trees)", e.pando_files, e.pando_bytes, e.pando_rows, detail))
     return Result([("table", "string"), ("stage", "string"), ("files", "int"), ("bytes", "bigint"),
                    ("rows", "bigint"), ("detail", "string")], rows)

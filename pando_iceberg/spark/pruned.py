@@ -3,9 +3,12 @@ scan-task-set path: deletes and schema evolution stay Iceberg's business), and S
 in which every base table of the query is replaced by its pruned scan.
 
 For a query with FK→PK joins, each table's filter carries the join filters the workload parser
-derives (``fk IN (SELECT pk FROM dim WHERE p)``); their key sets are computed by Spark before
-planning, so the literal cuts are compared key set against key set — exact and sound whatever
-happened to the dimension since the layout was made (§7).
+derives (``fk IN (SELECT pk FROM dim WHERE p)``; FK→PK from declared identifier fields, else from
+the dimension column's uniqueness on the data, issue 14); their key sets are computed before
+planning — through pyiceberg and the process-wide cache for dimensions up to
+``planner.joins.MAX_DIMENSION_ROWS`` rows, by Spark above — so the literal cuts are compared key
+set against key set — exact and sound whatever happened to the dimension since the layout was
+made (§7) — and every file's FK bounds are tested against them (join pruning, planner/joins.py).
 """
 
 from __future__ import annotations
@@ -64,20 +67,25 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
         yield df, plan
 
 
-def with_join_keys(spark, table, tf, schemas: dict[str, pa.Schema]):
-    """The filter with Spark-computed key sets for the join filters that meet one of the
-    table's literal cuts (exact pruning; see planner.needs_keys). Other joins need none."""
-    from ..planner.scan import layout_of, needs_keys, with_dim_keys
+def with_join_keys(spark, table, tf, schemas: dict[str, pa.Schema], *, row_limit: int | None = None):
+    """The filter with key sets on every join filter (they serve the layout's literal cuts and
+    join pruning of every file): through pyiceberg and the process-wide cache when the
+    dimension chain has at most ``row_limit`` rows (default ``planner.joins.MAX_DIMENSION_ROWS``),
+    else one Spark job. A join whose keys cannot be read keeps none (the planner then says why)."""
+    from ..planner.joins import with_key_sets
 
-    try:
-        _, layout, _ = layout_of(table)
-    except Exception:
-        return tf  # the planner will fall back and say why
-    if not needs_keys(tf, layout):
+    if not tf.joins:
+        return tf
+    catalog = getattr(table, "catalog", None)
+    if catalog is None:
         return tf
     provider = SparkKeyProvider(spark, schemas)
-    wanted = {id(j) for j in needs_keys(tf, layout)}
-    return with_dim_keys(tf, lambda j: provider(j.dim_table, j.dim_pk, j.dim_filter) if id(j) in wanted else None)
+    try:
+        keyed, _ = with_key_sets(catalog, tf, row_limit=row_limit,
+                                 fallback=lambda j: provider(j.dim_table, j.dim_pk, j.dim_filter))
+    except Exception:
+        return tf  # the planner reads or skips them itself, and says why
+    return keyed
 
 
 @dataclass
@@ -105,8 +113,11 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     schemas: dict[str, pa.Schema] = {}
     for ns in sorted({n.rsplit(".", 1)[0] if "." in n else current for n in names} - {""}):
         schemas.update(namespace_schemas(spark, f"{ns}.x"))
+    from ..planner.joins import uniqueness_oracle
+
     pks = {n: identifier_fields(spark, n) for n in schemas}
-    wl = parse_workload([sql], schemas, primary_keys={k: v for k, v in pks.items() if v})
+    unique = uniqueness_oracle(catalog, fallback=SparkKeyProvider(spark, schemas).is_unique)
+    wl = parse_workload([sql], schemas, primary_keys={k: v for k, v in pks.items() if v}, unique=unique)
     query = wl.queries[0]
     plans = {}
     for name in sorted(query.filters):

@@ -9,7 +9,12 @@ Pipeline per statement (sqlglot's optimizer does the name resolution):
    group over one table stays one predicate); `a.x = b.y` between two inner-joined
    occurrences is a join edge; anything else is reported in `Workload.unsupported`.
 3. FK→PK edges (the dimension side's column is its primary key) become JoinFilters of the
-   fact side, nested along chains (lineitem → orders → customer → nation).
+   fact side, nested along chains (lineitem → orders → customer → nation). A primary key is a
+   declared Iceberg identifier field; a table without one (plain CTAS, most lakehouses) asks
+   the ``unique`` oracle (``(table, column) -> bool``, checked on the data by the caller). With
+   no oracle, an equi-join to an undeclared table is kept in both directions: for an inner
+   join each direction is a sound semi-join, and ``Workload.join_induced_cuts`` makes a
+   literal cut only where ``key_provider.is_unique`` finds the dimension column unique.
 4. a table read several times in one query (self-joins, subqueries) gets the OR of its
    occurrences' filters: the query reads the rows any occurrence needs.
 Outer joins: predicates on the nullable side are never used for the preserved side, and no
@@ -73,6 +78,7 @@ class WorkloadQuery:
 
 
 KeyProvider = Callable[[str, str, TableFilter], Any]
+UniquenessOracle = Callable[[str, str], bool]  # (table, column) -> the column is unique and not NULL
 
 
 class Workload:
@@ -114,19 +120,23 @@ class Workload:
                     seen.setdefault(ident, (j.column, j.dim_table, j.dim_pk, atom))
         cuts: dict[str, LiteralCut] = {}
         for column, dim, pk, atom in seen.values():
-            if not self._is_primary_key(dim, pk, key_provider):
+            basis = self.key_basis(dim, pk, key_provider)
+            if basis is None:
                 continue
             keys = key_provider(dim, pk, atom)
-            cut = LiteralCut(column, keys, CutOrigin(dim, pk, atom.to_sql(), None))
+            cut = LiteralCut(column, keys, CutOrigin(dim, pk, atom.to_sql(), None, basis))
             cuts.setdefault(cut.key, cut)
         return list(cuts.values())
 
-    def _is_primary_key(self, dim: str, column: str, key_provider: Any) -> bool:
+    def key_basis(self, dim: str, column: str, key_provider: Any) -> str | None:
+        """Why `dim.column` is a primary key: ``"declared"`` (Iceberg identifier field; declared
+        keys win), ``"unique"`` (no declaration; the provider's ``is_unique`` checked the data),
+        or None (not a key: no join-induced cut through it)."""
         declared = self.primary_keys.get(dim)
-        if declared is not None:
-            return [c.lower() for c in declared] == [column.lower()]
+        if declared:
+            return "declared" if [c.lower() for c in declared] == [column.lower()] else None
         check = getattr(key_provider, "is_unique", None)
-        return bool(check(dim, column)) if check is not None else False
+        return "unique" if check is not None and check(dim, column) else None
 
     def join_graph(self) -> list[JoinEdge]:
         edges: dict[JoinEdge, None] = {}
@@ -290,12 +300,15 @@ def _flat_name(key: str) -> str:
 
 def parse_workload(sources: str | os.PathLike | Iterable[str | os.PathLike | tuple[str, float]],
                    schemas: dict[str, pa.Schema], dialect: str = "spark",
-                   primary_keys: dict[str, list[str]] | None = None) -> Workload:
+                   primary_keys: dict[str, list[str]] | None = None,
+                   unique: UniquenessOracle | None = None) -> Workload:
     """Sources: SQL text or .sql files (each statement weighs 1), or ``(sql, weight)`` pairs
     (e.g. from a query log, ``pando_iceberg.workload.log``). Equal statements are merged and
-    their weights added: the weight multiplies the query's term in the cost model."""
-    pks = {_resolve_table(k, schemas): v for k, v in (primary_keys or {}).items()}
-    parser = _QueryParser(schemas, dialect, pks)
+    their weights added: the weight multiplies the query's term in the cost model.
+    ``primary_keys``: declared identifier fields per table (they win); ``unique``: the oracle
+    asked for the tables that declare none (module docstring, step 3)."""
+    pks = {_resolve_table(k, schemas): v for k, v in (primary_keys or {}).items() if v}
+    parser = _QueryParser(schemas, dialect, pks, unique)
     merged: dict[str, WorkloadQuery] = {}
     unsupported: list[UnsupportedPredicate] = []
     number = 0
@@ -335,10 +348,13 @@ class _Occurrence:
 
 
 class _QueryParser:
-    def __init__(self, schemas: dict[str, pa.Schema], dialect: str, pks: dict[str, list[str]]):
+    def __init__(self, schemas: dict[str, pa.Schema], dialect: str, pks: dict[str, list[str]],
+                 unique: UniquenessOracle | None = None):
         self.schemas = schemas
         self.dialect = dialect
         self.pks = pks
+        self.unique = unique
+        self._unique_memo: dict[tuple[str, str], bool] = {}
         self.flat_to_key = {_flat_name(k): k for k in schemas}
         self.qualify_schema = {_flat_name(k): {f.name.lower(): _arrow_to_sql_type(f.type) for f in s}
                                for k, s in schemas.items()}
@@ -408,8 +424,17 @@ class _QueryParser:
         return WorkloadQuery(sql, 1.0, filters, sorted(per_table), join_edges, per_table), problems
 
     def _is_pk(self, table: str, column: str) -> bool:
+        """FK→PK (module docstring, step 3): declared identifier fields win; else the oracle;
+        with no oracle, every inner equi-join column of an undeclared table (sound semi-join)."""
         declared = self.pks.get(table)
-        return declared is not None and [c.lower() for c in declared] == [column.lower()]
+        if declared:
+            return [c.lower() for c in declared] == [column.lower()]
+        if self.unique is None:
+            return True
+        key = (table, column.lower())
+        if key not in self._unique_memo:
+            self._unique_memo[key] = bool(self.unique(table, column.lower()))
+        return self._unique_memo[key]
 
     def _scope(self, scope: Scope, occurrences: list[_Occurrence], edges: list, semi_joins: list,
                report: Callable[[Any, str], None]) -> None:

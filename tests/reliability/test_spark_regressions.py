@@ -28,12 +28,25 @@ def test_uniqueness_check_of_a_dimension_key_runs_on_spark(spark, star):
 
 
 def test_join_to_a_dimension_without_a_primary_key_is_not_a_cut_and_says_so(spark, star):
-    """No identifier field on the dimension: the join is not FK→PK, so it induces no cut, and a
-    workload with nothing else fails with a message naming the table (no crash, no wrong cut)."""
+    """No identifier field on the dimension and a joined column that is not unique: the join is
+    not FK→PK, so it induces no cut, and a workload with nothing else fails with a message naming
+    the table (no crash, no wrong cut). (A unique undeclared column is a key since issue 14.)"""
+    spark.sql("DROP TABLE IF EXISTS relreg.dimdup")
+    spark.sql("CREATE TABLE relreg.dimdup USING iceberg AS SELECT * FROM relreg.dim UNION ALL SELECT * FROM relreg.dim")
     with pytest.raises(PandoRewriteError, match="relreg.fact have no predicate usable as a cut"):
         learn_layout(spark, "relreg.fact",
-                     ["SELECT * FROM relreg.fact f JOIN relreg.dim d ON f.fk = d.dk WHERE d.cat = 'c1'"],
+                     ["SELECT * FROM relreg.fact f JOIN relreg.dimdup d ON f.fk = d.dk WHERE d.cat = 'c1'"],
                      RewriteOptions(k=1, sample_rate=1.0, min_block_rows=200))
+
+
+def test_join_to_an_undeclared_unique_dimension_column_is_a_cut(spark, star):
+    """Issue 14: no identifier field, but the joined column is unique on the data: FK→PK, and
+    the dimension predicate becomes a join-induced (literal) cut."""
+    learned = learn_layout(spark, "relreg.fact",
+                           ["SELECT * FROM relreg.fact f JOIN relreg.dim d ON f.fk = d.dk WHERE d.cat = 'c1'"],
+                           RewriteOptions(k=1, sample_rate=1.0, min_block_rows=200))
+    literal = [c for c in learned.layout.cuts if hasattr(c, "origin")]
+    assert literal and literal[0].origin.dim_table == "relreg.dim" and len(literal[0].keys) == 10
 
 
 def test_a_filter_no_file_can_match_reads_nothing_instead_of_failing(spark, catalog, star):

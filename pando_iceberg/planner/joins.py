@@ -1,0 +1,413 @@
+"""Join pruning at query time: dimension key sets, cheaply and cached, tested against every fact
+file's foreign-key bounds (the Snowflake seed's join pruning; paper §5 and §7 for the key sets of
+join-induced cuts).
+
+A join filter ``fk IN (SELECT pk FROM dim WHERE p)`` (``expr.JoinFilter``) of an inner join is
+sound on its own: a fact row whose ``fk`` is not among the keys of the dimension rows satisfying
+``p`` joins no dimension row and cannot be in the result. So a fact data file whose Iceberg
+manifest bounds ``[min(fk), max(fk)]`` contain no such key holds no matching row — inside or
+outside a Pando layout, and for tables with no layout at all. The plan is the intersection of
+Iceberg's pruning, the trees and this test.
+
+Key sets are read from the dimension through pyiceberg + Arrow (no Spark job) when the dimension
+has at most :data:`MAX_DIMENSION_ROWS` rows (``$PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS``); above it a
+caller-supplied reader (Spark) is used, or the join is left undecided (no file removed, a note).
+They are cached process-wide per (dimension table uuid, snapshot id, filter SQL) — the snapshots
+of a chain's sub-dimensions included — in a bounded LRU; a new dimension snapshot is a new key,
+so a cached key set is never stale.
+
+Uniqueness of a dimension column (FK→PK without declared identifier fields, issue 14) is checked
+the same way, cached per (table uuid, snapshot id, column).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..expr import keys as keyset
+
+
+def _row_limit_from_env() -> int:
+    raw = os.environ.get("PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", "1000000")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS={raw!r} is not an integer "
+                         "(the largest dimension, in rows, whose key sets are read through pyiceberg)") from None
+    if value < 0:
+        raise ValueError(f"PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS={raw!r} must be >= 0")
+    return value
+
+
+MAX_DIMENSION_ROWS = _row_limit_from_env()
+
+
+class BoundedCache:
+    """A thread-safe LRU of at most ``max_entries`` values (key sets, uniqueness answers)."""
+
+    def __init__(self, max_entries: int = 256):
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Any, Any] = OrderedDict()
+        self.max_entries = max_entries
+
+    def get(self, key):
+        with self._lock:
+            if key not in self._entries:
+                return None
+            self._entries.move_to_end(key)
+            return self._entries[key]
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+KEY_SETS = BoundedCache(256)  # (uuid, snapshot, pk, filter SQL, sub-dimension snapshots) → KeySet
+UNIQUENESS = BoundedCache(1024)  # (uuid, snapshot, column) → bool
+
+KeyReader = Callable[[Any], Any]  # JoinFilter → key set (e.g. a Spark job), for large dimensions
+
+
+# ---------------------------------------------------------------- dimension state
+
+
+def _snapshot_id(table) -> int | None:
+    snap = table.current_snapshot()
+    return snap.snapshot_id if snap is not None else None
+
+
+def dimension_rows(table) -> int:
+    """Rows of the table's current snapshot (its summary; 0 when it has none)."""
+    snap = table.current_snapshot()
+    if snap is None or snap.summary is None:
+        return 0
+    return int(snap.summary.get("total-records", 0) or 0)
+
+
+def declared_key(table) -> list[str]:
+    """The table's Iceberg identifier fields (its declared primary key), lower-case."""
+    schema = table.schema()
+    return [schema.find_column_name(i).lower() for i in schema.identifier_field_ids]
+
+
+def stats_refute_uniqueness(table, column: str) -> bool:
+    """True when Iceberg's manifest statistics alone prove ``column`` is not unique (no data
+    read): a data file counts NULLs in it, or (integer-like columns) holds more rows than its
+    [lower, upper] range has values. A fact's foreign key is refuted this way at once. Rows
+    removed by delete files can only make this refute a unique column (never the reverse), so
+    the planner may miss a key, never take a non-key for one."""
+    from pyiceberg.conversions import from_bytes
+
+    field = table.schema().find_field(column, case_sensitive=False)
+    integer = str(field.field_type) in ("int", "long", "date")
+    for task in table.scan(selected_fields=(field.name,)).plan_files():
+        f = task.file
+        if (f.null_value_counts or {}).get(field.field_id, 0) > 0:
+            return True
+        lo, hi = (f.lower_bounds or {}).get(field.field_id), (f.upper_bounds or {}).get(field.field_id)
+        if integer and lo is not None and hi is not None and \
+                from_bytes(field.field_type, hi) - from_bytes(field.field_type, lo) + 1 < f.record_count:
+            return True
+    return False
+
+
+def is_unique(table, column: str, reader: Callable[[], bool] | None = None) -> bool:
+    """``column`` holds no NULL and no value twice in the table's current snapshot: refuted from
+    manifest statistics when they suffice, else checked by ``reader`` (e.g. Spark) or by reading
+    that one column through pyiceberg; cached per (table uuid, snapshot id, column)."""
+    key = (str(table.metadata.table_uuid), _snapshot_id(table), column.lower())
+    hit = UNIQUENESS.get(key)
+    if hit is None:
+        if stats_refute_uniqueness(table, column):
+            hit = False
+        elif reader is not None:
+            hit = bool(reader())
+        else:
+            name = table.schema().find_field(column, case_sensitive=False).name
+            col = table.scan(selected_fields=(name,)).to_arrow().column(0)
+            hit = col.null_count == 0 and pc.count_distinct(col).as_py() == len(col)
+        UNIQUENESS.put(key, hit)
+    return hit
+
+
+def key_basis(table, column: str) -> str | None:
+    """Why ``column`` is the table's key now: "declared" (identifier fields win), "unique"
+    (none declared; the data is unique), or None (not a key)."""
+    declared = declared_key(table)
+    if declared:
+        return "declared" if declared == [column.lower()] else None
+    return "unique" if is_unique(table, column) else None
+
+
+def uniqueness_oracle(catalog, row_limit: int | None = None, fallback: Callable[[str, str], bool] | None = None):
+    """``(table, column) -> bool`` for ``parse_workload(unique=...)``: through pyiceberg when the
+    table has at most ``row_limit`` rows, else through ``fallback`` (Spark), else False."""
+    limit = MAX_DIMENSION_ROWS if row_limit is None else row_limit
+
+    def unique(name: str, column: str) -> bool:
+        table = catalog.load_table(name)
+        if dimension_rows(table) <= limit:
+            return is_unique(table, column)
+        return fallback is not None and is_unique(table, column, lambda: fallback(name, column))
+
+    return unique
+
+
+# ---------------------------------------------------------------- key sets
+
+
+@dataclass
+class KeySetResult:
+    keys: Any  # a normalized key set (expr.keys), or None when undecided
+    source: str  # "cache", "pyiceberg", "spark", "supplied", or why it is undecided
+    seconds: float = 0.0
+
+
+def _chain_snapshots(catalog, join, tables: dict[str, Any]) -> tuple:
+    """(uuid, snapshot) of the join's dimension and of every sub-dimension along its chain."""
+    if join.dim_table not in tables:
+        tables[join.dim_table] = catalog.load_table(join.dim_table)
+    dim = tables[join.dim_table]
+    out = ((join.dim_table, str(dim.metadata.table_uuid), _snapshot_id(dim)),)
+    for inner in join.dim_filter.joins:
+        out += _chain_snapshots(catalog, inner, tables)
+    return out
+
+
+def dimension_keys(catalog, join, *, row_limit: int | None = None, fallback: KeyReader | None = None) -> KeySetResult:
+    """``SELECT DISTINCT pk FROM dim WHERE p`` (nested join filters applied) for a join filter:
+    from the cache, else through pyiceberg when every dimension of the chain has at most
+    ``row_limit`` rows, else through ``fallback``; undecided (keys None) when none applies."""
+    t0 = time.perf_counter()
+    if join.dim_keys is not None:
+        return KeySetResult(join.dim_keys, "supplied")
+    limit = MAX_DIMENSION_ROWS if row_limit is None else row_limit
+    tables: dict[str, Any] = {}
+    chain = _chain_snapshots(catalog, join, tables)
+    cache_key = (chain, join.dim_pk, join.dim_filter.to_sql())
+    hit = KEY_SETS.get(cache_key)
+    if hit is not None:
+        return KeySetResult(hit, "cache", time.perf_counter() - t0)
+    big = [name for name, t in tables.items() if dimension_rows(t) > limit]
+    if big:
+        if fallback is None:
+            return KeySetResult(None, f"undecided: {', '.join(sorted(big))} has more than {limit:,} rows "
+                                      "(no Spark key reader here)", time.perf_counter() - t0)
+        keys, source = keyset.normalize_keys(fallback(join)), "spark"
+    else:
+        keys, source = _read_keys(tables, join), "pyiceberg"
+    KEY_SETS.put(cache_key, keys)
+    return KeySetResult(keys, source, time.perf_counter() - t0)
+
+
+def _read_keys(tables: dict[str, Any], join) -> Any:
+    """The key set through pyiceberg + Arrow: Iceberg's pruning on the dimension's own filter,
+    then the filter and the nested semi-joins on the rows (vectorized)."""
+    from ..expr.iceberg import to_pyiceberg
+
+    dim = tables[join.dim_table]
+    flt = join.dim_filter
+    arrow = dim.scan(row_filter=to_pyiceberg(flt, dim.schema())).to_arrow()
+    mask = np.ones(arrow.num_rows, dtype=bool) if flt.is_true_expr() else np.asarray(flt.evaluate(arrow), dtype=bool)
+    names = {n.lower(): n for n in arrow.schema.names}
+    for inner in flt.joins:
+        keys = inner.dim_keys if inner.dim_keys is not None else _read_keys(tables, inner)
+        mask &= keyset.member_mask(arrow.column(names[inner.column]), keys)
+    pks = arrow.column(names[join.dim_pk]).filter(pa.array(mask)).drop_null()
+    return keyset.normalize_keys(pks)
+
+
+def with_key_sets(catalog, tf, wanted: Callable[[Any], bool] = lambda j: True, *, row_limit: int | None = None,
+                  fallback: KeyReader | None = None):
+    """(``tf`` with key sets on its wanted join filters that lack one, [(join, KeySetResult)])."""
+    from ..expr import JoinFilter, TableFilter
+
+    results = []
+    joins = []
+    for j in tf.joins:
+        if j.dim_keys is None and wanted(j):
+            r = dimension_keys(catalog, j, row_limit=row_limit, fallback=fallback)
+            results.append((j, r))
+            if r.keys is not None:
+                j = JoinFilter(j.column, j.dim_table, j.dim_pk, j.dim_filter, dim_keys=r.keys, key_source=r.source)
+        joins.append(j)
+    return TableFilter(tf.expr, tf.schema, joins, tf.table), results
+
+
+# ---------------------------------------------------------------- FK bounds
+
+
+_PRUNABLE = ("int", "long", "string", "date", "timestamp", "timestamptz", "decimal", "time")
+
+
+def iceberg_key_values(keys: Any, iceberg_type) -> np.ndarray:
+    """A key set (``expr.keys`` form, an Arrow array, or values) as a sorted numpy array in the
+    representation pyiceberg's ``conversions.from_bytes`` gives bounds of ``iceberg_type``: ints
+    for int/long/date (days)/time and timestamps (microseconds), ``Decimal`` for decimals, str."""
+    if isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        arr = keys.drop_null()
+        if pa.types.is_date(arr.type):
+            arr = arr.cast(pa.date32()).cast(pa.int32())
+        elif pa.types.is_timestamp(arr.type):
+            arr = arr.cast(pa.timestamp("us", tz=arr.type.tz)).cast(pa.int64())
+        elif pa.types.is_time(arr.type):
+            arr = arr.cast(pa.time64("us")).cast(pa.int64())
+        values = arr.to_numpy(zero_copy_only=False)
+    else:
+        values = keyset.keys_array(keys) if not isinstance(keys, np.ndarray) else keys
+    kind = str(iceberg_type).split("(")[0]
+    if kind in ("int", "long", "date", "time", "timestamp", "timestamptz"):
+        if values.dtype.kind not in "iu":
+            raise TypeError(f"keys of dtype {values.dtype} cannot be compared with {iceberg_type} bounds")
+        if values.dtype == np.uint64 and len(values) and values.max() >= 2**63:
+            values = values.astype(object)
+        else:
+            values = values.astype(np.int64)
+    elif kind == "string":
+        if values.dtype.kind not in "OUS":
+            raise TypeError(f"keys of dtype {values.dtype} cannot be compared with string bounds")
+        values = values.astype(object)
+    elif kind == "decimal":
+        values = values.astype(object)
+    else:
+        raise TypeError(f"join pruning does not compare {iceberg_type} bounds")
+    return np.sort(values)
+
+
+def bounds_may_contain(sorted_keys: np.ndarray, lower: Sequence[Any], upper: Sequence[Any]) -> np.ndarray:
+    """Per file: may ``[lower, upper]`` contain one of ``sorted_keys``? A file with a missing
+    (None) bound is always kept (no statistics, or only NULLs: nothing is proven). One
+    ``np.searchsorted`` over all files: the first key ≥ lower must exist and be ≤ upper."""
+    n = len(lower)
+    known = np.fromiter((lo is not None and hi is not None for lo, hi in zip(lower, upper)), dtype=bool, count=n)
+    out = np.ones(n, dtype=bool)
+    if not known.any():
+        return out
+    if len(sorted_keys) == 0:
+        out[known] = False
+        return out
+    lo = np.asarray([x for x, k in zip(lower, known) if k], dtype=sorted_keys.dtype)
+    hi = np.asarray([x for x, k in zip(upper, known) if k], dtype=sorted_keys.dtype)
+    first = np.searchsorted(sorted_keys, lo, side="left")
+    present = first < len(sorted_keys)
+    candidate = sorted_keys[np.minimum(first, len(sorted_keys) - 1)]
+    out[known] = present & (candidate <= hi)
+    return out
+
+
+def file_bounds(tasks: Sequence[Any], field) -> tuple[list[Any], list[Any]]:
+    """The decoded manifest lower/upper bounds of ``field`` per task's data file (None if absent)."""
+    from pyiceberg.conversions import from_bytes
+
+    fid, ftype = field.field_id, field.field_type
+
+    def decode(bounds):
+        raw = (bounds or {}).get(fid)
+        return None if raw is None else from_bytes(ftype, raw)
+
+    return [decode(t.file.lower_bounds) for t in tasks], [decode(t.file.upper_bounds) for t in tasks]
+
+
+@dataclass
+class JoinPruning:
+    """How one join filter was decided at planning (explain)."""
+
+    join: str
+    source: str
+    keys: int | None
+    files_before: int
+    files_pruned: int
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def prune_files(table, tf, tasks: list, *, row_limit: int | None = None,
+                fallback: KeyReader | None = None) -> tuple[list, list[JoinPruning], list[str]]:
+    """Join pruning of ``tasks`` (the Snowflake seed's join pruning): every join filter of
+    ``tf`` removes the files whose FK bounds contain none of its dimension keys. Returns the
+    kept tasks, one :class:`JoinPruning` per join, and notes (joins that could not be used)."""
+    if not tf.joins or not tasks:
+        return tasks, [], []
+    catalog = getattr(table, "catalog", None)
+    schema = table.schema()
+    keep = np.ones(len(tasks), dtype=bool)
+    decisions: list[JoinPruning] = []
+    notes: list[str] = []
+    for j in tf.joins:
+        t0 = time.perf_counter()
+        if j.dim_keys is not None:
+            r = KeySetResult(j.dim_keys, f"supplied ({j.key_source})" if j.key_source else "supplied")
+        elif catalog is None:
+            notes.append(f"join pruning skipped for {j.to_sql()}: the table has no catalog to read "
+                         f"{j.dim_table} from")
+            continue
+        else:
+            r = dimension_keys(catalog, j, row_limit=row_limit, fallback=fallback)
+        if r.keys is None:
+            notes.append(f"join pruning skipped for {j.to_sql()}: {r.source}")
+            continue
+        field = schema.find_field(j.column, case_sensitive=False)
+        if str(field.field_type).split("(")[0] not in _PRUNABLE:
+            notes.append(f"join pruning skipped for {j.to_sql()}: bounds of {field.field_type} are not compared")
+            continue
+        try:
+            values = iceberg_key_values(r.keys, field.field_type)
+        except TypeError as e:
+            notes.append(f"join pruning skipped for {j.to_sql()}: {e}")
+            continue
+        before = int(keep.sum())
+        lower, upper = file_bounds(tasks, field)
+        keep &= bounds_may_contain(values, lower, upper)
+        decisions.append(JoinPruning(j.to_sql(), r.source, len(r.keys), before, before - int(keep.sum()),
+                                     time.perf_counter() - t0))
+    return [t for t, k in zip(tasks, keep) if k], decisions, notes
+
+
+def non_unique_literal_joins(table, layout, memo: dict | None = None) -> dict[tuple[str, str], str]:
+    """(dimension, pk) of the layout's literal cuts whose pk is no longer the dimension's key
+    (not declared, and not unique in the dimension's current snapshot) → a note for explain.
+    Their cuts are ignored by the planner (issue 14: a stale uniqueness never gives a wrong result).
+    ``memo`` (one dict per plan) keeps the answers across the partition layouts of one plan."""
+    catalog = getattr(table, "catalog", None)
+    out: dict[tuple[str, str], str] = {}
+    if catalog is None:
+        return out
+    memo = {} if memo is None else memo
+    for dim_name, pk in sorted({(c.origin.dim_table, c.origin.dim_pk) for c in layout.cuts if hasattr(c, "origin")}):
+        if (dim_name, pk) not in memo:
+            dim = catalog.load_table(dim_name)
+            memo[(dim_name, pk)] = None if key_basis(dim, pk) is not None else (
+                f"literal cuts through {dim_name}.{pk} ignored: it is no longer unique "
+                f"(snapshot {_snapshot_id(dim)}) nor a declared identifier field")
+        if memo[(dim_name, pk)] is not None:
+            out[(dim_name, pk)] = memo[(dim_name, pk)]
+    return out
+
+
+__all__ = ["BoundedCache", "JoinPruning", "KEY_SETS", "KeySetResult", "MAX_DIMENSION_ROWS", "UNIQUENESS",
+           "bounds_may_contain", "declared_key", "dimension_keys", "dimension_rows", "file_bounds",
+           "iceberg_key_values", "is_unique", "key_basis", "non_unique_literal_joins", "prune_files",
+           "stats_refute_uniqueness",
+           "uniqueness_oracle", "with_key_sets"]

@@ -441,12 +441,14 @@ def dimension_snapshot(spark, dim_table: str) -> int | None:
 
 def with_origin_snapshot(cut, snapshot_id: int | None):
     """The literal cut with its origin's dimension snapshot recorded (the parser leaves it None)."""
-    from ..expr import CutOrigin, LiteralCut
+    import dataclasses
+
+    from ..expr import LiteralCut
 
     o = cut.origin
     if snapshot_id is None or o.snapshot_id is not None:
         return cut
-    return LiteralCut(cut.column, cut.keys, CutOrigin(o.dim_table, o.dim_pk, o.predicate, snapshot_id))
+    return LiteralCut(cut.column, cut.keys, dataclasses.replace(o, snapshot_id=snapshot_id))
 
 
 def _schema_key(table_name: str, schemas: dict[str, pa.Schema]) -> str:

@@ -6,17 +6,24 @@ For a query with FK→PK joins, each table's filter carries the join filters the
 derives (``fk IN (SELECT pk FROM dim WHERE p)``); their key sets are computed by Spark before
 planning, so the literal cuts are compared key set against key set — exact and sound whatever
 happened to the dimension since the layout was made (§7).
+
+One path for every query: :func:`pruned_sql` (``pando_iceberg.spark.sql``) plans each base table,
+stages its chosen tasks and returns a lazy :class:`PrunedDataFrame`; :func:`run_sql` (and with it
+``pando sql`` and the runbooks) collects one of those.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import pyarrow as pa
 from sqlglot import exp, parse_one
+
+from pyspark.sql import DataFrame
 
 from . import iceberg_jvm as jv
 from .rewrite import SparkKeyProvider, collect_arrow, identifier_fields, namespace_schemas
@@ -49,8 +56,7 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
 
     table = catalog.load_table(name)
     plan = plan_scan(table, filter, use_layout=use_layout, schemas=schemas)
-    jtable = jv.load_table(spark, name)
-    with jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths) as df:
+    with staged_plan(spark, table, name, plan) as df:
         if plan.filter.joins:  # IN (SELECT ...) parts need SQL, not a DataFrame expression
             view = f"__pando_pruned_{abs(hash(name))}"
             df.createOrReplaceTempView(view)
@@ -62,6 +68,26 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
         if not plan.filter.is_true_expr():
             df = df.where(plan.filter.expr.sql(dialect="spark"))
         yield df, plan
+
+
+def staged_plan(spark, table, name: str, plan):
+    """``staged_scan`` of a ScanPlan's files (a context manager): the JVM plans with the filter
+    pyiceberg planned with (Iceberg's own pruning, once) and keeps the chosen files; a filter
+    the JVM cannot take is left out (every chosen file is still found)."""
+    from ..expr.iceberg import to_pyiceberg
+    from .jvm_filter import UnsupportedFilter, java_expression
+
+    jtable = jv.load_table(spark, name)
+    row_filter = None
+    if plan.filter is not None and plan.snapshot_id is not None:
+        try:
+            row_filter = java_expression(spark._jvm, to_pyiceberg(plan.filter, table.schema()), table.schema(),
+                                         jtable.schema())
+        except UnsupportedFilter:
+            row_filter = None
+        except Exception:  # py4j: the JVM refused the expression; plan without it
+            row_filter = None
+    return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, row_filter=row_filter)
 
 
 def with_join_keys(spark, table, tf, schemas: dict[str, pa.Schema]):
@@ -116,26 +142,94 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     return QueryPlan(sql, tree, plans)
 
 
-def run_sql(spark, catalog, sql: str, *, use_layout: bool = True, limit: int | None = None) -> PrunedQuery:
-    """Run a Spark SQL query with every Iceberg base table replaced by its pruned scan."""
+class PrunedScans:
+    """What a pruned query holds: its per-table plans (``explains``: table → ExplainRecord, the
+    pruning notes) and the Iceberg scan-task sets its DataFrame reads.
+
+    Lifetime: the staged task sets live in the JVM until :meth:`close` (or the end of a ``with``
+    block on the :class:`PrunedDataFrame`); every action on the DataFrame, and on DataFrames
+    derived from it, must run before that. The temporary views used to analyse the SQL are
+    dropped before :func:`pruned_sql` returns. Not closing leaks the task lists (JVM memory)
+    until the Spark session stops."""
+
+    def __init__(self, plan: QueryPlan, stack: contextlib.ExitStack, seconds: float):
+        self.plan = plan
+        self.sql = plan.sql
+        self.planning_seconds = seconds  # parse + per-table plans + staging, wall clock
+        self._stack = stack
+        self.closed = False
+
+    @property
+    def explains(self) -> dict[str, Any]:
+        return self.plan.explains
+
+    def notes(self) -> list[str]:
+        """One line per table: files read of the table's files, and how it was planned."""
+        out = []
+        for name, e in sorted(self.explains.items()):
+            how = "Pando + Iceberg" if e.used_layout else f"Iceberg only ({e.fallback_reason})"
+            out.append(f"{name}: read {e.pando_files} of {e.total_files} files, "
+                       f"skipped {e.total_files - e.pando_files} ({how})")
+        return out
+
+    def close(self) -> None:
+        """Remove the staged task sets (idempotent). The DataFrame cannot run afterwards."""
+        if not self.closed:
+            self.closed = True
+            self._stack.close()
+
+
+class PrunedDataFrame(DataFrame):
+    """A lazy pyspark DataFrame of a query whose base tables read only their pruned files, with
+    ``.pando`` (:class:`PrunedScans`: explains, notes, close). A context manager: ``with
+    pando_iceberg.spark.sql(spark, q) as df: ...`` releases the staged scans on exit.
+    Transformations return plain DataFrames, valid while this one is open."""
+
+    pando: PrunedScans
+
+    def __enter__(self) -> "PrunedDataFrame":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pando.close()
+
+
+def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True) -> PrunedDataFrame:
+    """``sql`` as a lazy DataFrame in which every Iceberg base table is replaced by its pruned
+    scan (see :class:`PrunedDataFrame` for the lifetime of what it stages). Nothing is collected;
+    planning (pyiceberg + trees, then the JVM's tasks for the chosen files) happens here."""
     t0 = time.perf_counter()
     qp = plan_query(spark, catalog, sql, use_layout=use_layout)
-    with contextlib.ExitStack() as stack:
+    stack = contextlib.ExitStack()
+    try:
+        tag = uuid.uuid4().hex[:12]
         views: dict[str, str] = {}
-        for i, (name, plan) in enumerate(sorted(qp.plans.items())):
-            jtable = jv.load_table(spark, name)
-            df = stack.enter_context(jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths))
-            view = f"__pando_scan_{i}"
-            df.createOrReplaceTempView(view)
-            stack.callback(spark.catalog.dropTempView, view)
-            views[name] = view
-        result = spark.sql(_replace_tables(qp.tree, views).sql(dialect="spark"))
-        if limit is not None:
-            result = result.limit(limit)
+        with contextlib.ExitStack() as view_stack:  # the views live only while Spark analyses the query
+            for i, (name, plan) in enumerate(sorted(qp.plans.items())):
+                df = stack.enter_context(staged_plan(spark, catalog.load_table(name), name, plan))
+                views[name] = f"__pando_scan_{tag}_{i}"
+                df.createOrReplaceTempView(views[name])
+                view_stack.callback(spark.catalog.dropTempView, views[name])
+            result = spark.sql(_replace_tables(qp.tree, views).sql(dialect="spark"))
+    except BaseException:
+        stack.close()
+        raise
+    out = PrunedDataFrame(result._jdf, spark)
+    out.pando = PrunedScans(qp, stack, time.perf_counter() - t0)
+    return out
+
+
+def run_sql(spark, catalog, sql: str, *, use_layout: bool = True, limit: int | None = None) -> PrunedQuery:
+    """Run a Spark SQL query with every Iceberg base table replaced by its pruned scan and
+    collect it: :func:`pruned_sql`, collected, then released."""
+    t0 = time.perf_counter()
+    with pruned_sql(spark, catalog, sql, use_layout=use_layout) as df:
+        result = df.limit(limit) if limit is not None else df
         rows = result.collect()
         metrics = jv.scan_metrics(result)
         columns = list(result.columns)
-    return PrunedQuery(sql, rows, columns, qp.explains, metrics, time.perf_counter() - t0)
+        explains = df.pando.explains
+    return PrunedQuery(sql, rows, columns, explains, metrics, time.perf_counter() - t0)
 
 
 def _qualified(t: exp.Table) -> str:
@@ -163,4 +257,5 @@ def _replace_tables(tree: exp.Expression, views: dict[str, str]) -> exp.Expressi
     return tree
 
 
-__all__ = ["PrunedQuery", "QueryPlan", "collect_arrow", "plan_query", "pruned_table", "run_sql", "with_join_keys"]
+__all__ = ["PrunedDataFrame", "PrunedQuery", "PrunedScans", "QueryPlan", "collect_arrow", "plan_query", "pruned_sql",
+           "pruned_table", "run_sql", "staged_plan", "with_join_keys"]

@@ -83,9 +83,7 @@ def staged_plan(spark, table, name: str, plan):
         try:
             row_filter = java_expression(spark._jvm, to_pyiceberg(plan.filter, table.schema()), table.schema(),
                                          jtable.schema())
-        except UnsupportedFilter:
-            row_filter = None
-        except Exception:  # py4j: the JVM refused the expression; plan without it
+        except (UnsupportedFilter, Exception):  # not expressible, or the JVM refused it: plan without it
             row_filter = None
     return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, row_filter=row_filter)
 
@@ -152,10 +150,12 @@ class PrunedScans:
     dropped before :func:`pruned_sql` returns. Not closing leaks the task lists (JVM memory)
     until the Spark session stops."""
 
-    def __init__(self, plan: QueryPlan, stack: contextlib.ExitStack, seconds: float):
+    def __init__(self, plan: QueryPlan, stack: contextlib.ExitStack, seconds: float,
+                 timings: dict[str, float] | None = None):
         self.plan = plan
         self.sql = plan.sql
-        self.planning_seconds = seconds  # parse + per-table plans + staging, wall clock
+        self.planning_seconds = seconds  # parse + per-table plans + staging + analysis, wall clock
+        self.timings = timings or {}
         self._stack = stack
         self.closed = False
 
@@ -197,25 +197,32 @@ class PrunedDataFrame(DataFrame):
 def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True) -> PrunedDataFrame:
     """``sql`` as a lazy DataFrame in which every Iceberg base table is replaced by its pruned
     scan (see :class:`PrunedDataFrame` for the lifetime of what it stages). Nothing is collected;
-    planning (pyiceberg + trees, then the JVM's tasks for the chosen files) happens here."""
+    planning (pyiceberg + trees, then the JVM's tasks for the chosen files) happens here.
+    ``df.pando.timings``: seconds spent planning the tables (``plan``: parse, schemas, join key
+    sets, pyiceberg + trees), staging their tasks in the JVM (``stage``) and analysing the query
+    (``analyse``)."""
     t0 = time.perf_counter()
     qp = plan_query(spark, catalog, sql, use_layout=use_layout)
+    timings = {"plan": time.perf_counter() - t0}
     stack = contextlib.ExitStack()
     try:
         tag = uuid.uuid4().hex[:12]
         views: dict[str, str] = {}
         with contextlib.ExitStack() as view_stack:  # the views live only while Spark analyses the query
+            t1 = time.perf_counter()
             for i, (name, plan) in enumerate(sorted(qp.plans.items())):
                 df = stack.enter_context(staged_plan(spark, catalog.load_table(name), name, plan))
                 views[name] = f"__pando_scan_{tag}_{i}"
                 df.createOrReplaceTempView(views[name])
                 view_stack.callback(spark.catalog.dropTempView, views[name])
+            t2 = time.perf_counter()
             result = spark.sql(_replace_tables(qp.tree, views).sql(dialect="spark"))
+            timings.update(stage=t2 - t1, analyse=time.perf_counter() - t2)
     except BaseException:
         stack.close()
         raise
     out = PrunedDataFrame(result._jdf, spark)
-    out.pando = PrunedScans(qp, stack, time.perf_counter() - t0)
+    out.pando = PrunedScans(qp, stack, time.perf_counter() - t0, timings)
     return out
 
 

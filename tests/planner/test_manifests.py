@@ -145,3 +145,26 @@ def test_merge_on_read_deletes_and_partitions_match_pyiceberg(spark, catalog):
     tasks = plan_files(table, None, cache=cache)
     rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(tasks).num_rows
     assert rows == spark.sql(f"SELECT count(*) FROM {name}").collect()[0][0] == 2900
+
+
+def test_plan_scan_plans_through_the_process_cache(table):
+    from pando_iceberg.planner import plan_scan
+    from pando_iceberg.planner.manifests import DEFAULT_MANIFEST_CACHE
+
+    first = plan_scan(table, "region = 'eu' AND id < 300")
+    decodes = DEFAULT_MANIFEST_CACHE.stats.decodes
+    assert all(m in DEFAULT_MANIFEST_CACHE for m in table.current_snapshot().manifests(table.io))
+    second = plan_scan(table, "id >= 420")
+    assert DEFAULT_MANIFEST_CACHE.stats.decodes == decodes  # the second query decoded nothing
+    assert first.paths == {t.file.file_path for t in table.scan(row_filter="region = 'eu' AND id < 300").plan_files()}
+    assert second.paths == {t.file.file_path for t in table.scan(row_filter="id >= 420").plan_files()}
+
+
+def test_bound_from_the_environment(monkeypatch):
+    monkeypatch.setenv("PANDO_MANIFEST_CACHE_BYTES", "12345")
+    assert ManifestEntryCache().max_bytes == 12345
+    monkeypatch.setenv("PANDO_MANIFEST_CACHE_BYTES", "lots")
+    with pytest.raises(ValueError, match="PANDO_MANIFEST_CACHE_BYTES='lots'"):
+        ManifestEntryCache()
+    monkeypatch.delenv("PANDO_MANIFEST_CACHE_BYTES")
+    assert ManifestEntryCache().max_bytes == 256 * 1024 * 1024

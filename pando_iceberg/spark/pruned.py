@@ -26,7 +26,7 @@ from sqlglot import exp, parse_one
 from pyspark.sql import DataFrame
 
 from . import iceberg_jvm as jv
-from .rewrite import SparkKeyProvider, collect_arrow, identifier_fields, namespace_schemas
+from .rewrite import SparkKeyProvider, arrow_schema_of, collect_arrow
 
 
 @dataclass
@@ -111,6 +111,7 @@ class QueryPlan:
     sql: str
     tree: exp.Expression
     plans: dict[str, Any]  # table → ScanPlan
+    tables: dict[str, Any] = field(default_factory=dict)  # table → the pyiceberg Table planned
 
     @property
     def explains(self) -> dict[str, Any]:
@@ -126,18 +127,28 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     names = sorted({_qualified(t) for t in tree.find_all(exp.Table) if t.name and not (t.name in ctes and not t.db)})
     current = spark.catalog.currentDatabase()
+    # Only the query's own tables: their pyiceberg tables (reused to plan them) and Spark's view of
+    # their schemas (the types the parser types literals with); a name pyiceberg does not know
+    # (a view) is left to Spark.
+    tables: dict[str, Any] = {}
     schemas: dict[str, pa.Schema] = {}
-    for ns in sorted({n.rsplit(".", 1)[0] if "." in n else current for n in names} - {""}):
-        schemas.update(namespace_schemas(spark, f"{ns}.x"))
-    pks = {n: identifier_fields(spark, n) for n in schemas}
+    for n in names:
+        fq = n if "." in n else f"{current}.{n}"
+        try:
+            tables[fq] = catalog.load_table(fq)
+        except Exception:
+            continue
+        schemas[fq] = arrow_schema_of(spark.table(fq))
+    pks = {n: [t.schema().find_column_name(i) for i in t.schema().identifier_field_ids] for n, t in tables.items()}
     wl = parse_workload([sql], schemas, primary_keys={k: v for k, v in pks.items() if v})
     query = wl.queries[0]
     plans = {}
     for name in sorted(query.filters):
-        table = catalog.load_table(name)
+        table = tables[name] if name in tables else catalog.load_table(name)
+        tables[name] = table
         tf = with_join_keys(spark, table, query.filters[name], schemas) if use_layout else query.filters[name]
         plans[name] = plan_scan(table, tf, use_layout=use_layout, schemas=schemas)
-    return QueryPlan(sql, tree, plans)
+    return QueryPlan(sql, tree, plans, {n: tables[n] for n in plans})
 
 
 class PrunedScans:
@@ -211,7 +222,7 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True) -> PrunedDa
         with contextlib.ExitStack() as view_stack:  # the views live only while Spark analyses the query
             t1 = time.perf_counter()
             for i, (name, plan) in enumerate(sorted(qp.plans.items())):
-                df = stack.enter_context(staged_plan(spark, catalog.load_table(name), name, plan))
+                df = stack.enter_context(staged_plan(spark, qp.tables.get(name) or catalog.load_table(name), name, plan))
                 views[name] = f"__pando_scan_{tag}_{i}"
                 df.createOrReplaceTempView(views[name])
                 view_stack.callback(spark.catalog.dropTempView, views[name])

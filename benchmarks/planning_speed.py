@@ -12,9 +12,11 @@ then the median of ``--runs``):
 - **iceberg**: Spark's own planning of the query: ``spark.sql(q)`` → executed plan, with every
   Iceberg scan's input partitions forced (that is where Iceberg plans its file tasks);
 - **pando**: ``pando_iceberg.spark.sql(spark, q)`` → the same executed plan and partitions,
-  split into ``plan`` (parse, schemas, join key sets, pyiceberg planning + trees), ``stage``
-  (the JVM's tasks for the chosen files) and ``analyse`` (Spark analysis of the rewritten query)
-  plus ``physical`` (executed plan);
+  split into ``plan_parse`` (SQL, the tables' schemas, the workload parser), ``plan_join_keys``
+  (Spark jobs computing dimension key sets for literal cuts), ``plan_tables`` (pyiceberg
+  planning with the manifest cache + the trees), ``stage`` (the JVM's tasks for the chosen
+  files, temp views), ``analyse`` (Spark analysis of the rewritten query) and ``physical``
+  (executed plan);
 - the two ingredients alone, per table: pyiceberg's ``plan_files`` without and with the decoded
   manifest cache, and the JVM's search for the chosen tasks unfiltered (the old way: the whole
   snapshot) and with the pushed filter (the way kept).
@@ -95,8 +97,7 @@ def measure(spark, catalog, sql: str, runs: int) -> dict:
             t1 = time.perf_counter()
             _force_partitions(df)
             total = time.perf_counter() - t0
-            parts = dict(df.pando.timings, physical=time.perf_counter() - t1,
-                         pyiceberg_and_trees=sum(e.seconds for e in df.pando.explains.values()))
+            parts = dict(df.pando.timings, physical=time.perf_counter() - t1)
             plans = df.pando.plan.plans
         return total, parts, plans
 
@@ -142,12 +143,12 @@ def measure(spark, catalog, sql: str, runs: int) -> dict:
     return out
 
 
-COLUMNS = ("iceberg_s", "pando_s", "pando_plan_s", "pando_pyiceberg_and_trees_s", "pando_stage_s", "pando_analyse_s",
-           "pando_physical_s", "pyiceberg_uncached_s", "pyiceberg_cached_s", "jvm_unfiltered_s", "jvm_filtered_s")
+COLUMNS = ("iceberg_s", "pando_s", "pando_plan_parse_s", "pando_plan_join_keys_s", "pando_plan_tables_s",
+           "pando_stage_s", "pando_analyse_s", "pando_physical_s", "pyiceberg_uncached_s", "pyiceberg_cached_s", "jvm_unfiltered_s", "jvm_filtered_s")
 
 
 def summarize(rows: list[dict]) -> str:
-    lines = ["| queries | n | " + " | ".join(c[:-2] + " (ms)" for c in COLUMNS) + " | pando / iceberg |",
+    lines = ["| queries | n | " + " | ".join(c[:-2].replace("pando_", "") + " ms" for c in COLUMNS) + " | pando / iceberg |",
              "|---" * (len(COLUMNS) + 3) + "|"]
     for label, pick in (("single-table", lambda r: len(r["tables"]) == 1), ("join", lambda r: len(r["tables"]) > 1)):
         sel = [r for r in rows if pick(r)]

@@ -112,6 +112,8 @@ class QueryPlan:
     tree: exp.Expression
     plans: dict[str, Any]  # table → ScanPlan
     tables: dict[str, Any] = field(default_factory=dict)  # table → the pyiceberg Table planned
+    # seconds: parse (SQL, schemas, workload parser), join_keys (Spark key sets), tables (plan_scan)
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def explains(self) -> dict[str, Any]:
@@ -123,6 +125,7 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     from ..planner import plan_scan
     from ..workload import parse_workload
 
+    t0 = time.perf_counter()
     tree = parse_one(sql, read="spark")
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     names = sorted({_qualified(t) for t in tree.find_all(exp.Table) if t.name and not (t.name in ctes and not t.db)})
@@ -142,13 +145,18 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     pks = {n: [t.schema().find_column_name(i) for i in t.schema().identifier_field_ids] for n, t in tables.items()}
     wl = parse_workload([sql], schemas, primary_keys={k: v for k, v in pks.items() if v})
     query = wl.queries[0]
+    timings = {"parse": time.perf_counter() - t0, "join_keys": 0.0, "tables": 0.0}
     plans = {}
     for name in sorted(query.filters):
         table = tables[name] if name in tables else catalog.load_table(name)
         tables[name] = table
+        t1 = time.perf_counter()
         tf = with_join_keys(spark, table, query.filters[name], schemas) if use_layout else query.filters[name]
+        t2 = time.perf_counter()
         plans[name] = plan_scan(table, tf, use_layout=use_layout, schemas=schemas)
-    return QueryPlan(sql, tree, plans, {n: tables[n] for n in plans})
+        timings["join_keys"] += t2 - t1
+        timings["tables"] += time.perf_counter() - t2
+    return QueryPlan(sql, tree, plans, {n: tables[n] for n in plans}, timings)
 
 
 class PrunedScans:
@@ -209,12 +217,13 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True) -> PrunedDa
     """``sql`` as a lazy DataFrame in which every Iceberg base table is replaced by its pruned
     scan (see :class:`PrunedDataFrame` for the lifetime of what it stages). Nothing is collected;
     planning (pyiceberg + trees, then the JVM's tasks for the chosen files) happens here.
-    ``df.pando.timings``: seconds spent planning the tables (``plan``: parse, schemas, join key
-    sets, pyiceberg + trees), staging their tasks in the JVM (``stage``) and analysing the query
+    ``df.pando.timings``: seconds spent planning the tables (``plan``, split into ``plan_parse``:
+    SQL, schemas, workload parser; ``plan_join_keys``: Spark key sets; ``plan_tables``: pyiceberg
+    + trees), staging their tasks in the JVM (``stage``) and analysing the query
     (``analyse``)."""
     t0 = time.perf_counter()
     qp = plan_query(spark, catalog, sql, use_layout=use_layout)
-    timings = {"plan": time.perf_counter() - t0}
+    timings = {"plan": time.perf_counter() - t0, **{f"plan_{k}": v for k, v in qp.timings.items()}}
     stack = contextlib.ExitStack()
     try:
         tag = uuid.uuid4().hex[:12]

@@ -37,6 +37,7 @@ class PrunedQuery:
     explains: dict[str, Any] = field(default_factory=dict)  # table → ExplainRecord
     scan_metrics: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # PrunedScans.notes(): per table, files read and how planned
 
     @property
     def files_read(self) -> int:
@@ -255,8 +256,8 @@ def run_sql(spark, catalog, sql: str, *, use_layout: bool = True, limit: int | N
         rows = result.collect()
         metrics = jv.scan_metrics(result)
         columns = list(result.columns)
-        explains = df.pando.explains
-    return PrunedQuery(sql, rows, columns, explains, metrics, time.perf_counter() - t0)
+        explains, notes = df.pando.explains, df.pando.notes()
+    return PrunedQuery(sql, rows, columns, explains, metrics, time.perf_counter() - t0, notes)
 
 
 def _qualified(t: exp.Table) -> str:

@@ -108,6 +108,7 @@ def test_join_query_and_run_sql_share_the_path(spark, catalog, laid_out):
         assert sorted(df.collect()) == want
     res = run_sql(spark, catalog, JOIN_SQL)
     assert sorted(res.rows) == want and res.explains[T].used_layout
+    assert [n.split(":")[0] for n in res.notes] == sorted([T, "tpch.customer"])
     assert _pando_views(spark) == []
 
 

@@ -15,6 +15,7 @@ stages its chosen tasks and returns a lazy :class:`PrunedDataFrame`; :func:`run_
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from pyspark.sql import DataFrame
 
 from . import iceberg_jvm as jv
 from .rewrite import SparkKeyProvider, arrow_schema_of, collect_arrow
+
+log = logging.getLogger("pando_iceberg.spark")
 
 
 @dataclass
@@ -76,7 +79,7 @@ def staged_plan(spark, table, name: str, plan):
     pyiceberg planned with (Iceberg's own pruning, once) and keeps the chosen files; a filter
     the JVM cannot take is left out (every chosen file is still found)."""
     from ..expr.iceberg import to_pyiceberg
-    from .jvm_filter import UnsupportedFilter, java_expression
+    from .jvm_filter import java_expression
 
     jtable = jv.load_table(spark, name)
     row_filter = None
@@ -84,7 +87,8 @@ def staged_plan(spark, table, name: str, plan):
         try:
             row_filter = java_expression(spark._jvm, to_pyiceberg(plan.filter, table.schema()), table.schema(),
                                          jtable.schema())
-        except (UnsupportedFilter, Exception):  # not expressible, or the JVM refused it: plan without it
+        except Exception as e:  # UnsupportedFilter, or the JVM refused it: the JVM plans without it
+            log.debug("pando: %s: staging without a pushed filter (%s: %s)", name, type(e).__name__, e)
             row_filter = None
     return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, row_filter=row_filter)
 
@@ -140,7 +144,8 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
         fq = n if "." in n else f"{current}.{n}"
         try:
             tables[fq] = catalog.load_table(fq)
-        except Exception:
+        except Exception as e:  # a view, or a table pyiceberg cannot load: Spark reads it unpruned
+            log.info("pando: %s is not planned by Pando (%s: %s)", fq, type(e).__name__, e)
             continue
         schemas[fq] = arrow_schema_of(spark.table(fq))
     pks = {n: [t.schema().find_column_name(i) for i in t.schema().identifier_field_ids] for n, t in tables.items()}

@@ -140,7 +140,10 @@ def chosen_tasks(table, snapshot_id: int | None, keep_paths: set[str] | None, ro
         if snapshot_id is not None:
             scan = scan.useSnapshot(snapshot_id)
         if with_filter:
-            scan = scan.filter(row_filter)
+            # The filter prunes manifests and files only: its residuals would make the reader bind
+            # them against the read projection, which need not hold the filter's columns
+            # (``count(*)``: "Cannot find field ... in struct<>"); rows are filtered by the query.
+            scan = scan.filter(row_filter).ignoreResiduals()
         out = []
         for task in _iter(scan.planFiles()):
             if keep_paths is None or str(task.file().location()) in keep_paths:

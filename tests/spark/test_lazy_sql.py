@@ -125,6 +125,10 @@ def test_jvm_plans_with_the_pyiceberg_filter(spark, catalog, laid_out):
     jexpr = java_expression(spark._jvm, to_pyiceberg(plan.filter, table.schema()), table.schema(), jtable.schema())
     tasks, filtered = jv.chosen_tasks(jtable, plan.snapshot_id, plan.paths, jexpr)
     assert filtered and {str(t.file().location()) for t in tasks} == plan.paths
+    # the staged read must not carry the filter's residuals: the projection may lack its columns
+    with jv.staged_scan(spark, jtable, T, plan.snapshot_id, plan.paths, row_filter=jexpr) as df:
+        assert df.count() == plan.explain.pando_rows
+        assert df.select("o_orderkey").count() == plan.explain.pando_rows
     wrong = java_expression(spark._jvm, LessThan("o_orderdate", "1900-01-01"), table.schema(), jtable.schema())
     tasks, filtered = jv.chosen_tasks(jtable, plan.snapshot_id, plan.paths, wrong)
     assert not filtered and {str(t.file().location()) for t in tasks} == plan.paths

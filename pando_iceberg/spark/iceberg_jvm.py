@@ -150,6 +150,8 @@ def chosen_tasks(table, snapshot_id: int | None, keep_paths: set[str] | None, ro
                 out.append(task)
         return out
 
+    if keep_paths is not None and not keep_paths:
+        return [], False  # nothing chosen: no JVM planning at all
     if row_filter is not None and keep_paths is not None:
         try:
             tasks = plan(True)

@@ -146,6 +146,7 @@ def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cach
               use_layout: bool = True, schemas: dict[str, pa.Schema] | None = None) -> ScanPlan:
     """Plan the files a filter must read: Iceberg's partition + min/max pruning, then Pando."""
     from ..expr.iceberg import to_pyiceberg
+    from .manifests import plan_files
 
     t0 = time.perf_counter()
     tf = table_filter(table, filter, schemas)
@@ -162,7 +163,7 @@ def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cach
         ex.total_bytes = int(snap.summary.get("total-files-size", 0) or 0)
         ex.total_rows = int(snap.summary.get("total-records", 0) or 0)
     row_filter = to_pyiceberg(tf, table.schema())
-    tasks = list(table.scan(row_filter=row_filter, snapshot_id=sid).plan_files())
+    tasks = plan_files(table, row_filter, snapshot_id=sid)  # pyiceberg's plan, decoded manifests cached
     ex.iceberg_files, ex.iceberg_bytes, ex.iceberg_rows = _sizes(tasks)
 
     chosen = tasks

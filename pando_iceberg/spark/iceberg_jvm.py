@@ -127,19 +127,53 @@ def conflict_message(text: str) -> str:
             "the table is as the other commit left it: run the rewrite again on the new snapshot")
 
 
+def chosen_tasks(table, snapshot_id: int | None, keep_paths: set[str] | None, row_filter=None) -> tuple[list, bool]:
+    """The Java FileScanTasks of ``snapshot_id`` whose data file is in ``keep_paths`` (None: every
+    file), and whether ``row_filter`` was used. With ``row_filter`` (a Java Iceberg Expression,
+    the filter pyiceberg planned with) the JVM reads only the manifests and files Iceberg's
+    pruning keeps, so the planning is the one Iceberg itself would do for the query, not a
+    second plan of the whole snapshot. Every kept path must be found; if one is not (the JVM's
+    pruning differed from pyiceberg's), the snapshot is planned again without the filter, so a
+    chosen file is never lost."""
+    def plan(with_filter: bool) -> list:
+        scan = table.newScan()
+        if snapshot_id is not None:
+            scan = scan.useSnapshot(snapshot_id)
+        if with_filter:
+            # The filter prunes manifests and files only: its residuals would make the reader bind
+            # them against the read projection, which need not hold the filter's columns
+            # (``count(*)``: "Cannot find field ... in struct<>"); rows are filtered by the query.
+            scan = scan.filter(row_filter).ignoreResiduals()
+        out = []
+        for task in _iter(scan.planFiles()):
+            if keep_paths is None or str(task.file().location()) in keep_paths:
+                out.append(task)
+        return out
+
+    if keep_paths is not None and not keep_paths:
+        return [], False  # nothing chosen: no JVM planning at all
+    if row_filter is not None and keep_paths is not None:
+        try:
+            tasks = plan(True)
+        except Exception:  # py4j-wrapped binding error (e.g. a column the snapshot's schema lacks)
+            tasks = None
+        if tasks is not None and len({str(t.file().location()) for t in tasks}) == len(keep_paths):
+            return tasks, True
+    return plan(False), False
+
+
 @contextmanager
-def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: set[str] | None):
+def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: set[str] | None, *, row_filter=None):
     """A DataFrame reading exactly the chosen data files of ``snapshot_id`` through Iceberg's
     scan-task-set path (delete files and schema evolution handled by Iceberg). ``keep_paths``
-    None means every file. The staged tasks are removed on exit."""
+    None means every file; ``row_filter`` (a Java Expression) lets the JVM find the chosen files
+    with Iceberg's own filtered planning (see :func:`chosen_tasks`). The staged tasks are removed
+    on exit."""
     jvm = spark._jvm
-    scan = table.newScan()
-    if snapshot_id is not None:
-        scan = scan.useSnapshot(snapshot_id)
+    found, _ = chosen_tasks(table, snapshot_id, keep_paths, row_filter)
     tasks = jvm.java.util.ArrayList()
-    for task in _iter(scan.planFiles()):
-        if keep_paths is None or str(task.file().location()) in keep_paths:
-            tasks.add(task)
+    for task in found:
+        tasks.add(task)
     if tasks.isEmpty():  # nothing to read (Iceberg refuses to stage an empty task set)
         reader = spark.read.format("iceberg")
         if snapshot_id is not None:

@@ -9,20 +9,30 @@ planning — through pyiceberg and the process-wide cache for dimensions up to
 ``planner.joins.MAX_DIMENSION_ROWS`` rows, by Spark above — so the literal cuts are compared key
 set against key set — exact and sound whatever happened to the dimension since the layout was
 made (§7) — and every file's FK bounds are tested against them (join pruning, planner/joins.py).
+
+One path for every query: :func:`pruned_sql` (``pando_iceberg.spark.sql``) plans each base table,
+stages its chosen tasks and returns a lazy :class:`PrunedDataFrame`; :func:`run_sql` (and with it
+``pando sql`` and the runbooks) collects one of those.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import pyarrow as pa
 from sqlglot import exp, parse_one
 
+from pyspark.sql import DataFrame
+
 from . import iceberg_jvm as jv
-from .rewrite import SparkKeyProvider, collect_arrow, identifier_fields, namespace_schemas
+from .rewrite import SparkKeyProvider, arrow_schema_of, collect_arrow
+
+log = logging.getLogger("pando_iceberg.spark")
 
 
 @dataclass
@@ -33,6 +43,7 @@ class PrunedQuery:
     explains: dict[str, Any] = field(default_factory=dict)  # table → ExplainRecord
     scan_metrics: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # PrunedScans.notes(): per table, files read and how planned
 
     @property
     def files_read(self) -> int:
@@ -52,8 +63,7 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
 
     table = catalog.load_table(name)
     plan = plan_scan(table, filter, use_layout=use_layout, schemas=schemas)
-    jtable = jv.load_table(spark, name)
-    with jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths) as df:
+    with staged_plan(spark, table, name, plan) as df:
         if plan.filter.joins:  # IN (SELECT ...) parts need SQL, not a DataFrame expression
             view = f"__pando_pruned_{abs(hash(name))}"
             df.createOrReplaceTempView(view)
@@ -65,6 +75,25 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
         if not plan.filter.is_true_expr():
             df = df.where(plan.filter.expr.sql(dialect="spark"))
         yield df, plan
+
+
+def staged_plan(spark, table, name: str, plan):
+    """``staged_scan`` of a ScanPlan's files (a context manager): the JVM plans with the filter
+    pyiceberg planned with (Iceberg's own pruning, once) and keeps the chosen files; a filter
+    the JVM cannot take is left out (every chosen file is still found)."""
+    from ..expr.iceberg import to_pyiceberg
+    from .jvm_filter import java_expression
+
+    jtable = jv.load_table(spark, name)
+    row_filter = None
+    if plan.filter is not None and plan.snapshot_id is not None:
+        try:
+            row_filter = java_expression(spark._jvm, to_pyiceberg(plan.filter, table.schema()), table.schema(),
+                                         jtable.schema())
+        except Exception as e:  # UnsupportedFilter, or the JVM refused it: the JVM plans without it
+            log.debug("pando: %s: staging without a pushed filter (%s: %s)", name, type(e).__name__, e)
+            row_filter = None
+    return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, row_filter=row_filter)
 
 
 def with_join_keys(spark, table, tf, schemas: dict[str, pa.Schema], *, row_limit: int | None = None):
@@ -95,6 +124,9 @@ class QueryPlan:
     sql: str
     tree: exp.Expression
     plans: dict[str, Any]  # table → ScanPlan
+    tables: dict[str, Any] = field(default_factory=dict)  # table → the pyiceberg Table planned
+    # seconds: parse (SQL, schemas, workload parser), join_keys (Spark key sets), tables (plan_scan)
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def explains(self) -> dict[str, Any]:
@@ -106,47 +138,142 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     from ..planner import plan_scan
     from ..workload import parse_workload
 
+    t0 = time.perf_counter()
     tree = parse_one(sql, read="spark")
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     names = sorted({_qualified(t) for t in tree.find_all(exp.Table) if t.name and not (t.name in ctes and not t.db)})
     current = spark.catalog.currentDatabase()
+    # Only the query's own tables: their pyiceberg tables (reused to plan them) and Spark's view of
+    # their schemas (the types the parser types literals with); a name pyiceberg does not know
+    # (a view) is left to Spark.
+    tables: dict[str, Any] = {}
     schemas: dict[str, pa.Schema] = {}
-    for ns in sorted({n.rsplit(".", 1)[0] if "." in n else current for n in names} - {""}):
-        schemas.update(namespace_schemas(spark, f"{ns}.x"))
+    for n in names:
+        fq = n if "." in n else f"{current}.{n}"
+        try:
+            tables[fq] = catalog.load_table(fq)
+        except Exception as e:  # a view, or a table pyiceberg cannot load: Spark reads it unpruned
+            log.info("pando: %s is not planned by Pando (%s: %s)", fq, type(e).__name__, e)
+            continue
+        schemas[fq] = arrow_schema_of(spark.table(fq))
+    pks = {n: [t.schema().find_column_name(i) for i in t.schema().identifier_field_ids] for n, t in tables.items()}
     from ..planner.joins import uniqueness_oracle
 
-    pks = {n: identifier_fields(spark, n) for n in schemas}
     unique = uniqueness_oracle(catalog, fallback=SparkKeyProvider(spark, schemas).is_unique)
     wl = parse_workload([sql], schemas, primary_keys={k: v for k, v in pks.items() if v}, unique=unique)
     query = wl.queries[0]
+    timings = {"parse": time.perf_counter() - t0, "join_keys": 0.0, "tables": 0.0}
     plans = {}
     for name in sorted(query.filters):
-        table = catalog.load_table(name)
+        table = tables[name] if name in tables else catalog.load_table(name)
+        tables[name] = table
+        t1 = time.perf_counter()
         tf = with_join_keys(spark, table, query.filters[name], schemas) if use_layout else query.filters[name]
+        t2 = time.perf_counter()
         plans[name] = plan_scan(table, tf, use_layout=use_layout, schemas=schemas)
-    return QueryPlan(sql, tree, plans)
+        timings["join_keys"] += t2 - t1
+        timings["tables"] += time.perf_counter() - t2
+    return QueryPlan(sql, tree, plans, {n: tables[n] for n in plans}, timings)
+
+
+class PrunedScans:
+    """What a pruned query holds: its per-table plans (``explains``: table → ExplainRecord, the
+    pruning notes) and the Iceberg scan-task sets its DataFrame reads.
+
+    Lifetime: the staged task sets live in the JVM until :meth:`close` (or the end of a ``with``
+    block on the :class:`PrunedDataFrame`); every action on the DataFrame, and on DataFrames
+    derived from it, must run before that. The temporary views used to analyse the SQL are
+    dropped before :func:`pruned_sql` returns. Not closing leaks the task lists (JVM memory)
+    until the Spark session stops."""
+
+    def __init__(self, plan: QueryPlan, stack: contextlib.ExitStack, seconds: float,
+                 timings: dict[str, float] | None = None):
+        self.plan = plan
+        self.sql = plan.sql
+        self.planning_seconds = seconds  # parse + per-table plans + staging + analysis, wall clock
+        self.timings = timings or {}
+        self._stack = stack
+        self.closed = False
+
+    @property
+    def explains(self) -> dict[str, Any]:
+        return self.plan.explains
+
+    def notes(self) -> list[str]:
+        """One line per table: files read of the table's files, and how it was planned."""
+        out = []
+        for name, e in sorted(self.explains.items()):
+            how = "Pando + Iceberg" if e.used_layout else f"Iceberg only ({e.fallback_reason})"
+            out.append(f"{name}: read {e.pando_files} of {e.total_files} files, "
+                       f"skipped {e.total_files - e.pando_files} ({how})")
+        return out
+
+    def close(self) -> None:
+        """Remove the staged task sets (idempotent). The DataFrame cannot run afterwards."""
+        if not self.closed:
+            self.closed = True
+            self._stack.close()
+
+
+class PrunedDataFrame(DataFrame):
+    """A lazy pyspark DataFrame of a query whose base tables read only their pruned files, with
+    ``.pando`` (:class:`PrunedScans`: explains, notes, close). A context manager: ``with
+    pando_iceberg.spark.sql(spark, q) as df: ...`` releases the staged scans on exit.
+    Transformations return plain DataFrames, valid while this one is open."""
+
+    pando: PrunedScans
+
+    def __enter__(self) -> "PrunedDataFrame":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pando.close()
+
+
+def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True) -> PrunedDataFrame:
+    """``sql`` as a lazy DataFrame in which every Iceberg base table is replaced by its pruned
+    scan (see :class:`PrunedDataFrame` for the lifetime of what it stages). Nothing is collected;
+    planning (pyiceberg + trees, then the JVM's tasks for the chosen files) happens here.
+    ``df.pando.timings``: seconds spent planning the tables (``plan``, split into ``plan_parse``:
+    SQL, schemas, workload parser; ``plan_join_keys``: Spark key sets; ``plan_tables``: pyiceberg
+    + trees), staging their tasks in the JVM (``stage``) and analysing the query
+    (``analyse``)."""
+    t0 = time.perf_counter()
+    qp = plan_query(spark, catalog, sql, use_layout=use_layout)
+    timings = {"plan": time.perf_counter() - t0, **{f"plan_{k}": v for k, v in qp.timings.items()}}
+    stack = contextlib.ExitStack()
+    try:
+        tag = uuid.uuid4().hex[:12]
+        views: dict[str, str] = {}
+        with contextlib.ExitStack() as view_stack:  # the views live only while Spark analyses the query
+            t1 = time.perf_counter()
+            for i, (name, plan) in enumerate(sorted(qp.plans.items())):
+                df = stack.enter_context(staged_plan(spark, qp.tables.get(name) or catalog.load_table(name), name, plan))
+                views[name] = f"__pando_scan_{tag}_{i}"
+                df.createOrReplaceTempView(views[name])
+                view_stack.callback(spark.catalog.dropTempView, views[name])
+            t2 = time.perf_counter()
+            result = spark.sql(_replace_tables(qp.tree, views).sql(dialect="spark"))
+            timings.update(stage=t2 - t1, analyse=time.perf_counter() - t2)
+    except BaseException:
+        stack.close()
+        raise
+    out = PrunedDataFrame(result._jdf, spark)
+    out.pando = PrunedScans(qp, stack, time.perf_counter() - t0, timings)
+    return out
 
 
 def run_sql(spark, catalog, sql: str, *, use_layout: bool = True, limit: int | None = None) -> PrunedQuery:
-    """Run a Spark SQL query with every Iceberg base table replaced by its pruned scan."""
+    """Run a Spark SQL query with every Iceberg base table replaced by its pruned scan and
+    collect it: :func:`pruned_sql`, collected, then released."""
     t0 = time.perf_counter()
-    qp = plan_query(spark, catalog, sql, use_layout=use_layout)
-    with contextlib.ExitStack() as stack:
-        views: dict[str, str] = {}
-        for i, (name, plan) in enumerate(sorted(qp.plans.items())):
-            jtable = jv.load_table(spark, name)
-            df = stack.enter_context(jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths))
-            view = f"__pando_scan_{i}"
-            df.createOrReplaceTempView(view)
-            stack.callback(spark.catalog.dropTempView, view)
-            views[name] = view
-        result = spark.sql(_replace_tables(qp.tree, views).sql(dialect="spark"))
-        if limit is not None:
-            result = result.limit(limit)
+    with pruned_sql(spark, catalog, sql, use_layout=use_layout) as df:
+        result = df.limit(limit) if limit is not None else df
         rows = result.collect()
         metrics = jv.scan_metrics(result)
         columns = list(result.columns)
-    return PrunedQuery(sql, rows, columns, qp.explains, metrics, time.perf_counter() - t0)
+        explains, notes = df.pando.explains, df.pando.notes()
+    return PrunedQuery(sql, rows, columns, explains, metrics, time.perf_counter() - t0, notes)
 
 
 def _qualified(t: exp.Table) -> str:
@@ -174,4 +301,5 @@ def _replace_tables(tree: exp.Expression, views: dict[str, str]) -> exp.Expressi
     return tree
 
 
-__all__ = ["PrunedQuery", "QueryPlan", "collect_arrow", "plan_query", "pruned_table", "run_sql", "with_join_keys"]
+__all__ = ["PrunedDataFrame", "PrunedQuery", "PrunedScans", "QueryPlan", "collect_arrow", "plan_query", "pruned_sql",
+           "pruned_table", "run_sql", "staged_plan", "with_join_keys"]

@@ -1,0 +1,276 @@
+"""Decoded manifest entries cached by manifest path: pyiceberg's planning without re-decoding.
+
+pyiceberg 0.12 caches manifest-list entries (``ManifestFile``) but decodes every manifest's Avro
+entries again on each ``DataScan.plan_files()`` (pyiceberg issues #1229, #1479): CPU-bound and
+the bulk of a plan's time. A manifest never changes once written (a new snapshot lists new
+manifest paths), so its decoded live entries can be kept and reused by every later plan of the
+process — Java Iceberg's ``io.manifest.cache-enabled`` does the same.
+
+    tasks = plan_files(table, row_filter, snapshot_id=sid)   # == table.scan(...).plan_files()
+
+Everything after decoding is pyiceberg's own code: :class:`CachedManifestPlanner` is a
+``ManifestGroupPlanner`` whose only change is where live entries come from; the manifest
+evaluator (partition summaries), the partition and metrics evaluators, the sequence-number
+check of delete manifests, delete-file matching (``DeleteFileIndex``) and residuals are the
+inherited ones, so the tasks are the ones ``DataScan.plan_files()`` returns.
+
+The cache is bounded in bytes (default 256 MiB, ``PANDO_MANIFEST_CACHE_BYTES`` overrides it for
+the process-wide :data:`DEFAULT_MANIFEST_CACHE`) and evicts the least recently used manifest.
+Sizes are estimates of the Python objects' memory (see :func:`estimate_entries_bytes`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable, Iterable, Iterator
+
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestFile
+from pyiceberg.table import ManifestGroupPlanner
+from pyiceberg.utils.concurrent import ExecutorFactory
+
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+ENV_MAX_BYTES = "PANDO_MANIFEST_CACHE_BYTES"
+INITIAL_SEQUENCE_NUMBER = 0  # the spec's default for v1 manifests (pyiceberg uses the same)
+
+ManifestKey = tuple[str, int, int, int, int]
+
+
+def manifest_key(manifest: ManifestFile) -> ManifestKey:
+    """A manifest's identity: its path, plus the manifest-list fields its entries inherit
+    (sequence number, adding snapshot, spec id) and its length, so that a rewritten file at the
+    same path (which Iceberg never does) could not be served stale entries."""
+    return (manifest.manifest_path, int(manifest.manifest_length or 0), int(manifest.sequence_number or 0),
+            int(manifest.added_snapshot_id or 0), int(manifest.partition_spec_id or 0))
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    decodes: int = 0  # manifests read and decoded (misses)
+    evictions: int = 0
+    bytes: int = 0
+    manifests: int = 0
+
+
+class ManifestEntryCache:
+    """LRU cache of a manifest's decoded live entries (``fetch_manifest_entry(io,
+    discard_deleted=True)``), bounded by the estimated bytes the entries occupy. Thread-safe
+    (pyiceberg opens manifests from a thread pool). A manifest whose entries alone exceed the
+    bound is returned but not kept."""
+
+    def __init__(self, max_bytes: int | None = None):
+        if max_bytes is None:
+            max_bytes = _env_max_bytes()
+        if int(max_bytes) < 0:
+            raise ValueError(f"ManifestEntryCache max_bytes must be >= 0 (0 disables caching), got {max_bytes}")
+        self.max_bytes = int(max_bytes)
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[ManifestKey, tuple[list[ManifestEntry], int]] = OrderedDict()
+        self.stats = CacheStats()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    @property
+    def bytes(self) -> int:
+        return self.stats.bytes
+
+    def __contains__(self, manifest: ManifestFile) -> bool:
+        with self._lock:
+            return manifest_key(manifest) in self._entries
+
+    def get(self, manifest: ManifestFile) -> list[ManifestEntry] | None:
+        key = manifest_key(manifest)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                return None
+            self._entries.move_to_end(key)
+            self.stats.hits += 1
+            return hit[0]
+
+    def entries(self, io, manifest: ManifestFile) -> list[ManifestEntry]:
+        """The manifest's live entries, decoded once and then served from the cache. The list and
+        its entries are shared: callers must not modify them (pyiceberg's planning does not)."""
+        hit = self.get(manifest)
+        if hit is not None:
+            return hit
+        decoded = manifest.fetch_manifest_entry(io, discard_deleted=True)
+        size = estimate_entries_bytes(decoded)
+        with self._lock:
+            self.stats.decodes += 1
+            key = manifest_key(manifest)
+            if key in self._entries or size > self.max_bytes:
+                return decoded  # decoded concurrently by another plan, or too big to keep
+            self._entries[key] = (decoded, size)
+            self.stats.bytes += size
+            self.stats.manifests += 1
+            while self.stats.bytes > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.stats.bytes -= dropped
+                self.stats.manifests -= 1
+                self.stats.evictions += 1
+        return decoded
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.stats.bytes = self.stats.manifests = 0
+
+
+def _env_max_bytes() -> int:
+    raw = os.environ.get(ENV_MAX_BYTES)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_MAX_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_MAX_BYTES}={raw!r}: expected a number of bytes (an integer >= 0)") from None
+    if value < 0:
+        raise ValueError(f"{ENV_MAX_BYTES}={raw!r}: expected a number of bytes (an integer >= 0)")
+    return value
+
+
+DEFAULT_MANIFEST_CACHE = ManifestEntryCache()
+
+
+# --- size estimates ------------------------------------------------------------------------
+
+_SAMPLE = 8  # entries per manifest measured exactly
+
+
+def deep_size(obj: Any, seen: set[int] | None = None) -> int:
+    """Bytes of ``obj`` and everything it owns (``sys.getsizeof`` summed over the object graph:
+    pyiceberg Records, dicts, lists, tuples, sets, str/bytes/ints). Objects shared process-wide
+    (enums, None, booleans, small ints, interned strings) are not counted."""
+    if seen is None:
+        seen = set()
+    stack = [obj]
+    total = 0
+    while stack:
+        o = stack.pop()
+        if o is None or isinstance(o, (bool, Enum)):
+            continue  # singletons and enum members are shared, not owned
+        if isinstance(o, int) and -5 <= o <= 256:
+            continue
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        total += sys.getsizeof(o)
+        data = getattr(o, "_data", None)
+        if isinstance(data, list):  # pyiceberg Record (slots: _data; DataFile also has __dict__)
+            stack.append(data)
+            d = getattr(o, "__dict__", None)
+            if d:
+                stack.append(d)
+        elif isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, (list, tuple, set, frozenset)):
+            stack.extend(o)
+    return total
+
+
+def _variable_bytes(entry: ManifestEntry) -> int:
+    """The parts of an entry whose size differs from file to file: its path and bound values."""
+    f = entry.data_file
+    n = len(f.file_path)
+    for bounds in (f.lower_bounds, f.upper_bounds):
+        if bounds:
+            n += sum(len(v) for v in bounds.values())
+    return n
+
+
+def estimate_entries_bytes(entries: list[ManifestEntry]) -> int:
+    """Estimated memory of decoded entries: a few entries are measured exactly (:func:`deep_size`),
+    their fixed part (everything but path and bound values) averaged, and each entry counted as
+    that fixed part plus its own path and bound bytes. Exact for the measured entries; entries of
+    one manifest share their column set, so the fixed part differs little among them."""
+    if not entries:
+        return sys.getsizeof(entries)
+    step = max(1, len(entries) // _SAMPLE)
+    sample = entries[::step][:_SAMPLE]
+    fixed = sum(deep_size(e) - _variable_bytes(e) for e in sample) / len(sample)
+    return int(sys.getsizeof(entries) + fixed * len(entries) + sum(_variable_bytes(e) for e in entries))
+
+
+# --- planning ------------------------------------------------------------------------------
+
+class CachedManifestPlanner(ManifestGroupPlanner):
+    """pyiceberg's ``ManifestGroupPlanner`` reading live entries through a
+    :class:`ManifestEntryCache`. ``plan_files`` (delete-file matching, residuals) is inherited;
+    only ``plan_manifest_entries`` changes, and only in where the entries come from: manifests
+    already cached are filtered in the calling thread, the others are decoded in pyiceberg's
+    executor as pyiceberg does."""
+
+    def __init__(self, *args: Any, cache: ManifestEntryCache, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.cache = cache
+
+    def plan_manifest_entries(self, manifests: Iterable[ManifestFile]) -> Iterator[list[ManifestEntry]]:
+        # pyiceberg's step 1: the manifest evaluator over partition summaries, per spec id.
+        by_spec: dict[int, Callable[[ManifestFile], bool]] = {}
+        partition_by_spec: dict[int, Callable[[Any], bool]] = {}
+
+        def manifest_ok(m: ManifestFile) -> bool:
+            if m.partition_spec_id not in by_spec:
+                by_spec[m.partition_spec_id] = self._build_manifest_evaluator(m.partition_spec_id)
+            return by_spec[m.partition_spec_id](m)
+
+        def partition_ok(spec_id: int) -> Callable[[Any], bool]:
+            if spec_id not in partition_by_spec:
+                partition_by_spec[spec_id] = self._build_partition_evaluator(spec_id)
+            return partition_by_spec[spec_id]
+
+        kept = [m for m in manifests if manifest_ok(m)]
+        metrics_ok = self._build_metrics_evaluator()
+        min_seq = _min_data_sequence_number(kept)
+        # pyiceberg's _check_sequence_number: delete manifests older than every data manifest
+        # hold no delete that applies.
+        kept = [m for m in kept if m.content == ManifestContent.DATA
+                or (m.sequence_number or INITIAL_SEQUENCE_NUMBER) >= min_seq]
+
+        def open_manifest(m: ManifestFile) -> list[ManifestEntry]:
+            pf = partition_ok(m.partition_spec_id)
+            return [e for e in self.cache.entries(self.io, m) if pf(e.data_file) and metrics_ok(e.data_file)]
+
+        for m in kept:  # build evaluators before threads share them
+            partition_ok(m.partition_spec_id)
+        cold = [m for m in kept if m not in self.cache]
+        decoded = dict(zip(map(manifest_key, cold), ExecutorFactory.get_or_create().map(open_manifest, cold)))
+        return iter([decoded[manifest_key(m)] if manifest_key(m) in decoded else open_manifest(m) for m in kept])
+
+
+def _min_data_sequence_number(manifests: list[ManifestFile]) -> int:
+    seqs = [m.min_sequence_number or INITIAL_SEQUENCE_NUMBER for m in manifests if m.content == ManifestContent.DATA]
+    return min(seqs) if seqs else INITIAL_SEQUENCE_NUMBER
+
+
+def plan_files(table, row_filter: Any = None, *, snapshot_id: int | None = None,
+               cache: ManifestEntryCache | None = DEFAULT_MANIFEST_CACHE, case_sensitive: bool = True) -> list:
+    """The ``FileScanTask``s ``table.scan(row_filter=..., snapshot_id=...).plan_files()`` returns,
+    with decoded manifest entries taken from ``cache`` (None: pyiceberg's own planning). Tables
+    of a catalog that plans on the server (REST scan planning) are planned by pyiceberg."""
+    scan = table.scan(row_filter=row_filter if row_filter is not None else AlwaysTrue(), snapshot_id=snapshot_id,
+                      case_sensitive=case_sensitive)
+    catalog = getattr(table, "catalog", None)
+    server_side = getattr(catalog, "supports_server_side_planning", None)
+    if cache is None or (callable(server_side) and server_side()):
+        return list(scan.plan_files())
+    snapshot = scan.snapshot()
+    if snapshot is None:
+        return []
+    planner = CachedManifestPlanner(table_metadata=scan.table_metadata, io=scan.io, row_filter=scan.row_filter,
+                                    case_sensitive=scan.case_sensitive, options=scan.options, cache=cache)
+    return list(planner.plan_files(snapshot.manifests(scan.io)))
+
+
+__all__ = ["DEFAULT_MANIFEST_CACHE", "DEFAULT_MAX_BYTES", "CacheStats", "CachedManifestPlanner", "ManifestEntryCache",
+           "deep_size", "estimate_entries_bytes", "manifest_key", "plan_files"]

@@ -1,0 +1,172 @@
+"""``pando_iceberg.spark.sql``: a lazy DataFrame over pruned scans, its notes, its lifetime; and
+the JVM side of one planning per query (``iceberg_jvm.chosen_tasks`` with the filter pyiceberg
+planned with, written by ``spark/jvm_filter.py``)."""
+
+from __future__ import annotations
+
+import datetime
+from decimal import Decimal
+
+import pytest
+from pyiceberg.expressions import (
+    AlwaysTrue,
+    And,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    NotEqualTo,
+    NotNull,
+    Or,
+    StartsWith,
+)
+
+import pando_iceberg.spark as pspark
+from pando_iceberg.spark import iceberg_jvm as jv
+from pando_iceberg.spark.jvm_filter import java_expression
+from pando_iceberg.spark.pruned import PrunedDataFrame, run_sql
+from pando_iceberg.spark.rewrite import RewriteOptions, rewrite_table
+
+pytestmark = pytest.mark.spark
+
+T = "lazyq.orders"
+FILTER_SQL = (f"SELECT o_orderkey, o_totalprice FROM {T} "
+              "WHERE o_orderdate >= date '1994-01-01' AND o_orderdate < date '1994-04-01'")
+JOIN_SQL = (f"SELECT c.c_mktsegment, count(*) AS n, sum(o.o_totalprice) AS s FROM {T} o JOIN tpch.customer c "
+            "ON o.o_custkey = c.c_custkey WHERE o.o_orderdate < date '1993-01-01' GROUP BY c.c_mktsegment")
+
+
+@pytest.fixture(scope="module")
+def laid_out(spark, tpch, lakehouse_cfg):
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lazyq")
+    spark.sql(f"DROP TABLE IF EXISTS {T}")
+    spark.sql(f"CREATE TABLE {T} USING iceberg TBLPROPERTIES ('format-version'='2') AS SELECT * FROM tpch.orders")
+    workload = [f"SELECT count(*) FROM {T} WHERE o_orderdate >= date '{y}-{m:02d}-01' AND o_orderdate < date '{y}-{m + 2:02d}-01'"
+                for y in range(1992, 1999) for m in (1, 4, 7, 10)]
+    return rewrite_table(spark, T, workload, RewriteOptions(k=1, sample_rate=1.0, min_block_rows=1500, seed=3),
+                         io_properties=lakehouse_cfg.pyiceberg_properties())
+
+
+def _pando_views(spark):
+    """Temporary views named like the ones pruned_sql creates (SHOW TABLES lists temp views too)."""
+    return [r.tableName for r in spark.sql("SHOW TABLES IN lazyq").collect()
+            if r.isTemporary and r.tableName.startswith("__pando_scan_")]
+
+
+def _jobs(spark, group):
+    return spark.sparkContext.statusTracker().getJobIdsForGroup(group)
+
+
+def test_sql_is_lazy_pruned_and_equal(spark, catalog, laid_out):
+    group = "pando-lazy-test"
+    spark.sparkContext.setJobGroup(group, "sql() must not run a job")
+    try:
+        df = pspark.sql(spark, FILTER_SQL, catalog=catalog)
+        assert _jobs(spark, group) == [], "sql() ran a Spark job: it must only plan"
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+    with df:
+        assert isinstance(df, PrunedDataFrame)
+        e = df.pando.explains[T]
+        assert e.used_layout and e.pando_files < e.total_files  # the trees pruned
+        assert "Pando + Iceberg" in df.pando.notes()[0]
+        plan_text = df._jdf.queryExecution().toString()
+        assert "BatchScan" in plan_text and "__pando_scan_" not in plan_text.split("== Physical Plan ==")[-1]
+        df.explain()  # prints, must not fail
+        assert _pando_views(spark) == []  # views only lived while Spark analysed the query
+        assert sorted(df.collect()) == sorted(spark.sql(FILTER_SQL).collect())
+        read = jv.scan_metrics(df)
+        # composable: a derived DataFrame runs while the handle is open
+        assert df.where("o_totalprice > 100000").count() == spark.sql(FILTER_SQL).where("o_totalprice > 100000").count()
+    assert df.pando.closed
+    # staged scans report no file counts; the rows Spark's scan produced are those of the chosen files
+    assert 0 < read["numOutputRows"] <= e.pando_rows < e.total_rows
+
+
+def test_closed_handle_releases_staged_tasks(spark, catalog, laid_out):
+    with pspark.sql(spark, FILTER_SQL, catalog=catalog) as df:
+        n = df.count()
+    assert n > 0 and _pando_views(spark) == []
+    with pytest.raises(Exception):  # the staged task set was removed: the scan cannot be planned again
+        df.count()
+    df.pando.close()  # idempotent
+
+
+def test_failure_while_planning_releases_what_was_staged(spark, catalog, laid_out):
+    with pytest.raises(Exception, match="(?i)no_such_column|cannot be resolved|unresolved"):
+        pspark.sql(spark, f"SELECT no_such_column FROM {T} WHERE o_orderkey < 10", catalog=catalog)
+    assert _pando_views(spark) == []
+
+
+def test_join_query_and_run_sql_share_the_path(spark, catalog, laid_out):
+    want = sorted(spark.sql(JOIN_SQL).collect())
+    with pspark.sql(spark, JOIN_SQL, catalog=catalog) as df:
+        assert set(df.pando.explains) == {T, "tpch.customer"}
+        assert sorted(df.collect()) == want
+    res = run_sql(spark, catalog, JOIN_SQL)
+    assert sorted(res.rows) == want and res.explains[T].used_layout
+    assert [n.split(":")[0] for n in res.notes] == sorted([T, "tpch.customer"])
+    assert _pando_views(spark) == []
+
+
+def test_jvm_plans_with_the_pyiceberg_filter(spark, catalog, laid_out):
+    """chosen_tasks with the pushed filter finds exactly the chosen files; a filter that would
+    lose a chosen file makes it plan again without the filter."""
+    from pando_iceberg.planner import plan_scan
+    from pando_iceberg.expr.iceberg import to_pyiceberg
+
+    table = catalog.load_table(T)
+    jtable = jv.load_table(spark, T)
+    plan = plan_scan(table, "o_orderdate >= date '1994-01-01' AND o_orderdate < date '1994-04-01'")
+    assert 0 < len(plan.paths) < plan.explain.total_files
+    jexpr = java_expression(spark._jvm, to_pyiceberg(plan.filter, table.schema()), table.schema(), jtable.schema())
+    tasks, filtered = jv.chosen_tasks(jtable, plan.snapshot_id, plan.paths, jexpr)
+    assert filtered and {str(t.file().location()) for t in tasks} == plan.paths
+    # the staged read must not carry the filter's residuals: the projection may lack its columns
+    with jv.staged_scan(spark, jtable, T, plan.snapshot_id, plan.paths, row_filter=jexpr) as df:
+        assert df.count() == plan.explain.pando_rows
+        assert df.select("o_orderkey").count() == plan.explain.pando_rows
+    wrong = java_expression(spark._jvm, LessThan("o_orderdate", "1900-01-01"), table.schema(), jtable.schema())
+    tasks, filtered = jv.chosen_tasks(jtable, plan.snapshot_id, plan.paths, wrong)
+    assert not filtered and {str(t.file().location()) for t in tasks} == plan.paths
+
+
+TYPED = "lazyq.typed"
+TYPED_FILTERS = [
+    EqualTo("d", datetime.date(2020, 1, 5).isoformat()), LessThan("d", "2020-01-03"),
+    GreaterThanOrEqual("ts", "2020-01-01T12:00:00"), LessThan("tz", "2020-01-02T00:00:00+00:00"),
+    EqualTo("dec", Decimal("10.50")), GreaterThan("dec", Decimal("12.35")), In("s", {"a", "k"}),
+    StartsWith("s", "b"), NotEqualTo("l", 3), LessThanOrEqual("i", 4), GreaterThan("f", 2.5),
+    IsNull("s"), NotNull("s"), EqualTo("b", True), Or(EqualTo("l", 1), And(GreaterThan("l", 7), LessThan("i", 9))),
+    AlwaysTrue(),
+]
+
+
+@pytest.fixture(scope="module")
+def typed(spark):
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lazyq")
+    spark.sql(f"DROP TABLE IF EXISTS {TYPED}")
+    spark.sql(f"CREATE TABLE {TYPED} (l BIGINT, i INT, f DOUBLE, d DATE, ts TIMESTAMP_NTZ, tz TIMESTAMP, "
+              "dec DECIMAL(10,2), s STRING, b BOOLEAN) USING iceberg")
+    for k in range(10):  # ten files, each with its own value range
+        s = "NULL" if k == 4 else f"'{chr(97 + k)}'"
+        spark.sql(f"INSERT INTO {TYPED} VALUES ({k}, {k}, {k}.0, date '2020-01-{k + 1:02d}', "
+                  f"timestamp_ntz '2020-01-{k + 1:02d} 06:00:00', timestamp '2020-01-{k + 1:02d} 06:00:00 UTC', "
+                  f"{k + 8}.50, {s}, {str(k % 2 == 0).lower()})")
+    return TYPED
+
+
+@pytest.mark.parametrize("flt", TYPED_FILTERS, ids=str)
+def test_java_filter_keeps_what_pyiceberg_keeps(spark, catalog, typed, flt):
+    """Every literal type written as Java expression JSON: the JVM's filtered plan is the
+    pyiceberg plan (same files), so chosen files are found without a full plan."""
+    table = catalog.load_table(typed)
+    jtable = jv.load_table(spark, typed)
+    py = {t.file.file_path for t in table.scan(row_filter=flt).plan_files()}
+    jexpr = java_expression(spark._jvm, flt, table.schema(), jtable.schema())
+    tasks, filtered = jv.chosen_tasks(jtable, table.current_snapshot().snapshot_id, py, jexpr)
+    assert filtered and {str(t.file().location()) for t in tasks} == py
+    assert len(py) < 10 or flt == AlwaysTrue() or isinstance(flt, (NotNull, NotEqualTo))

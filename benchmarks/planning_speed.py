@@ -63,18 +63,6 @@ def _force_partitions(df) -> int:
     return total
 
 
-def qualify(sql: str, namespace: str) -> str:
-    """Every unqualified base table of ``sql`` put into ``namespace`` (CTE names left alone)."""
-    from sqlglot import exp, parse_one
-
-    tree = parse_one(sql, read="spark")
-    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    for t in tree.find_all(exp.Table):
-        if t.name and not t.db and t.name not in ctes:
-            t.set("db", exp.to_identifier(namespace))
-    return tree.sql(dialect="spark")
-
-
 def _median(xs):
     return statistics.median(xs) if xs else float("nan")
 
@@ -168,6 +156,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from pando_iceberg.bench.harness import BenchOptions, apply_layouts, prepare_dataset, split_for
+    from pando_iceberg.demo import qualify
     from pando_iceberg.procedures import ProcedureContext
 
     out, b, cfg, spark, catalog = _tpch_bench.start(args, "pando-planning-speed")

@@ -39,7 +39,7 @@ def split_workload(queries: list[tuple[int, str]], seed: int) -> tuple[list[tupl
     return train, test
 
 
-def _qualify(sql: str, namespace: str) -> str:
+def qualify(sql: str, namespace: str) -> str:
     from sqlglot import exp, parse_one
 
     tree = parse_one(sql, read="spark")
@@ -87,7 +87,7 @@ def run_demo(cfg: PandoConfig, sf: float = 0.1, as_json: bool = False, per_templ
         for table in LAID_OUT:
             t0 = time.time()
             progress(f"learning and applying a k={k} Pando layout to demo.{table}")
-            r = rewrite_table(spark, f"demo.{table}", [_qualify(s, "demo") for _, s in train],
+            r = rewrite_table(spark, f"demo.{table}", [qualify(s, "demo") for _, s in train],
                               RewriteOptions(k=k, sample_rate=0.05, min_block_rows=b, seed=seed),
                               io_properties=cfg.pyiceberg_properties(), progress=progress)
             steps.append((f"pando layout demo.{table}",
@@ -99,12 +99,12 @@ def run_demo(cfg: PandoConfig, sf: float = 0.1, as_json: bool = False, per_templ
         tot = {"base_s": 0.0, "pando_s": 0.0, "base_files": 0, "pando_files": 0, "base_bytes": 0, "pando_bytes": 0}
         for i, (template, sql) in enumerate(test, start=1):
             progress(f"held-out query {i}/{len(test)} (Q{template}) both ways")
-            base_sql = _qualify(sql, "tpch")
+            base_sql = qualify(sql, "tpch")
             t0 = time.time()
             base_rows = _rows(spark.sql(base_sql).collect())
             base_s = time.time() - t0
             base_plan = plan_query(spark, catalog, base_sql, use_layout=False).explains
-            pruned = run_sql(spark, catalog, _qualify(sql, "demo"))
+            pruned = run_sql(spark, catalog, qualify(sql, "demo"))
             equal = base_rows == _rows(pruned.rows)
             mismatches += not equal
             bf = sum(e.iceberg_files for e in base_plan.values())

@@ -38,7 +38,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
-from ..demo import _qualify
+from ..demo import qualify
 
 LAYOUTS = ("arrival", "sort", "zorder", "pando-k1", "pando-k2", "pando-k3", "pando-k4")
 DATASETS = ("tpch", "taxi", "star")
@@ -234,7 +234,7 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             k = int(layout.split("k")[-1])
             wfile = out_dir / "workloads" / f"{ns}.sql"
             wfile.parent.mkdir(parents=True, exist_ok=True)
-            wfile.write_text(";\n".join(_qualify(s, ns) for _, s in train) + ";\n")
+            wfile.write_text(";\n".join(qualify(s, ns) for _, s in train) + ";\n")
         for t in tables:
             name = f"{ns}.{t}"
             if layout.startswith("pando") and not any(re.search(rf"\b{t}\b", sql) for _, sql in train):
@@ -307,7 +307,7 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
     mismatches = 0
     for i, (template, sql) in enumerate(test, 1):
         progress(f"query {i}/{len(test)} (template {template})")
-        base_sql = _qualify(sql, source_ns)
+        base_sql = qualify(sql, source_ns)
         plans = plan_query(spark, catalog, base_sql, use_layout=False).plans
         q: dict[str, Any] = {"template": template, "sql": sql, "tables": {}, "layouts": {}}
         for t in tables:
@@ -324,7 +324,7 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
         for layout in opts.layouts:
             ns = layouts[layout]["namespace"]
             pando = layout.startswith("pando")
-            qsql = _qualify(sql, ns)
+            qsql = qualify(sql, ns)
             first = _execute(spark, catalog, qsql, pando)  # warm-up; its rows and files are reported
             rows, metrics = first.rows, first.tables
             timed = [_execute(spark, catalog, qsql, pando) for _ in range(opts.runs)] or [first]

@@ -17,7 +17,7 @@ import datetime as dt
 import random
 from collections import Counter
 
-from ..demo import _qualify, split_workload
+from ..demo import qualify, split_workload
 from .datasets import (STAR_AGE_BANDS, STAR_BRANDS_PER_CATEGORY, STAR_CATEGORIES, STAR_CITIES_PER_REGION,
                        STAR_DAYS, STAR_REGIONS, STAR_SEGMENTS, STAR_START, TAXI_DAYS, TAXI_START, TAXI_ZONES,
                        star_brand, star_city)
@@ -174,7 +174,7 @@ def filtered_columns(spark, namespace: str, queries: list[tuple[int, str]], tabl
 
     schemas = namespace_schemas(spark, f"{namespace}.x")
     pks = {n: identifier_fields(spark, n) for n in schemas}
-    wl = parse_workload([_qualify(s, namespace) for _, s in queries], schemas,
+    wl = parse_workload([qualify(s, namespace) for _, s in queries], schemas,
                         primary_keys={k: v for k, v in pks.items() if v})
     types = {f.name: f.dataType.simpleString() for f in spark.table(f"{namespace}.{table}").schema.fields}
     counts: Counter = Counter()

@@ -32,7 +32,6 @@ import math
 import re
 import statistics
 import time
-from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -116,11 +115,10 @@ class Executed:
 
 def _execute(spark, catalog, sql: str, pando: bool) -> Executed:
     """Run ``sql`` once: rows, per-table files/bytes read by the executed plan, wall seconds.
-    Baselines read through Spark's own Iceberg scan; Pando through its pruned scan-task sets
-    (the same steps as :func:`pando_iceberg.spark.pruned.run_sql`, keeping the DataFrame to read
-    its executed plan)."""
-    from ..spark import iceberg_jvm as jv
-    from ..spark.pruned import _replace_tables, plan_query
+    Baselines read through Spark's own Iceberg scan; Pando through ``pando_iceberg.spark.sql``
+    (the one pruned path: ``run_sql`` collects the same DataFrame), keeping the DataFrame to
+    read its executed plan. Pando's planning seconds include the JVM staging and analysis."""
+    from ..spark.pruned import pruned_sql
 
     t0 = time.perf_counter()
     if not pando:
@@ -130,17 +128,9 @@ def _execute(spark, catalog, sql: str, pando: bool) -> Executed:
         return Executed(rows, {t: {"files": sum(s.get("resultDataFiles", 0) for s in scans),
                                    "bytes": sum(s.get("totalDataFileSize", 0) for s in scans), "scans": len(scans)}
                                for t, scans in scans_by_table(df).items()}, seconds)
-    qp = plan_query(spark, catalog, sql)
-    plan_seconds = time.perf_counter() - t0
-    with ExitStack() as stack:
-        views = {}
-        for i, (name, plan) in enumerate(sorted(qp.plans.items())):
-            df = stack.enter_context(jv.staged_scan(spark, jv.load_table(spark, name), name, plan.snapshot_id, plan.paths))
-            view = f"__pando_bench_{i}"
-            df.createOrReplaceTempView(view)
-            stack.callback(spark.catalog.dropTempView, view)
-            views[name] = view
-        df = spark.sql(_replace_tables(qp.tree, views).sql(dialect="spark"))
+    with pruned_sql(spark, catalog, sql) as df:
+        plan_seconds = df.pando.planning_seconds
+        qp = df.pando.plan
         rows = df.collect()
         seconds = time.perf_counter() - t0
         scans = scans_by_table(df)

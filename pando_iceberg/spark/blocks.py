@@ -16,6 +16,9 @@ import pyarrow as pa
 
 BLOCK_COL = "_pando_block"
 KTUPLE_COL = "_pando_kt"
+# The row's position in the table as read (Spark's monotonically_increasing_id): a file's rows are
+# written in that order, whatever order cut the block into files (see write_blocks).
+ROW_COL = "_pando_row"
 
 # Spark-side schema of the per-file result rows (kept in sync with write_blocks' output).
 WRITTEN_FILE_DDL = "block INT, path STRING, record_count BIGINT, file_size_in_bytes BIGINT, ktuples STRING"
@@ -111,7 +114,14 @@ class WriteSpec:
 def write_blocks(spec: WriteSpec):
     """mapInArrow function over rows sorted by block (then by ``spec.order_column``): each
     block as files of ``spec.file_rows[block]`` rows (one file when None), split also above the
-    target file size. Yields one result row per file written."""
+    target file size. Yields one result row per file written.
+
+    With a ``ROW_COL`` column, each row group is written in the table's own row order: the
+    in-block order decides which file a row goes to (the files' min/max), not the order inside
+    it. Measured on taxi SF 1: rows sorted by the in-block order (duration) made the table 20 %
+    larger (163 vs 134 MB; timestamps in arrival order compress, in duration order they do
+    not), and a file of about b rows is one row group, so the in-file order skips nothing more
+    in Spark (Iceberg's reader filters row groups, it does not use Parquet's page index)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
@@ -175,7 +185,10 @@ class _BlockWriter:
     def _flush(self):
         if not self.pending:
             return
-        table = pa.concat_tables(self.pending).cast(self.schema)
+        table = pa.concat_tables(self.pending)
+        if ROW_COL in table.column_names:
+            table = table.sort_by(ROW_COL).drop_columns([ROW_COL])
+        table = table.cast(self.schema)
         self.pending, self.pending_bytes = [], 0
         if self.file is None:
             self._open()

@@ -32,7 +32,7 @@ from ..progress import progress_step, spark_job_progress
 from ..workload.in_block import BlockFiles, block_files
 from . import iceberg_jvm as jv
 from .session import quote_name, refresh_table
-from .blocks import (BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches,
+from .blocks import (BLOCK_COL, KTUPLE_COL, ROW_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches,
                      unpack_ktuples, write_blocks)
 
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
@@ -582,7 +582,11 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
 def _route_and_write(spark, table_name: str, base_id: int, layout, payload: LayoutPayload, spec: WriteSpec) -> list:
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
+    from pyspark.sql import functions as F
+
     df = _read(spark, table_name, base_id)
+    if spec.order_column:  # files keep the table's row order inside (blocks.write_blocks)
+        df = df.withColumn(ROW_COL, F.monotonically_increasing_id())
     routed_schema = StructType(df.schema.fields + [StructField(BLOCK_COL, IntegerType(), False),
                                                    StructField(KTUPLE_COL, LongType(), False)])
     routed = df.mapInArrow(route_batches(payload), routed_schema)

@@ -378,8 +378,9 @@ def _learning_rows(props: dict[str, str]) -> list[tuple]:
     order = json.loads(props.get(P_IN_BLOCK, "null"))
     if order is not None:
         costs = ", ".join(f"{c} {v:.3f}" for c, v in order.get("workload_rows_fraction", {}).items())
-        rows.append(("in-block order", None, None, None, f"files of each block cut along {order['column']} (rows inside a file in the table's order)"
-                     + (f" (workload rows read on the sample: {costs})" if costs else ""), None))
+        rows.append(("in-block order", None, None, None,
+                     f"files of each block cut along {order['column']} (rows inside a file in the table's order)"
+                     + (f"; workload rows read on the sample: {costs}" if costs else ""), None))
     else:
         rows.append(("in-block order", None, None, None, "none: files hold their block's rows in routing order", None))
     return rows

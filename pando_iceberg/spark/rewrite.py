@@ -29,11 +29,11 @@ import sqlglot
 
 from ..expr import keys as keyset
 from ..progress import progress_step, spark_job_progress
-from ..workload.in_block import BlockFiles, block_files
+from ..workload.in_block import BlockFiles, InBlockOrder, block_files, choose_in_block_order
 from . import iceberg_jvm as jv
 from .session import quote_name, refresh_table
-from .blocks import (BLOCK_COL, KTUPLE_COL, ROW_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices, route_batches,
-                     unpack_ktuples, write_blocks)
+from .blocks import (BLOCK_COL, KTUPLE_COL, ROW_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices,
+                     route_batches, unpack_ktuples, write_blocks)
 
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
 P_IN_BLOCK = "pando.in-block-order"  # sidecar property: JSON of workload.in_block.InBlockOrder
@@ -418,8 +418,6 @@ def dimension_samples(spark, filters: Sequence[Any], options: RewriteOptions) ->
 def in_block_order(layout, sample: pa.Table, queries: list, b_sample: float, options: RewriteOptions):
     """The in-block order option resolved: 'auto' → measured (``workload/in_block.py``),
     'none' → None, else the named column (checked against the table)."""
-    from ..workload.in_block import InBlockOrder, choose_in_block_order
-
     choice = options.in_block_order
     if choice == "none":
         return None
@@ -580,9 +578,8 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
 
 
 def _route_and_write(spark, table_name: str, base_id: int, layout, payload: LayoutPayload, spec: WriteSpec) -> list:
-    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
-
     from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
     df = _read(spark, table_name, base_id)
     if spec.order_column:  # files keep the table's row order inside (blocks.write_blocks)

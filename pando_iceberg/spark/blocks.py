@@ -94,6 +94,9 @@ class WriteSpec:
     target_file_size_bytes: int
     row_group_bytes: int = 64 * 1024 * 1024
     compression: str = "zstd"
+    # The table's write.parquet.compression-level; None: the codec's default in Iceberg's own
+    # writer (zstd 3), not pyarrow's (zstd 1: taxi SF 1 files were 14 % larger at level 1).
+    compression_level: int | None = None
     # Files of about b rows (workload/in_block.py): each block's rows per file and file count
     # from its estimated rows (None: one file per block, split only above the target size);
     # the block's last file takes what the estimate missed, up to max_file_rows (1.3 b).
@@ -202,7 +205,11 @@ class _BlockWriter:
         self.path = f"{self.spec.data_dir.rstrip('/')}/{name}"
         self.file = self.io.new_output(self.path)
         self.stream = self.file.create(overwrite=False)
-        self.writer = self.pq.ParquetWriter(self.stream, self.schema, compression=self.spec.compression)
+        level = self.spec.compression_level
+        if level is None and self.spec.compression == "zstd":
+            level = 3
+        self.writer = self.pq.ParquetWriter(self.stream, self.schema, compression=self.spec.compression,
+                                            compression_level=level)
         self.rows = 0
 
     def _finish(self) -> pa.RecordBatch:

@@ -624,6 +624,13 @@ def _arrow_batch_rows(spark, rows: int):
             spark.conf.set(key, before)
 
 
+def _int_or_none(value) -> int | None:
+    try:
+        return None if value is None else int(str(value))
+    except ValueError:
+        return None  # Iceberg's writer would refuse it too; pyarrow's default level then
+
+
 def plan_block_files(layout, table_rows: int, min_block_rows: int) -> BlockFiles:
     """How each block is written (``workload/in_block.py``: files of about b rows), from the
     block's share of the sample scaled to the table's rows."""
@@ -645,6 +652,7 @@ def write_spec(spark, table, data_dir: str, io_properties: dict[str, str] | None
         target_file_size_bytes=target_file_size_bytes or int(
             props.getOrDefault("write.target-file-size-bytes", str(DEFAULT_TARGET_FILE_SIZE))),
         compression=str(props.getOrDefault("write.parquet.compression-codec", "zstd")).lower(),
+        compression_level=_int_or_none(props.getOrDefault("write.parquet.compression-level", None)),
         order_column=order_column,
         file_rows=None if files is None else files.rows_per_file.tolist(),
         block_files=None if files is None else files.files.tolist(),

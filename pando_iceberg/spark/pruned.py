@@ -145,7 +145,8 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     current = spark.catalog.currentDatabase()
     # Only the query's own tables: their pyiceberg tables (reused to plan them) and Spark's view of
     # their schemas (the types the parser types literals with); a name pyiceberg does not know
-    # (a view) is left to Spark.
+    # (a view) is left to Spark, and a name Spark does not know either fails with Spark's own
+    # error ("... cannot be found").
     tables: dict[str, Any] = {}
     schemas: dict[str, pa.Schema] = {}
     for n in names:
@@ -154,7 +155,6 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
             tables[fq] = catalog.load_table(fq)
         except Exception as e:  # a view, or a table pyiceberg cannot load: Spark reads it unpruned
             log.info("pando: %s is not planned by Pando (%s: %s)", fq, type(e).__name__, e)
-            continue
         schemas[fq] = arrow_schema_of(spark.table(fq))
     pks = {n: [t.schema().find_column_name(i) for i in t.schema().identifier_field_ids] for n, t in tables.items()}
     from ..planner.joins import uniqueness_oracle
@@ -165,8 +165,9 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     timings = {"parse": time.perf_counter() - t0, "join_keys": 0.0, "tables": 0.0}
     plans = {}
     for name in sorted(query.filters):
-        table = tables[name] if name in tables else catalog.load_table(name)
-        tables[name] = table
+        if name not in tables:
+            continue  # a view or a table pyiceberg cannot load: Spark reads it as it is
+        table = tables[name]
         t1 = time.perf_counter()
         tf = with_join_keys(spark, table, query.filters[name], schemas) if use_layout else query.filters[name]
         t2 = time.perf_counter()

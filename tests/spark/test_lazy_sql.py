@@ -62,12 +62,15 @@ def _jobs(spark, group):
 
 def test_sql_is_lazy_pruned_and_equal(spark, catalog, laid_out):
     group = "pando-lazy-test"
-    spark.sparkContext.setJobGroup(group, "sql() must not run a job")
+    sc = spark.sparkContext
+    previous = {k: sc.getLocalProperty(k) for k in ("spark.jobGroup.id", "spark.job.description")}
+    sc.setJobGroup(group, "sql() must not run a job")
     try:
         df = pspark.sql(spark, FILTER_SQL, catalog=catalog)
         assert _jobs(spark, group) == [], "sql() ran a Spark job: it must only plan"
     finally:
-        spark.sparkContext.setJobGroup("", "")
+        for key, value in previous.items():  # None removes the property again
+            sc.setLocalProperty(key, value)
     with df:
         assert isinstance(df, PrunedDataFrame)
         e = df.pando.explains[T]

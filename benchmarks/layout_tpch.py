@@ -155,6 +155,8 @@ def matching_mask(f: TableFilter, table: pa.Table, provider) -> np.ndarray:
 def _literal_sql(v, typ: pa.DataType) -> str:
     if pa.types.is_date(typ):
         return f"DATE '{v.isoformat()}'"
+    if pa.types.is_timestamp(typ):
+        return f"TIMESTAMP '{v.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):
         return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
     return str(v)

@@ -17,8 +17,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "scan": "datascan", "PandoDataScan": "datascan",
     "PandoTable": "table", "LayoutOptions": "table", "LayoutPrediction": "table", "QueryPrediction": "table",
-    "RewriteMetrics": "table", "IncrementalMetrics": "table", "LiteralCutsRefresh": "table", "LiteralCutChange": "table",
-    "TableOptimizer": "table", "LayoutView": "table",
+    "RewriteMetrics": "table", "IncrementalMetrics": "table", "LiteralCutsRefresh": "table",
+    "LiteralCutChange": "table", "TableOptimizer": "table", "LayoutView": "table",
     "TreeView": "table", "NodeView": "table", "BlockView": "table", "PartitionLayoutView": "table",
     "Health": "table", "RemovedLayout": "table", "PandoApiError": "table",
 }

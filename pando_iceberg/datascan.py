@@ -48,6 +48,7 @@ from .planner.scan import ExplainRecord, ScanPlan, plan_scan, table_filter, with
 __all__ = ["PandoDataScan", "pruning_sql", "scan"]
 
 RowFilter = str | BooleanExpression
+ALWAYS_TRUE = AlwaysTrue()
 
 
 def scan(table: Table, row_filter: RowFilter = "TRUE", selected_fields: tuple[str, ...] = ("*",),
@@ -64,7 +65,8 @@ def scan(table: Table, row_filter: RowFilter = "TRUE", selected_fields: tuple[st
         raise TypeError(f"pando_iceberg.scan: 'row_filter' must be SQL text or a pyiceberg BooleanExpression, "
                         f"got {type(row_filter).__name__}")
     if isinstance(selected_fields, str) or not all(isinstance(f, str) for f in selected_fields):
-        raise TypeError(f"pando_iceberg.scan: 'selected_fields' must be a tuple of column names, got {selected_fields!r}")
+        raise TypeError(f"pando_iceberg.scan: 'selected_fields' must be a tuple of column names, "
+                        f"got {selected_fields!r}")
     if snapshot_id is not None and table.metadata.snapshot_by_id(snapshot_id) is None:
         known = ", ".join(str(s.snapshot_id) for s in table.metadata.snapshots) or "none"
         raise ValueError(f"pando_iceberg.scan: table {'.'.join(table.name())} has no snapshot {snapshot_id}; "
@@ -88,7 +90,7 @@ class PandoDataScan(DataScan):
     ``pando_filter`` is the filter as given (SQL text or a pyiceberg expression); ``row_filter``
     is what pyiceberg's reader applies (the same expression, or one implied by the SQL)."""
 
-    def __init__(self, table_metadata: Any, io: Any, row_filter: RowFilter = AlwaysTrue(),
+    def __init__(self, table_metadata: Any, io: Any, row_filter: RowFilter = ALWAYS_TRUE,
                  selected_fields: tuple[str, ...] = ("*",), case_sensitive: bool = True,
                  snapshot_id: int | None = None, options: Properties = EMPTY_DICT, limit: int | None = None,
                  catalog: Any = None, table_identifier: Any = None, *, pando_filter: RowFilter = "TRUE",
@@ -106,7 +108,8 @@ class PandoDataScan(DataScan):
     def plan(self) -> ScanPlan:
         """The Pando plan (planned once per scan object; ``update``/``filter`` make a new one)."""
         if self._plan is None:
-            flt = self.pando_filter if isinstance(self.pando_filter, str) else pruning_sql(self.pando_filter, self.table)
+            given = self.pando_filter
+            flt = given if isinstance(given, str) else pruning_sql(given, self.table)
             self._plan = plan_scan(self.table, flt, snapshot_id=self.snapshot_id, use_layout=self.use_layout)
         return self._plan
 
@@ -139,7 +142,8 @@ class PandoDataScan(DataScan):
         if tf.joins and catalog is None:
             raise ValueError(f"table {'.'.join(self.table.name())} has no catalog to read the dimension tables of "
                              f"{tf.to_sql()!r} from")
-        return with_dim_keys(tf, lambda j: dimension_keys(catalog, j, row_limit=2**62).keys)
+        keyed: TableFilter = with_dim_keys(tf, lambda j: dimension_keys(catalog, j, row_limit=2**62).keys)
+        return keyed
 
     def _batches(self, tf: TableFilter | None, names: list[str], dictionary_columns: tuple[str, ...],
                  limit: int | None) -> Iterator[pa.RecordBatch]:
@@ -263,6 +267,7 @@ def _is_nan(value: Any) -> bool:
 
 
 def _atom_sides(e: BooleanExpression, floats: set[str]) -> tuple[str, str]:
+    P: Any = E  # pyiceberg's predicates take positional arguments (pydantic); their stubs say keywords only
     term = getattr(e, "term", None)
     if term is None:
         return "TRUE", "TRUE"
@@ -271,28 +276,28 @@ def _atom_sides(e: BooleanExpression, floats: set[str]) -> tuple[str, str]:
     lits = [lit.value for lit in getattr(e, "literals", ())] + ([e.literal.value] if hasattr(e, "literal") else [])
     if any(_is_nan(v) for v in lits):
         return "TRUE", "TRUE"
-    null, nan = sql(E.IsNull(name)), sql(E.IsNaN(name))
+    null, nan = sql(P.IsNull(name)), sql(P.IsNaN(name))
     if isinstance(e, E.EqualTo):
-        return sql(e), sql(E.NotEqualTo(name, e.literal))
+        return sql(e), sql(P.NotEqualTo(name, e.literal))
     if isinstance(e, E.NotEqualTo):
-        return sql(e), sql(E.EqualTo(name, e.literal))
+        return sql(e), sql(P.EqualTo(name, e.literal))
     for cls, negated in _ORDER.items():
         if isinstance(e, cls):
             false = sql(negated(name, e.literal))
             return sql(e), f"({false}) OR ({nan})" if name.lower() in floats else false
     if isinstance(e, E.In):
-        return sql(e), f"({null}) OR ({sql(E.NotIn(name, e.literals))})"
+        return sql(e), f"({null}) OR ({sql(P.NotIn(name, e.literals))})"
     if isinstance(e, E.NotIn):
-        return f"({null}) OR ({sql(e)})", sql(E.In(name, e.literals))
+        return f"({null}) OR ({sql(e)})", sql(P.In(name, e.literals))
     if isinstance(e, (E.IsNull, E.NotNull)):
-        other = E.NotNull(name) if isinstance(e, E.IsNull) else E.IsNull(name)
+        other = P.NotNull(name) if isinstance(e, E.IsNull) else P.IsNull(name)
         return sql(e), sql(other)
     if isinstance(e, E.IsNaN):
-        return nan, sql(E.NotNaN(name))
+        return nan, sql(P.NotNaN(name))
     if isinstance(e, E.NotNaN):
         return sql(e), nan
     if isinstance(e, E.StartsWith):
-        return sql(e), sql(E.NotStartsWith(name, e.literal))
+        return sql(e), sql(P.NotStartsWith(name, e.literal))
     if isinstance(e, E.NotStartsWith):
-        return sql(e), sql(E.StartsWith(name, e.literal))
+        return sql(e), sql(P.StartsWith(name, e.literal))
     return "TRUE", "TRUE"

@@ -30,9 +30,9 @@ from pyiceberg.table import Table
 from .datascan import PandoDataScan, scan
 from .storage.sidecar import DataFileRef
 
-__all__ = ["BlockView", "Health", "IncrementalMetrics", "LayoutOptions", "LayoutPrediction", "LayoutView", "TableOptimizer",
+__all__ = ["BlockView", "Health", "IncrementalMetrics", "LayoutOptions", "LayoutPrediction", "LayoutView",
            "LiteralCutChange", "LiteralCutsRefresh", "NodeView", "PandoApiError", "PandoTable",
-           "PartitionLayoutView", "QueryPrediction", "RemovedLayout", "RewriteMetrics", "TreeView"]
+           "PartitionLayoutView", "QueryPrediction", "RemovedLayout", "RewriteMetrics", "TableOptimizer", "TreeView"]
 
 Workload = str | Sequence[str | tuple[str, float]]
 
@@ -181,10 +181,10 @@ def _metrics(r: Any, notes: Sequence[str] = ()) -> RewriteMetrics:
                   base_snapshot_id=r.base_snapshot_id, seconds=dict(r.seconds),
                   notes=tuple(notes) + tuple(getattr(r, "notes", ())))
     if hasattr(r, "rows_read"):
-        return IncrementalMetrics(**common, rows_read=r.rows_read, rows_laid_out=r.rows_laid_out,  # type: ignore[arg-type]
+        return IncrementalMetrics(**common, rows_read=r.rows_read, rows_laid_out=r.rows_laid_out,
                                   rows_carried_over=r.rows_carried_over, blocks_extended=r.blocks_extended,
                                   min_block_rows=r.min_block_rows, committed=r.committed)
-    return RewriteMetrics(**common)  # type: ignore[arg-type]
+    return RewriteMetrics(**common)
 
 
 @dataclass(frozen=True)
@@ -305,8 +305,8 @@ class PandoTable:
     """One Iceberg table of ``catalog`` (pyiceberg), with an optional Spark session whose
     catalog of the same name holds it (needed by ``optimize.*``)."""
 
-    def __init__(self, catalog: Catalog, name: str, *, spark: Any = None, io_properties: Mapping[str, str] | None = None,
-                 progress: Callable[[str], None] | None = None):
+    def __init__(self, catalog: Catalog, name: str, *, spark: Any = None,
+                 io_properties: Mapping[str, str] | None = None, progress: Callable[[str], None] | None = None):
         if not isinstance(catalog, Catalog):
             raise TypeError(f"PandoTable: 'catalog' must be a pyiceberg Catalog (pyiceberg.catalog.load_catalog(...)), "
                             f"got {type(catalog).__name__}")
@@ -329,8 +329,8 @@ class PandoTable:
             return self.catalog.load_table(self.name)
         except (NoSuchTableError, NoSuchNamespaceError, ValueError):
             known = [".".join(t) for ns in self.catalog.list_namespaces() for t in self.catalog.list_tables(ns)]
-            raise PandoApiError("PandoTable", f"table {self.name!r} does not exist; tables in catalog {self.catalog.name!r}: "
-                                f"{', '.join(sorted(known)) or 'none'}") from None
+            raise PandoApiError("PandoTable", f"table {self.name!r} does not exist; tables in catalog "
+                                f"{self.catalog.name!r}: {', '.join(sorted(known)) or 'none'}") from None
 
     def __repr__(self) -> str:
         return f"PandoTable({self.catalog.name!r}, {self.name!r})"
@@ -375,12 +375,13 @@ class PandoTable:
         if not hasattr(sidecar, "load_layout"):  # one layout per partition
             parts = tuple(PartitionLayoutView(name, e.layout_id, e.layout.k, e.layout.num_blocks,
                                               sum(len(v) for v in e.sidecar.block_files.values()),
-                                              int(sum(f.record_count for v in e.sidecar.block_files.values() for f in v)))
+                                              sum(f.record_count for v in e.sidecar.block_files.values() for f in v))
                           for name, e in sorted(sidecar.partitions.items()))
             return LayoutView(sidecar.layout_id, sidecar.base_snapshot_id, None, (), (), parts,
                               dict(sidecar.properties), *pending)
         layout = sidecar.load_layout()
-        trees = tuple(TreeView(t, tuple(_nodes(tree, layout.leaf_blocks[t]))) for t, tree in enumerate(layout.truncated))
+        trees = tuple(TreeView(t, tuple(_nodes(tree, layout.leaf_blocks[t])))
+                      for t, tree in enumerate(layout.truncated))
         blocks = tuple(BlockView(b, tuple(sidecar.block_files.get(b, []))) for b in range(layout.num_blocks))
         return LayoutView(sidecar.layout_id, sidecar.base_snapshot_id, layout.k, trees, blocks, (),
                           dict(sidecar.properties), *pending)
@@ -436,7 +437,8 @@ class PandoTable:
                             max_efficiency_loss: float) -> Health:
         from .maintenance.partition_health import partition_health
 
-        workload = [tuple(x) if isinstance(x, list) else x for x in json.loads(sidecar.properties.get("pando.workload", "[]"))]
+        recorded = json.loads(sidecar.properties.get("pando.workload", "[]"))
+        workload = [tuple(x) if isinstance(x, list) else x for x in recorded]
         rows, where = partition_health(table, sidecar, self.name, max_rows_outside, max_efficiency_loss, workload)
         degraded = [h for h in rows if h.reasons]
         reasons = tuple(f"partition {h.partition}: {'; '.join(h.reasons)}" for h in degraded)
@@ -539,8 +541,8 @@ class TableOptimizer:
         if snapshot is None:
             raise PandoApiError("optimize.layout", f"table {name} has no snapshot (no data): nothing to lay out")
         if not table.spec().is_unpartitioned():
-            raise PandoApiError("optimize.layout", f"table {name} is partitioned; its layouts are learned per partition "
-                                "when they are applied: use optimize.rewrite(workload, where=...) (CALL "
+            raise PandoApiError("optimize.layout", f"table {name} is partitioned; its layouts are learned per "
+                                "partition when they are applied: use optimize.rewrite(workload, where=...) (CALL "
                                 "rewrite_data_files(table => ..., strategy => 'pando', where => ...)); pending layouts "
                                 "are whole-table only")
         ropts = opts.to_rewrite_options()
@@ -569,8 +571,9 @@ class TableOptimizer:
                                 int(block_files.sum()), learned.sample_rows, learned.cuts, learned.queries_used,
                                 tuple(queries), files_now / weights, files_new / weights)
 
-    def rewrite(self, workload: Workload | None = None, k: int | None = None, *, options: LayoutOptions | None = None,
-                where: str | None = None, relearn: bool = False, request: Mapping[str, Any] | None = None) -> RewriteMetrics:
+    def rewrite(self, workload: Workload | None = None, k: int | None = None, *,
+                options: LayoutOptions | None = None, where: str | None = None, relearn: bool = False,
+                request: Mapping[str, Any] | None = None) -> RewriteMetrics:
         """Rewrite the data files to a layout in ONE ``replace`` commit: the pending layout of
         ``optimize.layout`` when there is one learned with the same options and workload (and
         ``relearn`` is False), else one learned now from ``workload`` (or the workload recorded
@@ -646,7 +649,8 @@ class TableOptimizer:
 
         for arg, value in (("min_block_rows", min_block_rows), ("target_file_size_bytes", target_file_size_bytes)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise PandoApiError("optimize.incremental", f"{arg!r} must be a positive integer or None, got {value!r}")
+                raise PandoApiError("optimize.incremental",
+                                    f"{arg!r} must be a positive integer or None, got {value!r}")
         spark = self.pt._spark("optimize.incremental")
         self.pt._refresh_spark()
         r = incremental_rewrite(spark, self.pt.name, min_block_rows=min_block_rows,

@@ -59,7 +59,7 @@ def table(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scan_api")
     rng = np.random.default_rng(18)
     data = _rows(rng, 0, N)
-    cuts = [ExprCut(s, ARROW) for s in WORKLOAD + ["qty < 25"]]
+    cuts = [ExprCut(s, ARROW) for s in [*WORKLOAD, "qty < 25"]]
     layout = build_layout(data, cuts, [TableFilter.from_sql(s, ARROW) for s in WORKLOAD], k=2, min_block_rows=300)
     layout.finalize(layout.observed_ktuples(data))
     blocks = layout.route(data)

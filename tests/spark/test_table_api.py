@@ -123,21 +123,21 @@ def test_remove_layout(pt, spark):
 
 
 def test_bad_input_names_what_is_accepted(pt, catalog):
-    with pytest.raises(PandoApiError, match="table 'api.nope' does not exist; tables in catalog"):
+    with pytest.raises(PandoApiError, match=r"table 'api\.nope' does not exist; tables in catalog"):
         PandoTable(catalog, "api.nope")
-    with pytest.raises(TypeError, match="pyiceberg Catalog"):
+    with pytest.raises(TypeError, match=r"pyiceberg Catalog"):
         PandoTable("catalog", "api.orders")  # type: ignore[arg-type]
-    with pytest.raises(PandoApiError, match="optimize.rewrite: needs a Spark session"):
+    with pytest.raises(PandoApiError, match=r"optimize\.rewrite: needs a Spark session"):
         PandoTable(catalog, "api.orders").optimize.rewrite(WL)
-    with pytest.raises(ValueError, match="'k' must be between 1 and 8, got 0"):
+    with pytest.raises(ValueError, match=r"'k' must be between 1 and 8, got 0"):
         LayoutOptions(k=0)
-    with pytest.raises(TypeError, match="LayoutOptions.k must be an integer, got '3'"):
+    with pytest.raises(TypeError, match=r"LayoutOptions\.k must be an integer, got '3'"):
         LayoutOptions(k="3")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="'options' must be a pando_iceberg.LayoutOptions"):
+    with pytest.raises(TypeError, match=r"'options' must be a pando_iceberg\.LayoutOptions"):
         pt.optimize.rewrite(WL, options={"k": "2"})  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="'workload' must be SQL text"):
+    with pytest.raises(TypeError, match=r"'workload' must be SQL text"):
         pt.optimize.layout(42)  # type: ignore[arg-type]
-    with pytest.raises(PandoApiError, match="'where' selects partitions, but api.orders is not partitioned"):
+    with pytest.raises(PandoApiError, match=r"'where' selects partitions, but api\.orders is not partitioned"):
         pt.optimize.rewrite(WL, where="o_orderdate > date '1995-01-01'")
     assert LayoutOptions.from_map({"k": "2", "sample-rate": "0.5"}) == LayoutOptions(k=2, sample_rate=0.5)
     assert LayoutOptions.from_map(OPTS.to_map()) == OPTS

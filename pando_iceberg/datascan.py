@@ -184,9 +184,16 @@ class PandoDataScan(DataScan):
         return pa.RecordBatchReader.from_batches(target, _chain(first, batches, target))
 
     def to_arrow(self, dictionary_columns: tuple[str, ...] = ()) -> pa.Table:
-        if self._exact_filter() is None:
+        tf = self._exact_filter()
+        if tf is None:
             return super().to_arrow(dictionary_columns)
-        return self.to_arrow_batch_reader(dictionary_columns).read_all()
+        # as pyiceberg's ArrowScan.to_table: batches may differ in large_ types, so no cast
+        projected = self.projection()
+        tables = [pa.Table.from_batches([b]) for b in self._batches(tf, [f.name for f in projected.fields],
+                                                                      dictionary_columns, self.limit)]
+        if not tables:
+            return schema_to_pyarrow(projected, include_field_ids=False).empty_table()
+        return pa.concat_tables(tables, promote_options="permissive")
 
     def count(self) -> int:
         """Rows of the scan (``limit`` ignored, as pyiceberg does). pyiceberg's own ``count``

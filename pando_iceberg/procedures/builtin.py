@@ -249,7 +249,7 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
            Param("query", "string", doc="a whole SQL query: every base table is planned"))
 def explain_scan(ctx: ProcedureContext, table: str | None, filter: str | None, query: str | None) -> Result:
     """Files/bytes/rows a scan reads with and without Pando, per tree, with any fallback reason."""
-    from ..planner import plan_scan
+    from ..datascan import scan
 
     if query is None and table is None:
         raise ProcedureError("explain_scan: give 'table' (and optionally 'filter') or 'query'")
@@ -258,7 +258,7 @@ def explain_scan(ctx: ProcedureContext, table: str | None, filter: str | None, q
 
         explains = plan_query(ctx.spark, ctx.catalog, query).explains
     else:
-        explains = {table: plan_scan(ctx.table(table), filter).explain}
+        explains = {table: scan(ctx.table(table), row_filter=filter if filter is not None else "TRUE").explain()}
     return explain_result(explains)
 
 

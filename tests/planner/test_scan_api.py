@@ -196,3 +196,36 @@ def test_bad_input_names_what_is_accepted(table):
         pando_iceberg.scan(table, snapshot_id=123)
     with pytest.raises(Exception, match="nope"):
         pando_iceberg.scan(table, row_filter="nope < 3").to_arrow()
+
+
+def test_verbs_that_need_no_spark(table):
+    """PandoTable's layout view and health read pyiceberg only; the optimize verbs ask for Spark."""
+    pt = pando_iceberg.PandoTable(table.catalog, "db.t")
+    view = pt.layout
+    assert view is not None and view.k == 2 and view.partitions == ()
+    assert sum(b.rows for b in view.blocks) == N
+    live = {t.file.file_path for t in table.scan().plan_files()}
+    assert {f.path for b in view.blocks for f in b.files} <= live
+    leaves = [n for t in view.trees for n in t.nodes if n.cut is None]
+    assert {b for n in leaves for b in n.blocks} == {b.block for b in view.blocks}
+    health = pt.health()
+    assert health.status == "ok" and health.files_outside_layout == 1 and health.rows_outside_layout == EXTRA
+    assert pt.health(max_rows_outside=0.01).status == "degraded"
+    with pytest.raises(pando_iceberg.PandoApiError, match=r"optimize\.incremental: needs a Spark session"):
+        pt.optimize.incremental()
+    with pytest.raises(pando_iceberg.PandoApiError, match=r"health: 'max_rows_outside' must be a non-negative"):
+        pt.health(max_rows_outside=-1)
+    assert pt.scan("qty < 10").count() == pando_iceberg.scan(table, row_filter="qty < 10").count()
+
+
+def test_remove_layout_then_scans_fall_back_with_the_same_rows(table):
+    """Last in this module: it removes the layout the other tests read."""
+    pt = pando_iceberg.PandoTable(table.catalog, "db.t")
+    layout_id = pt.layout.layout_id
+    before = _rows_of(pando_iceberg.scan(table, row_filter="region = 'latam'").to_arrow())
+    removed = pt.remove_layout()
+    assert removed.layout_id == layout_id and removed.sidecar_deleted and removed.pending_removed is None
+    assert pt.layout is None and pt.health().status == "no layout"
+    after = pando_iceberg.scan(pt.table, row_filter="region = 'latam'")
+    assert after.explain().fallback_reason == "the table has no Pando layout"
+    assert _rows_of(after.to_arrow()) == before

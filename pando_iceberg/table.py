@@ -60,11 +60,12 @@ class LayoutOptions:
     max_ktuples: int = 10_000
     template_draws: int = 16
     in_block_order: str = "auto"
+    k_selection: str = "validate"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name == "in_block_order":
+            if f.name in ("in_block_order", "k_selection"):
                 ok = isinstance(value, str)
             elif f.name == "sample_rate":
                 ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -102,7 +103,8 @@ def _option_names() -> dict[str, str]:
 
 
 def _kind(name: str) -> str:
-    return {"in_block_order": "a string ('auto', 'none' or a column)", "sample_rate": "a number",
+    return {"in_block_order": "a string ('auto', 'none' or a column)", "k_selection": "'validate' or 'fixed'",
+            "sample_rate": "a number",
             "target_file_size_bytes": "an integer or None"}.get(name, "an integer")
 
 

@@ -311,11 +311,17 @@ def describe_layout(ctx: ProcedureContext, table: str) -> Result:
 
 
 def _learning_rows(props: dict[str, str]) -> list[tuple]:
-    """describe_layout rows for what the layout learned beyond the paper: the workload's
-    templates with their parameters and synthetic draws, and the in-block order of the files."""
-    from ..spark.rewrite import P_IN_BLOCK
+    """describe_layout rows for what the layout learned beyond the paper: how many trees were
+    kept, the workload's templates with their parameters and synthetic draws, and the in-block
+    order of the files."""
+    from ..spark.rewrite import P_IN_BLOCK, P_K_SELECTION
 
     rows: list[tuple] = []
+    chosen = json.loads(props.get(P_K_SELECTION, "null"))
+    if chosen is not None:
+        costs = ", ".join(f"k={k} {v:.3f}" for k, v in chosen.get("validation_rows_fraction", {}).items())
+        rows.append(("trees kept", None, None, None, f"k={chosen['kept_k']} of the layouts learned ({costs}: rows "
+                     "of the sample that independent draws of the templates read, files' zone maps included)", None))
     for t in json.loads(props.get("pando.templates", "[]")):
         params = ", ".join(f"{c} ({role})" for c, role in t.get("parameters", {}).items()) or "none (constant literals)"
         rows.append(("template", None, None, None, f"{t['template']} — {t['training_draws']} training draw(s), "

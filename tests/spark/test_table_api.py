@@ -56,7 +56,8 @@ def test_layout_stores_pending_and_rewrite_applies_it_in_one_replace(pt, spark):
     rows = _count(spark)
     before = _history(pt)
     prediction = pt.optimize.layout(WL, options=OPTS)
-    assert isinstance(prediction, LayoutPrediction) and prediction.k == 2 and len(prediction.queries) == 3
+    # k-selection 'validate' (the default) keeps 1 or 2 trees, whichever validation draws read less of
+    assert isinstance(prediction, LayoutPrediction) and prediction.k in (1, 2) and len(prediction.queries) == 3
     assert prediction.pending_layout_id == pt.pending_layout_id
     assert prediction.mean_files_read_with_layout < prediction.files
     assert _history(pt) == before, "learning must not commit a snapshot"
@@ -69,7 +70,7 @@ def test_layout_stores_pending_and_rewrite_applies_it_in_one_replace(pt, spark):
     assert pt.pending_layout_id is None
 
     view = pt.layout
-    assert isinstance(view, LayoutView) and view.layout_id == metrics.layout_id and view.k == 2
+    assert isinstance(view, LayoutView) and view.layout_id == metrics.layout_id and view.k == prediction.k
     assert len(view.blocks) == metrics.blocks == prediction.blocks
     assert sum(b.rows for b in view.blocks) == rows == _count(spark)
     assert any(n.cut for t in view.trees for n in t.nodes) and all(n.blocks for t in view.trees for n in t.nodes

@@ -35,7 +35,7 @@ S_LEARN_OPTIONS = "pando.learn-options"  # JSON: the RewriteOptions that shape l
 S_REQUEST = "pando.workload-request"  # JSON: the workload arguments optimize_layout was given
 
 LEARNING_OPTIONS = ("k", "sample_rate", "seed", "min_block_rows", "min_sample_rows", "max_ktuples", "template_draws",
-                    "in_block_order")
+                    "in_block_order", "k_selection")
 
 
 def learning_options(options: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ partition values). Files of another partition spec than the current one are neve
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -34,11 +35,13 @@ import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
+from ..workload.in_block import select_layout
 from . import iceberg_jvm as jv
 from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, _append, ktuple_radices, \
     pack_ktuples, unpack_ktuples, write_blocks
 from .rewrite import (PandoRewriteError, RewriteOptions, RewriteResult, _arrow_batch_rows,
-                      _batch_rows, _read, after_failure, collect_arrow, learning_workload, table_workload, write_spec)
+                      _batch_rows, _read, after_failure, candidate_ks, collect_arrow, learning_workload, table_workload,
+                      write_spec)
 from .session import refresh_table
 
 FILE_COL = "_file"
@@ -187,7 +190,8 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
         .astype(np.int64)] if sample.num_rows else np.zeros(0, np.int64)
     sample = sample.drop_columns([FILE_COL])
     # Templates' synthetic draws along the whole sample (every partition's), cuts computed once.
-    expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options)
+    ks = candidate_ks(options)
+    expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options, validate=len(ks) > 1)
     layouts: dict[str, Any] = {}
     for i, name in enumerate(names):
         rows = np.flatnonzero(sample_part == i)
@@ -196,9 +200,12 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
             continue
         part_sample = sample.take(pa.array(rows))
         b_sample = max(1.0, options.min_block_rows * len(rows) / rows_of[name])
-        progress(f"partition {name}: k={options.k} trees on {len(rows):,} sample rows")
-        layouts[name] = build_layout(part_sample, cuts, expected.queries, options.k, b_sample,
-                                     max_ktuples=options.max_ktuples)
+        progress(f"partition {name}: k={'1..' if len(ks) > 1 else ''}{options.k} trees on {len(rows):,} sample rows")
+        learned = [(build_layout(part_sample, cuts, expected.queries, k, b_sample, max_ktuples=options.max_ktuples), None)
+                   for k in ks]
+        # one file per block here: the files the validation draws read are the blocks
+        choice = select_layout(learned, part_sample, expected.validation, math.inf) if len(ks) > 1 else None
+        layouts[name] = learned[choice.index if choice else 0][0]
     seconds["optimizing"] = time.time() - t1
     laid = sorted(layouts)
     files = [p for p in files if part_of[p] in layouts]

@@ -71,15 +71,17 @@ WORKLOAD_PARAMS = (
 def _workload_sources(ctx: ProcedureContext, workload: str | list[str] | None, workload_log: str | None = None,
                       since: str | None = None, until: str | None = None) -> list | None:
     """Sources for ``parse_workload``: SQL texts and files, and (text, weight) pairs of query logs."""
-    from ..workload.log import is_log_file, read_query_log
+    from ..workload.log import read_query_log
+    from ..workload.parser import classify_workload_source
 
     items = [] if workload is None else (workload if isinstance(workload, list) else [workload])
     logs = [workload_log] if workload_log is not None else []
     out: list = []
     for item in items:
-        if os.path.isdir(item):
+        kind = classify_workload_source(item)  # a path that names nothing is an error, not SQL text
+        if kind == "directory":
             out += sorted(os.path.join(item, f) for f in os.listdir(item) if f.endswith(".sql"))
-        elif is_log_file(item):
+        elif kind == "query-log":
             logs.append(item)
         else:
             out.append(item)
@@ -179,6 +181,10 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
                              f"{name} is not partitioned (its layout covers the whole table): omit 'where'")
     if sort_order is not None:
         raise ProcedureError("rewrite_data_files: argument 'sort_order' applies to strategy 'sort' only")
+    from ..workload.parser import classify_workload_source
+
+    for item in [] if workload is None else (workload if isinstance(workload, list) else [workload]):
+        classify_workload_source(item)  # a workload path that names nothing fails before Spark starts
     from ..spark.incremental import incremental_options, incremental_rewrite, parse_mode
 
     mode, options = parse_mode(options)

@@ -80,10 +80,11 @@ class SoakProfile:
     kill_probability: float  # chance a day has a killed rewrite
     k: int = 2
     min_block_rows: int = 1500
+    kill_days: tuple[int, ...] = ()  # days that always have a killed rewrite
 
 
 PROFILES = {
-    "ci": SoakProfile("ci", 12_000, 800, (3, 4), (2, 3), 4, 3, 0.0, k=2, min_block_rows=1000),
+    "ci": SoakProfile("ci", 12_000, 800, (3, 4), (2, 3), 4, 3, 0.0, k=2, min_block_rows=1000, kill_days=(2,)),
     "small": SoakProfile("small", 30_000, 1_500, (3, 6), (2, 4), 8, 6, 0.25, k=2, min_block_rows=2000),
     "default": SoakProfile("default", 120_000, 5_000, (4, 8), (3, 5), 10, 8, 0.2, k=3, min_block_rows=6000),
 }
@@ -567,7 +568,7 @@ class Soak:
         if self.inject.get(day) == "delete-behind-model":  # a discrepancy the checks must find
             self.sql(f"DELETE FROM {self.t('sales')} WHERE sale_id = {int(self.facts['sales'].rows.column('sale_id')[0].as_py())}")
         ops = [rng.choice(MAINTENANCE_OPS) for _ in range(rng.randint(*p.maintenance_ops))]
-        kill = rng.random() < p.kill_probability
+        kill = rng.random() < p.kill_probability or day in p.kill_days
         stop = threading.Event()
         concurrent = threading.Thread(target=self.concurrent_queries, args=(stop, day), daemon=True)
         concurrent.start()

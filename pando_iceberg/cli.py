@@ -233,7 +233,8 @@ def cmd_soak(args) -> int:
     cfg = _config(args)
     with spark_session(cfg, app_name="pando-soak") as spark:
         report = run_soak(spark, load_catalog(cfg), cfg, seed=args.seed, days=args.days, profile=PROFILES[args.profile],
-                          namespace=args.namespace, progress=_progress(args), inject=inject)
+                          namespace=args.namespace, inject=inject,
+                          progress=lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", file=sys.stderr, flush=True))
     emit(["metric", "value"], report.rows(), args.json, title=f"pando soak: seed {args.seed}, {args.days} day(s)",
          extra={"failures": report.failures} if args.json else None)
     if not args.json:

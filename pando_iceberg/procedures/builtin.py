@@ -97,11 +97,46 @@ def _workload_sources(ctx: ProcedureContext, workload: str | list[str] | None, w
     return out or None
 
 
-def _stored_workload(ctx: ProcedureContext, table) -> list[str] | None:
+def _stored_workload(ctx: ProcedureContext, table, notes: list[str] | None = None) -> list | None:
+    """The workload the current layout recorded, less the statements that no longer resolve
+    against the tables' current schemas (a column they name was renamed or dropped since: soak
+    finding, issue 19 — re-laying out failed with "Unknown column"); each one left out is noted."""
     sidecar = _current_sidecar(table, required=False)
     if sidecar is None or "pando.workload" not in sidecar.properties:
         return None
-    return json.loads(sidecar.properties["pando.workload"])
+    stored = [tuple(x) if isinstance(x, list) else x for x in json.loads(sidecar.properties["pando.workload"])]
+    kept, dropped = [], []
+    for item in stored:
+        reason = _unresolvable(ctx, item[0] if isinstance(item, tuple) else item)
+        (dropped if reason else kept).append(item if not reason else reason)
+    if dropped and notes is not None:
+        notes.append(f"{len(dropped)} of the {len(stored)} recorded workload statement(s) no longer resolve against "
+                     f"the current schemas and were left out (e.g. {dropped[0]})")
+    if stored and not kept:
+        raise ProcedureError(f"the workload recorded with the layout of {'.'.join(table.name())} no longer resolves "
+                             f"against the current schemas (e.g. {dropped[0]}); give 'workload' (SQL text, a .sql file, "
+                             "a directory or a query log) or 'workload_log'")
+    return kept
+
+
+def _unresolvable(ctx: ProcedureContext, statement: str) -> str | None:
+    """Why ``statement`` does not resolve against its tables' current schemas, or None (also
+    when that cannot be judged here: a table that cannot be loaded is left to the rewrite)."""
+    import sqlglot
+
+    from ..workload import PandoWorkloadError, parse_workload
+
+    try:
+        tables = {".".join(p for p in (t.catalog, t.db, t.name) if p)
+                  for t in sqlglot.parse_one(statement, read="spark").find_all(exp.Table)}
+        schemas = {n: ctx.table(n).schema().as_arrow() for n in tables}
+    except Exception:  # noqa: BLE001 - CTE names, unknown tables: not ours to judge here
+        return None
+    try:
+        parse_workload([statement], schemas)
+    except PandoWorkloadError as e:
+        return str(e).splitlines()[0]
+    return None
 
 
 def _current_sidecar(table, required: bool = True):
@@ -220,7 +255,7 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
                                                       f" (the table is at snapshot {current} now; rows added since "
                                                       "are routed by the same trees)") + "; relearn => true learns anew")
     else:
-        sources = _workload_sources(ctx, workload, workload_log, since, until) or _stored_workload(ctx, tbl)
+        sources = _workload_sources(ctx, workload, workload_log, since, until) or _stored_workload(ctx, tbl, notes)
         if not sources:
             raise ProcedureError("rewrite_data_files: strategy 'pando' needs a workload (argument 'workload': SQL "
                                  "text, a .sql file, a directory or a query log; or 'workload_log') — the table has "

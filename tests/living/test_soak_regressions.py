@@ -1,0 +1,75 @@
+"""Failures the soak (issue 19, ``pando soak``) found, each fixed and pinned here with the
+smallest history that showed it."""
+
+from __future__ import annotations
+
+import pytest
+
+from pando_iceberg.planner import plan_scan, read_arrow
+from pando_iceberg.procedures import call
+from pando_iceberg.runner import run_script
+from pando_iceberg.soak import RUNBOOKS
+
+pytestmark = pytest.mark.spark
+
+GEN = ("SELECT CAST(id AS BIGINT) AS id, CAST(id % 100 AS INT) AS k, CAST(id * 1.5 AS DOUBLE) AS x, "
+       "CAST(id % 4 AS INT) AS part FROM range({lo}, {hi})")
+FILTERS = ["k < 20", "k >= 50 AND k < 70", "x2 < 300", "x2 >= 3000 AND x2 < 5000", None]
+
+
+def _table(spark, catalog, ctx, name: str, partitioned: bool) -> None:
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS soakreg")
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(f"CREATE TABLE {name} USING iceberg {'PARTITIONED BY (part)' if partitioned else ''} "
+              f"TBLPROPERTIES ('format-version'='2') AS " + GEN.format(lo=0, hi=6000))
+    workload = "; ".join(f"SELECT count(*) FROM {name} WHERE {w}"
+                         for w in ("k < 20", "x < 900", "x >= 3000 AND x < 4500", "x >= 7500"))
+    call(ctx, f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', workload => '{workload}', "
+              "options => map('k', '2', 'min-block-rows', '300', 'sample-rate', '1.0'))")
+    from pando_iceberg.planner.scan import layout_of
+
+    assert "x" in {c for cut in layout_of(catalog.load_table(name), cache=None)[1].cuts for c in cut.columns}
+    spark.sql(f"ALTER TABLE {name} RENAME COLUMN x TO x2")  # a column a cut uses
+    spark.sql(f"INSERT INTO {name} " + GEN.format(lo=6000, hi=9000).replace("AS x,", "AS x2,"))
+
+
+def _check(spark, catalog, name: str) -> None:
+    table = catalog.load_table(name)
+    for flt in FILTERS:
+        got = read_arrow(table, plan_scan(table, flt)).sort_by("id")
+        want = read_arrow(table, plan_scan(table, flt, use_layout=False)).sort_by("id")
+        assert got.equals(want), flt
+    assert spark.sql(f"SELECT count(*) AS n FROM {name}").collect()[0].n == 9000
+
+
+@pytest.mark.parametrize("runbook,partitioned", [("nightly_incremental.sql", False), ("nightly_partitions.sql", True)])
+def test_soak_regression_nightly_runbook_after_renaming_a_cut_column(spark, catalog, ctx, runbook, partitioned):
+    """A layout with a cut on x, then x renamed and rows appended: the incremental step routed
+    the new rows with the stored cut on 'x' and failed in a Spark task ("column 'x' is not in
+    the evaluated table"); then the re-layout with the recorded workload failed with "Unknown
+    column: x". Now the incremental step lays out nothing and says why, and the re-layout
+    leaves the statement on x out (noted) and learns from the rest."""
+    name = f"soakreg.{'p' if partitioned else 't'}_rename"
+    _table(spark, catalog, ctx, name, partitioned)
+    results = run_script(ctx, (RUNBOOKS / runbook).read_text(),
+                         {"catalog": ctx.cfg.catalog.name, "table": name, "min_block_rows": "300",
+                          "max_rows_outside": "0.1", "retain_last": "5"}, where=runbook)
+    incremental = results[1][1]
+    assert any("the layout's cuts on x no longer apply (column renamed, dropped or replaced since the layout)" in n
+               for n in incremental.notes), incremental.notes
+    health = results[2][1]
+    actions = [str(r) for r in health.rows if "re-laid out" in str(r)]
+    assert actions, health.rows  # the table was laid out again, from the statement that still resolves
+    _check(spark, catalog, name)
+
+
+def test_soak_regression_relayout_with_a_recorded_workload_that_no_longer_resolves(spark, catalog, ctx):
+    name = "soakreg.t_gone"
+    _table(spark, catalog, ctx, name, partitioned=False)
+    spark.sql(f"ALTER TABLE {name} RENAME COLUMN k TO k2")  # now no recorded statement resolves
+    from pando_iceberg.procedures import ProcedureError
+
+    with pytest.raises(ProcedureError, match=r"the workload recorded with the layout of soakreg\.t_gone no longer "
+                                             r"resolves against the current schemas \(e\.g\. statement 1 cannot be "
+                                             r"resolved: .*give 'workload'"):
+        call(ctx, f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', relearn => true)")

@@ -104,14 +104,18 @@ class SoakReport:
     missing_files: int = 0
     health_mismatches: int = 0
     failures: list[str] = field(default_factory=list)  # every discrepancy and failed operation, by day
+    known_failures: list[str] = field(default_factory=list)  # failures of a known, reported product bug
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return not self.failures
+        return not self.failures and not self.known_failures
 
-    def fail(self, day: int, what: str) -> None:
-        self.failures.append(f"day {day}: {what}")
+    def fail(self, day: int, what: str, known: str | None = None) -> None:
+        if known:
+            self.known_failures.append(f"day {day}: {what} [KNOWN: {known}]")
+        else:
+            self.failures.append(f"day {day}: {what}")
 
     def rows(self) -> list[tuple[str, Any]]:
         out = [("seed", self.seed), ("profile", self.profile), ("days", self.days),
@@ -121,7 +125,8 @@ class SoakReport:
                 ("rows lost", self.rows_lost), ("rows extra or changed", self.rows_extra_or_changed),
                 ("leftover files", self.leftover_files), ("missing files", self.missing_files),
                 ("health mismatches", self.health_mismatches), ("failures", len(self.failures)),
-                ("wall time s", round(self.seconds, 1)), ("result", "ok" if self.ok else "DISCREPANCIES")]
+                ("known failures", len(self.known_failures)), ("wall time s", round(self.seconds, 1)),
+                ("result", "ok" if self.ok else "DISCREPANCIES" if self.failures else "KNOWN FAILURES ONLY")]
         return out
 
 
@@ -142,6 +147,16 @@ class FactState:
     names: dict[str, str | None]  # logical column → current name (None: absent)
     widened: bool = False
     spec: tuple[str, ...] = ("year",)
+    renamed_since_snapshot: bool = False  # a column renamed and no snapshot committed since
+
+
+# Failures of known product bugs, reported in the summary as such (never skipped): a predicate
+# on the soak's state and the failure's text → the bug. See the issue 19 report.
+KNOWN_BUGS = {
+    "snapshot-schema": "a Pando rewrite reads the table AS OF its current snapshot, i.e. with that snapshot's "
+                       "schema: after a column rename with no snapshot since, the workload (current names) and the "
+                       "sample (old names) disagree (spark/rewrite.py _read; also spark/partitioned.py)",
+}
 
 
 class Soak:
@@ -416,6 +431,7 @@ class Soak:
         self.sql(f"ALTER TABLE {self.t(fact)} RENAME COLUMN `{old}` TO `{new}`")
         st.names[logical] = new
         st.rows = st.rows.rename_columns([new if c == old else c for c in st.rows.column_names])
+        st.renamed_since_snapshot = True
         return True
 
     def widen_column(self, fact: str) -> bool:
@@ -529,8 +545,10 @@ class Soak:
             deadline = time.time() + 300
             while not Path(f"{pause}.ready").exists():
                 if proc.poll() is not None:
+                    log.flush()
+                    tail = Path(log.name).read_text(errors="replace")[-3000:]
                     self.report.fail(self.day, f"killed rewrite of {fact}: the worker exited ({proc.returncode}) "
-                                               f"before stage {stage}; see {log.name}")
+                                               f"before stage {stage}; see {log.name}", self.known(fact, tail))
                     return
                 if time.time() > deadline:
                     self.report.fail(self.day, f"killed rewrite of {fact}: stage {stage} not reached in 300 s")
@@ -563,10 +581,12 @@ class Soak:
             except Exception as e:  # noqa: BLE001 - a failed operation is a finding, the soak goes on
                 self.report.fail(day, f"{op} on {fact} failed: {_short(e)}")
                 done = True
+            self.note_snapshots()
             if done:
                 self.report.ops[op] += 1
         if self.inject.get(day) == "delete-behind-model":  # a discrepancy the checks must find
-            self.sql(f"DELETE FROM {self.t('sales')} WHERE sale_id = {int(self.facts['sales'].rows.column('sale_id')[0].as_py())}")
+            victim = pc.max(self.facts["sales"].rows.column("sale_id")).as_py()
+            self.sql(f"DELETE FROM {self.t('sales')} WHERE sale_id = {victim}")
         ops = [rng.choice(MAINTENANCE_OPS) for _ in range(rng.randint(*p.maintenance_ops))]
         kill = rng.random() < p.kill_probability or day in p.kill_days
         stop = threading.Event()
@@ -578,15 +598,31 @@ class Soak:
                 try:
                     self.maintenance(op, fact)
                 except Exception as e:  # noqa: BLE001
-                    self.report.fail(day, f"{op} on {fact} failed: {_short(e)}")
+                    self.report.fail(day, f"{op} on {fact} failed: {_short(e)}", self.known(fact, e))
                 self.report.ops[op] += 1
-            if kill:
-                self.killed_rewrite(rng.choice(FACTS))
+                self.note_snapshots()
+            if kill:  # the partitioned rewrite has no SAMPLING/OPTIMIZING test hooks: the whole-table fact
+                self.killed_rewrite("sales")
         finally:
             stop.set()
             concurrent.join()
         if self.inject.get(day) == "lose-a-layout-file":
             self.lose_a_layout_file()
+
+    def note_snapshots(self) -> None:
+        """Clear ``renamed_since_snapshot`` of facts whose current snapshot has the current schema."""
+        for name, st in self.facts.items():
+            if st.renamed_since_snapshot:
+                meta = self.catalog.load_table(self.t(name)).metadata
+                snap = meta.current_snapshot()
+                st.renamed_since_snapshot = snap is None or snap.schema_id != meta.current_schema_id
+
+    def known(self, fact: str, error: BaseException | str) -> str | None:
+        """The known bug behind a failure, if it is one (KNOWN_BUGS)."""
+        text = error if isinstance(error, str) else _short(error) + " " + str(getattr(error, "__cause__", "") or "")
+        if self.facts[fact].renamed_since_snapshot and "is not in the evaluated table" in text:
+            return KNOWN_BUGS["snapshot-schema"]
+        return None
 
     def data_op(self, op: str, fact: str) -> bool:
         if op in ("append", "late_append"):

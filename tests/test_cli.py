@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-COMMANDS = ["init", "tables", "sql", "run", "explain", "describe-layout", "load-tpch", "demo", "cleanup"]
+COMMANDS = ["init", "tables", "sql", "run", "explain", "describe-layout", "load-tpch", "demo", "cleanup", "soak"]
 
 
 def run(*args, home=None):
@@ -65,3 +65,14 @@ def test_a_workload_path_that_names_nothing_exits_2_and_says_so(tmp_path, args, 
     proc = run("sql", f"CALL pando.system.{procedure}(table => 'ns.t'{strategy}, {args})", home=home)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr and "Div" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--days", "0"], "--days must be >= 1, got 0"),
+    (["--inject", "2:oops"], "--inject '2:oops': expected DAY:KIND with KIND one of delete-behind-model, lose-a-layout-file"),
+    (["--inject", "x:delete-behind-model"], "expected DAY:KIND"),
+    (["--profile", "huge"], "invalid choice: 'huge'"),
+])
+def test_soak_bad_arguments_exit_2_before_spark_starts(tmp_path, args, message):
+    proc = run("soak", *args, home=tmp_path / "lh")
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr

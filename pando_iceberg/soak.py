@@ -302,9 +302,11 @@ class Soak:
         from .spark.session import refresh_table
 
         name = self.t("staging")
+        from pyiceberg.exceptions import NoSuchTableError
+
         try:
             self.catalog.drop_table(name)
-        except Exception:  # noqa: BLE001 - absent
+        except NoSuchTableError:
             pass
         schema = pa.schema([f.with_nullable(True) for f in rows.schema])
         self.catalog.create_table(name, schema=schema, properties={"format-version": "2"}).append(rows.cast(schema))
@@ -649,7 +651,7 @@ class Soak:
         table = self.catalog.load_table(self.t("sales"))
         live = layout_paths(table) & live_paths(table)
         if live:
-            os.remove(_local(sorted(live)[0]))
+            os.remove(_local(min(live)))
 
     # ---- checks ------------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ def test_files_directories_and_sql_text_are_told_apart(tmp_path):
     assert classify_workload_source(str(tmp_path / "log.jsonl")) == "query-log"
     assert classify_workload_source("SELECT * FROM ns.t WHERE a/2 > 1") == "sql-text"  # a '/' with spaces: SQL
     assert classify_workload_source("SELECT *\nFROM ns.t") == "sql-text"
-    keys = lambda wl: sorted(c.key for c in wl.candidate_cuts("ns.t"))  # noqa: E731
+    keys = lambda wl: sorted(c.key for c in wl.candidate_cuts("ns.t"))
     assert keys(parse_workload(str(tmp_path), SCHEMAS)) == ["a < 5", "s = 'x'"]  # both .sql files, not notes.txt
     assert keys(parse_workload(str(tmp_path / "a.sql"), SCHEMAS)) == ["a < 5"]
     assert keys(parse_workload(Path(tmp_path / "b.sql"), SCHEMAS)) == ["s = 'x'"]

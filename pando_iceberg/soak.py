@@ -787,12 +787,15 @@ class Soak:
         self.report.ops["initial_layout"] += len(FACTS)
         for day in range(1, days + 1):
             d0 = time.time()
-            failures = len(self.report.failures)
+            failures, known = len(self.report.failures), len(self.report.known_failures)
             self.run_day(day)
             self.check_day()
             self.report.days = day
             self.progress(f"soak day {day}/{days}: {time.time() - d0:.0f} s, "
-                          f"{len(self.report.failures) - failures} new discrepancy(ies)")
+                          f"{len(self.report.failures) - failures} new discrepancy(ies), "
+                          f"{len(self.report.known_failures) - known} known failure(s)")
+            for line in self.report.failures[failures:] + self.report.known_failures[known:]:
+                self.progress(f"  {line}")
         self.report.seconds = time.time() - t0
         return self.report
 

@@ -106,8 +106,9 @@ def _stored_workload(ctx: ProcedureContext, table, notes: list[str] | None = Non
         return None
     stored = [tuple(x) if isinstance(x, list) else x for x in json.loads(sidecar.properties["pando.workload"])]
     kept, dropped = [], []
+    schemas: dict[str, Any] = {}  # table name → current Arrow schema, loaded once
     for item in stored:
-        reason = _unresolvable(ctx, item[0] if isinstance(item, tuple) else item)
+        reason = _unresolvable(ctx, item[0] if isinstance(item, tuple) else item, schemas)
         (dropped if reason else kept).append(item if not reason else reason)
     if dropped and notes is not None:
         notes.append(f"{len(dropped)} of the {len(stored)} recorded workload statement(s) no longer resolve against "
@@ -119,7 +120,7 @@ def _stored_workload(ctx: ProcedureContext, table, notes: list[str] | None = Non
     return kept
 
 
-def _unresolvable(ctx: ProcedureContext, statement: str) -> str | None:
+def _unresolvable(ctx: ProcedureContext, statement: str, known: dict[str, Any]) -> str | None:
     """Why ``statement`` does not resolve against its tables' current schemas, or None (also
     when that cannot be judged here: a table that cannot be loaded is left to the rewrite)."""
     import sqlglot
@@ -129,7 +130,9 @@ def _unresolvable(ctx: ProcedureContext, statement: str) -> str | None:
     try:
         tables = {".".join(p for p in (t.catalog, t.db, t.name) if p)
                   for t in sqlglot.parse_one(statement, read="spark").find_all(exp.Table)}
-        schemas = {n: ctx.table(n).schema().as_arrow() for n in tables}
+        for n in tables - known.keys():
+            known[n] = ctx.table(n).schema().as_arrow()
+        schemas = {n: known[n] for n in tables}
     except Exception:  # noqa: BLE001 - CTE names, unknown tables: not ours to judge here
         return None
     try:

@@ -98,18 +98,29 @@ def _workload_sources(ctx: ProcedureContext, workload: str | list[str] | None, w
 
 
 def _stored_workload(ctx: ProcedureContext, table, notes: list[str] | None = None) -> list | None:
-    """The workload the current layout recorded, less the statements that no longer resolve
-    against the tables' current schemas (a column they name was renamed or dropped since: soak
-    finding, issue 19 — re-laying out failed with "Unknown column"); each one left out is noted."""
+    """The workload the current layout recorded, brought to the current schema: a column of the
+    table renamed since follows its field id to its new name; statements that still do not
+    resolve (a column dropped) are left out, each noted (soak findings, issue 19 — re-laying out
+    failed with "Unknown column")."""
     sidecar = _current_sidecar(table, required=False)
     if sidecar is None or "pando.workload" not in sidecar.properties:
         return None
     stored = [tuple(x) if isinstance(x, list) else x for x in json.loads(sidecar.properties["pando.workload"])]
-    kept, dropped = [], []
+    renames = _renamed_columns(table)
+    kept, dropped, renamed = [], [], 0
     schemas: dict[str, Any] = {}  # table name → current Arrow schema, loaded once
     for item in stored:
-        reason = _unresolvable(ctx, item[0] if isinstance(item, tuple) else item, schemas)
-        (dropped if reason else kept).append(item if not reason else reason)
+        text, weight = item if isinstance(item, tuple) else (item, None)
+        new = _follow_renames(ctx, text, renames, schemas) if renames else text
+        renamed += new != text
+        reason = _unresolvable(ctx, new, schemas)
+        if reason:
+            dropped.append(reason)
+        else:
+            kept.append(new if weight is None else (new, weight))
+    if renamed and notes is not None:
+        notes.append(f"{renamed} recorded workload statement(s) follow renamed column(s) "
+                     + ", ".join(f"{a} → {b}" for a, b in sorted(renames.items())))
     if dropped and notes is not None:
         notes.append(f"{len(dropped)} of the {len(stored)} recorded workload statement(s) no longer resolve against "
                      f"the current schemas and were left out (e.g. {dropped[0]})")
@@ -118,6 +129,42 @@ def _stored_workload(ctx: ProcedureContext, table, notes: list[str] | None = Non
                              f"against the current schemas (e.g. {dropped[0]}); give 'workload' (SQL text, a .sql file, "
                              "a directory or a query log) or 'workload_log'")
     return kept
+
+
+def _renamed_columns(table) -> dict[str, str]:
+    """Old name → current name of the table's top-level columns renamed in its schema history
+    (same field id, another name; an old name that is a current column's name is not renamed)."""
+    current = {f.field_id: f.name for f in table.schema().fields}
+    names = set(current.values())
+    out: dict[str, str] = {}
+    for schema in table.metadata.schemas:
+        for f in schema.fields:
+            now = current.get(f.field_id)
+            if now is not None and now != f.name and f.name not in names:
+                out[f.name.lower()] = now
+    return out
+
+
+def _follow_renames(ctx: ProcedureContext, statement: str, renames: dict[str, str], known: dict[str, Any]) -> str:
+    """``statement`` with every column reference named by an old name no table of it has now
+    replaced by the current name (``renames``)."""
+    import sqlglot
+
+    try:
+        tree = sqlglot.parse_one(statement, read="spark")
+        tables = {".".join(p for p in (t.catalog, t.db, t.name) if p) for t in tree.find_all(exp.Table)}
+        for n in tables - known.keys():
+            known[n] = ctx.table(n).schema().as_arrow()
+    except Exception:  # noqa: BLE001 - CTE names, unknown tables: leave the statement as it is
+        return statement
+    taken = {c.lower() for n in tables for c in known[n].names}
+    changed = False
+    for col in tree.find_all(exp.Column):
+        new = renames.get(col.name.lower())
+        if new is not None and col.name.lower() not in taken:
+            col.set("this", exp.to_identifier(new))
+            changed = True
+    return tree.sql(dialect="spark") if changed else statement
 
 
 def _unresolvable(ctx: ProcedureContext, statement: str, known: dict[str, Any]) -> str | None:

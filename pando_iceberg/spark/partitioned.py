@@ -165,6 +165,11 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
         chosen = {part_of[p] for p in matched if p in part_of}
     else:
         chosen = set(part_of.values())
+    if not chosen and not part_of and live:  # soak finding (issue 19): it said "matches where None"
+        raise PandoRewriteError(f"table {table_name} has no live data file under its current partition spec (all "
+                                f"{len(live)} were written under older specs, which Pando does not lay out): rewrite "
+                                f"them into the current spec first, e.g. CALL <catalog>.system.rewrite_data_files("
+                                f"table => '{table_name}', options => map('rewrite-all', 'true'))")
     if not chosen:
         raise PandoRewriteError(f"no partition of {table_name} with live rows matches where {where!r}: nothing to lay out")
 

@@ -64,16 +64,66 @@ def test_soak_regression_nightly_runbook_after_renaming_a_cut_column(spark, cata
     _check(spark, catalog, name)
 
 
-def test_soak_regression_relayout_with_a_recorded_workload_that_no_longer_resolves(spark, catalog, ctx):
-    name = "soakreg.t_gone"
-    _table(spark, catalog, ctx, name, partitioned=False)
-    spark.sql(f"ALTER TABLE {name} RENAME COLUMN k TO k2")  # now no recorded statement resolves
+def test_soak_regression_relayout_follows_renamed_columns_of_the_recorded_workload(spark, catalog, ctx):
+    """After renames of the columns the recorded workload names, every recorded statement failed
+    to resolve ("Unknown column") and the nightly re-layout failed. Now the statements follow
+    the renamed columns by field id; a statement on a dropped column is left out, noted; when
+    none is left the call fails naming one."""
+    from pando_iceberg.planner.scan import layout_of
     from pando_iceberg.procedures import ProcedureError
 
-    with pytest.raises(ProcedureError, match=r"the workload recorded with the layout of soakreg\.t_gone no longer "
+    name = "soakreg.t_follow"
+    _table(spark, catalog, ctx, name, partitioned=False)  # x renamed to x2, rows appended
+    spark.sql(f"ALTER TABLE {name} RENAME COLUMN k TO kk")
+    spark.sql(f"INSERT INTO {name} " + GEN.format(lo=9000, hi=9300))  # by position: id, kk, x2, part
+    r = call(ctx, f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', relearn => true, "
+                  "options => map('k', '2', 'min-block-rows', '300', 'sample-rate', '1.0'))")
+    assert "4 recorded workload statement(s) follow renamed column(s) k → kk, x → x2" in r.notes, r.notes
+    cut_columns = {c for cut in layout_of(catalog.load_table(name), cache=None)[1].cuts for c in cut.columns}
+    assert cut_columns <= {"kk", "x2"} and "x2" in cut_columns, cut_columns
+    table = catalog.load_table(name)
+    for flt in ["kk < 20", "x2 >= 3000 AND x2 < 5000", "x2 >= 7500"]:
+        pruned = plan_scan(table, flt)
+        assert pruned.explain.pando_files < pruned.explain.total_files  # the new layout prunes
+        assert read_arrow(table, pruned).sort_by("id").equals(
+            read_arrow(table, plan_scan(table, flt, use_layout=False)).sort_by("id")), flt
+
+    spark.sql(f"ALTER TABLE {name} DROP COLUMN kk")
+    spark.sql(f"INSERT INTO {name} SELECT id, x, part FROM ({GEN.format(lo=9300, hi=9400)})")
+    r = call(ctx, f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', relearn => true, "
+                  "options => map('k', '2', 'min-block-rows', '300', 'sample-rate', '1.0'))")
+    assert any(n.startswith("1 of the 4 recorded workload statement(s) no longer resolve against the current schemas "
+                            "and were left out (e.g. statement 1 cannot be resolved: ") for n in r.notes), r.notes
+    spark.sql(f"ALTER TABLE {name} DROP COLUMN x2")
+    spark.sql(f"INSERT INTO {name} SELECT id, part FROM ({GEN.format(lo=9400, hi=9500)})")
+    with pytest.raises(ProcedureError, match=r"the workload recorded with the layout of soakreg\.t_follow no longer "
                                              r"resolves against the current schemas \(e\.g\. statement 1 cannot be "
                                              r"resolved: .*give 'workload'"):
         call(ctx, f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', relearn => true)")
+
+
+def test_soak_regression_relayout_of_a_partitioned_table_whose_files_are_all_of_an_older_spec(spark, ctx):
+    """After a partition-spec change and no write since, a Pando re-layout failed with "no
+    partition ... matches where None". Now it says what is wrong and what to run first."""
+    from pando_iceberg.spark.rewrite import PandoRewriteError
+
+    name = "soakreg.p_spec"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS soakreg")
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(f"CREATE TABLE {name} USING iceberg PARTITIONED BY (part) TBLPROPERTIES ('format-version'='2') AS "
+              + GEN.format(lo=0, hi=2000))
+    spark.sql(f"ALTER TABLE {name} ADD PARTITION FIELD bucket(2, id)")
+    statement = (f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', workload => "
+                 f"'SELECT count(*) FROM {name} WHERE k < 20', options => map('k', '1', 'min-block-rows', '100'))")
+    with pytest.raises(PandoRewriteError, match=r"table soakreg\.p_spec has no live data file under its current "
+                                                r"partition spec \(all 4 were written under older specs, which Pando "
+                                                r"does not lay out\): rewrite them into the current spec first, e\.g\. "
+                                                r"CALL <catalog>\.system\.rewrite_data_files\(table => 'soakreg\.p_spec', "
+                                                r"options => map\('rewrite-all', 'true'\)\)"):
+        call(ctx, statement)
+    spark.sql(f"CALL {ctx.cfg.catalog.name}.system.rewrite_data_files(table => '{name}', "
+              "options => map('rewrite-all', 'true'))")  # as the message says; then the re-layout works
+    assert call(ctx, statement).rows[0][1] > 0
 
 
 @pytest.mark.xfail(strict=True, raises=PandoExprError, reason=(

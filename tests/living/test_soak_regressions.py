@@ -116,7 +116,7 @@ def test_soak_regression_relayout_of_a_partitioned_table_whose_files_are_all_of_
     statement = (f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', workload => "
                  f"'SELECT count(*) FROM {name} WHERE k < 20', options => map('k', '1', 'min-block-rows', '100'))")
     with pytest.raises(PandoRewriteError, match=r"table soakreg\.p_spec has no live data file under its current "
-                                                r"partition spec \(all 4 were written under older specs, which Pando "
+                                                r"partition spec \(all \d+ were written under older specs, which Pando "
                                                 r"does not lay out\): rewrite them into the current spec first, e\.g\. "
                                                 r"CALL <catalog>\.system\.rewrite_data_files\(table => 'soakreg\.p_spec', "
                                                 r"options => map\('rewrite-all', 'true'\)\)"):

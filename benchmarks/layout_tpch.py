@@ -68,7 +68,7 @@ from pando_iceberg.layout import (
 )
 from pando_iceberg.layout.cost import reach_matrix
 from pando_iceberg.workload import arrow_key_provider, parse_workload
-from pando_iceberg.workload.in_block import InBlockOrder, choose_in_block_order, files_per_block
+from pando_iceberg.workload.in_block import InBlockOrder, choose_in_block_order, files_cost, files_per_block
 from pando_iceberg.workload.templates import expected_workload
 from pando_iceberg.workload.tpch_queries import TPCH_PRIMARY_KEYS, TPCH_SCHEMAS, tpch_workload
 
@@ -155,6 +155,8 @@ def matching_mask(f: TableFilter, table: pa.Table, provider) -> np.ndarray:
 def _literal_sql(v, typ: pa.DataType) -> str:
     if pa.types.is_date(typ):
         return f"DATE '{v.isoformat()}'"
+    if pa.types.is_timestamp(typ):
+        return f"TIMESTAMP '{v.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):
         return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
     return str(v)
@@ -350,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     sample = lineitem.take(pa.array(idx))
     b_sample = args.b * len(idx) / n
     expected = expected_workload(train, sample, args.draws, args.seed,
-                                 dimensions={k: v for k, v in tables.items() if k != "lineitem"})
+                                 dimensions={k: v for k, v in tables.items() if k != "lineitem"},
+                                 validation_draws=args.draws)
     train = expected.queries  # training + synthetic draws: what the optimizer learns from
     cand = expected.candidate_cuts()
     joins = train_wl.join_induced_cuts("lineitem", provider, filters=[f for f, _ in train])
@@ -420,6 +423,10 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         in_block = choose_in_block_order(layout, sample, train, b_sample) if args.in_block else InBlockOrder(None)
         stats["in_block"] = in_block.to_json()
+        t1 = time.perf_counter()
+        stats["validation_rows"] = files_cost(layout, sample, expected.validation, b_sample, in_block.column)
+        log(f"k={k}: validation draws read {stats['validation_rows']:.3f} of the sample's rows (files_cost, "
+            f"{time.perf_counter() - t1:.1f} s): what select_layout compares across k")
         log(f"k={k}: in-block order {in_block.column} ({time.perf_counter() - t0:.1f} s; workload rows read on the "
             f"sample: {', '.join(f'{c} {v:.3f}' for c, v in in_block.costs.items())})")
         if args.diagnose:

@@ -22,7 +22,7 @@ then the median of ``--runs``):
   snapshot) and with the pushed filter (the way kept).
 
 Single-table and join queries are reported apart (medians over queries). Prints a Markdown
-table and writes ``planning_speed_sf<SF>.json`` into ``--out``. Timings are wall clock on a
+table and writes ``planning_speed_sf<SF>_stage_<auto|always>.json`` into ``--out``. Timings are wall clock on a
 shared machine: the load average is printed beside them.
 """
 
@@ -67,7 +67,7 @@ def _median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def measure(spark, catalog, sql: str, runs: int) -> dict:
+def measure(spark, catalog, sql: str, runs: int, stage: str = "auto") -> dict:
     from pando_iceberg.expr.iceberg import to_pyiceberg
     from pando_iceberg.planner.manifests import ManifestEntryCache, plan_files
     from pando_iceberg.spark import iceberg_jvm as jv
@@ -81,7 +81,7 @@ def measure(spark, catalog, sql: str, runs: int) -> dict:
 
     def pando_once():
         t0 = time.perf_counter()
-        with pando_sql(spark, sql, catalog=catalog) as df:
+        with pando_sql(spark, sql, catalog=catalog, stage=stage) as df:
             t1 = time.perf_counter()
             _force_partitions(df)
             total = time.perf_counter() - t0
@@ -125,6 +125,9 @@ def measure(spark, catalog, sql: str, runs: int) -> dict:
         jvm_filtered.append(_median(g))
         chosen += plan.explain.pando_files
         iceberg_kept += plan.explain.iceberg_files
+    from pando_iceberg.spark.pruned import prunes_beyond_iceberg
+
+    out["tables_staged"] = sum(prunes_beyond_iceberg(p) for p in plans.values())  # the others: Spark's own scan
     out.update(pyiceberg_uncached_s=sum(cold_py), pyiceberg_cached_s=sum(warm_py), jvm_unfiltered_s=sum(jvm_full),
                jvm_filtered_s=sum(jvm_filtered), files_chosen=chosen, files_iceberg=iceberg_kept,
                files_total=sum(p.explain.total_files for p in plans.values()))
@@ -136,14 +139,15 @@ COLUMNS = ("iceberg_s", "pando_s", "pando_plan_parse_s", "pando_plan_join_keys_s
 
 
 def summarize(rows: list[dict]) -> str:
-    lines = ["| queries | n | " + " | ".join(c[:-2].replace("pando_", "") + " ms" for c in COLUMNS) + " | pando / iceberg |",
-             "|---" * (len(COLUMNS) + 3) + "|"]
+    lines = ["| queries | n | tables staged / planned | " + " | ".join(c[:-2].replace("pando_", "") + " ms" for c in COLUMNS)
+             + " | pando / iceberg |", "|---" * (len(COLUMNS) + 4) + "|"]
     for label, pick in (("single-table", lambda r: len(r["tables"]) == 1), ("join", lambda r: len(r["tables"]) > 1)):
         sel = [r for r in rows if pick(r)]
         if not sel:
             continue
         med = {c: _median([r[c] for r in sel]) for c in COLUMNS}
-        lines.append(f"| {label} | {len(sel)} | " + " | ".join(f"{med[c] * 1000:.0f}" for c in COLUMNS)
+        staged = f"{sum(r.get('tables_staged', 0) for r in sel)} / {sum(len(r['tables']) for r in sel)}"
+        lines.append(f"| {label} | {len(sel)} | {staged} | " + " | ".join(f"{med[c] * 1000:.0f}" for c in COLUMNS)
                      + f" | {med['pando_s'] / med['iceberg_s']:.2f}× |")
     return "\n".join(lines)
 
@@ -152,6 +156,8 @@ def main() -> int:
     ap = _tpch_bench.parser(__doc__, sf=0.1, home="/tmp/pando-planning-speed", out="/tmp/pando-planning-speed/out",
                             per_template=4, sample_rate=0.05, driver_memory="4g")
     ap.add_argument("--runs", type=int, default=5, help="timed runs per query (after one warm-up)")
+    ap.add_argument("--stage", default="auto", choices=("auto", "always"),
+                    help="pando_iceberg.spark.sql(stage=...): 'always' stages every table (the way before 'auto')")
     ap.add_argument("--templates", default=None, help="comma-separated TPC-H template numbers (default: all)")
     args = ap.parse_args()
 
@@ -176,7 +182,7 @@ def main() -> int:
     rows = []
     for i, (template, sql) in enumerate(test, 1):
         q = qualify(sql, ns)
-        r = measure(spark, catalog, q, args.runs)
+        r = measure(spark, catalog, q, args.runs, args.stage)
         r.update(template=template, load=os.getloadavg())
         rows.append(r)
         print(f"query {i}/{len(test)} Q{template}: iceberg {r['iceberg_s'] * 1000:.0f} ms, pando {r['pando_s'] * 1000:.0f} ms "
@@ -185,7 +191,7 @@ def main() -> int:
     load = os.getloadavg()
     report = {"sf": args.sf, "k": args.k, "b": b, "runs": args.runs, "namespace": ns, "queries": rows,
               "load_avg_end": load, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    Path(out, f"planning_speed_sf{args.sf:g}.json").write_text(json.dumps(report, indent=2, default=str))
+    Path(out, f"planning_speed_sf{args.sf:g}_stage_{args.stage}.json").write_text(json.dumps(report, indent=2, default=str))
     print(table)
     print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"over the queries: {min(r['load'][0] for r in rows):.2f}–{max(r['load'][0] for r in rows):.2f} (1 min)")

@@ -350,7 +350,7 @@ def _text(e: BaseException) -> str:
 
 def _classify(e: Exception) -> tuple[int, str]:
     name = type(e).__name__
-    if name in ("ProcedureError", "RunbookError", "PandoRewriteError", "PandoWorkloadError", "PandoExprError",
+    if name in ("ProcedureError", "RunbookError", "PandoRewriteError", "PandoWorkloadError", "PandoExprError", "PandoApiError",
                 "ConfigError"):
         return EXIT_BAD_INPUT, _text(e)
     text = _text(e).strip()

@@ -198,6 +198,15 @@ def _sidecar_bytes(catalog, name: str) -> int:
     return len(table.io.new_input(sidecar_path(table.location(), pointer.sidecar)))
 
 
+def _trees_kept(catalog, name: str) -> int | None:
+    """How many trees the table's layout kept (k-selection 'validate' may keep fewer than k)."""
+    from ..planner.scan import layout_of
+
+    layout = layout_of(catalog.load_table(name))[1]
+    k = getattr(layout, "k", None)  # None: no layout, or one layout per partition
+    return None if k is None else int(k)
+
+
 def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train, progress) -> dict[str, dict]:
     """Copy the dataset per layout and lay out its tables with the real procedures."""
     from ..procedures import call
@@ -272,7 +281,7 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             if layout.startswith("pando"):
                 row = dict(zip(result.names, result.rows[0]))
                 phases = _phases(result.notes)
-                entry.update(blocks=row["block_count"], phases=phases,
+                entry.update(blocks=row["block_count"], trees=_trees_kept(catalog, name), phases=phases,
                              optimizer_seconds=phases.get("sampling", 0.0) + phases.get("optimizing", 0.0),
                              sidecar_bytes=_sidecar_bytes(catalog, name))
                 if layout == "pando-k3" or t not in pando_files:  # sort/zorder files sized like Pando's

@@ -171,7 +171,7 @@ def markdown(rep: dict, stem: str) -> str:
                    f"`{v['sort_order']}`, target-file-size-bytes {v['target_file_size_bytes']:,}"
                    + (f" (rewritten {v['attempts']}× to match Pando's file count; files per attempt: "
                       f"{', '.join(str(n) for _, n in v.get('attempted_files', []))})" if v.get("attempts", 1) > 1 else "") or
-                   f"{v.get('blocks')} blocks; " + ", ".join(f"{k} {t_:.1f} s" for k, t_ in v.get("phases", {}).items()))
+                   f"{v.get('blocks')} blocks" + (f", {v['trees']} tree(s) kept" if v.get("trees") else "") + "; " + ", ".join(f"{k} {t_:.1f} s" for k, t_ in v.get("phases", {}).items()))
             lines.append(f"| {x} | {t} | {v['files']} | {v['rows'] // max(1, v['files']):,} ({v['max_file_rows']:,}) | "
                          f"{v['rewrite_seconds']:.1f} | {how} |")
     if s["targets"]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -51,6 +53,25 @@ class ProcedureContext:
     def spark_name(self, table) -> str:
         return ".".join(table.name()[-2:]) if isinstance(table.name(), tuple) else str(table.name())
 
+    def pando_table(self, table, spark: bool = True):
+        """The verbs (``pando_iceberg.PandoTable``) on a table ``table()`` loaded; ``spark=False``
+        uses the session only if one was started already."""
+        from ..table import PandoTable
+
+        return PandoTable(self.catalog, self.spark_name(table), spark=self.spark if spark else self._spark,
+                          io_properties=self.cfg.pyiceberg_properties(), progress=self.progress)
+
+
+@contextmanager
+def _verb_errors(procedure_name: str) -> Iterator[None]:
+    """A verb's bad-input error (``table.PandoApiError``) as this procedure's ProcedureError."""
+    from ..table import PandoApiError
+
+    try:
+        yield
+    except PandoApiError as e:
+        raise ProcedureError(f"{procedure_name}: {e.detail}") from None
+
 
 def call(ctx: ProcedureContext, statement: str) -> Result:
     """Run one ``CALL pando.system.<name>(...)`` statement."""
@@ -97,98 +118,6 @@ def _workload_sources(ctx: ProcedureContext, workload: str | list[str] | None, w
     return out or None
 
 
-def _stored_workload(ctx: ProcedureContext, table, notes: list[str] | None = None) -> list | None:
-    """The workload the current layout recorded, brought to the current schema: a column of the
-    table renamed since follows its field id to its new name; statements that still do not
-    resolve (a column dropped) are left out, each noted (soak findings, issue 19 — re-laying out
-    failed with "Unknown column")."""
-    sidecar = _current_sidecar(table, required=False)
-    if sidecar is None or "pando.workload" not in sidecar.properties:
-        return None
-    stored = [tuple(x) if isinstance(x, list) else x for x in json.loads(sidecar.properties["pando.workload"])]
-    renames = _renamed_columns(table)
-    kept, dropped, renamed = [], [], 0
-    schemas: dict[str, Any] = {}  # table name → current Arrow schema, loaded once
-    for item in stored:
-        text, weight = item if isinstance(item, tuple) else (item, None)
-        new = _follow_renames(ctx, text, renames, schemas) if renames else text
-        renamed += new != text
-        reason = _unresolvable(ctx, new, schemas)
-        if reason:
-            dropped.append(reason)
-        else:
-            kept.append(new if weight is None else (new, weight))
-    if renamed and notes is not None:
-        notes.append(f"{renamed} recorded workload statement(s) follow renamed column(s) "
-                     + ", ".join(f"{a} → {b}" for a, b in sorted(renames.items())))
-    if dropped and notes is not None:
-        notes.append(f"{len(dropped)} of the {len(stored)} recorded workload statement(s) no longer resolve against "
-                     f"the current schemas and were left out (e.g. {dropped[0]})")
-    if stored and not kept:
-        raise ProcedureError(f"the workload recorded with the layout of {'.'.join(table.name())} no longer resolves "
-                             f"against the current schemas (e.g. {dropped[0]}); give 'workload' (SQL text, a .sql file, "
-                             "a directory or a query log) or 'workload_log'")
-    return kept
-
-
-def _renamed_columns(table) -> dict[str, str]:
-    """Old name → current name of the table's top-level columns renamed in its schema history
-    (same field id, another name; an old name that is a current column's name is not renamed)."""
-    current = {f.field_id: f.name for f in table.schema().fields}
-    names = set(current.values())
-    out: dict[str, str] = {}
-    for schema in table.metadata.schemas:
-        for f in schema.fields:
-            now = current.get(f.field_id)
-            if now is not None and now != f.name and f.name not in names:
-                out[f.name.lower()] = now
-    return out
-
-
-def _follow_renames(ctx: ProcedureContext, statement: str, renames: dict[str, str], known: dict[str, Any]) -> str:
-    """``statement`` with every column reference named by an old name no table of it has now
-    replaced by the current name (``renames``)."""
-    import sqlglot
-
-    try:
-        tree = sqlglot.parse_one(statement, read="spark")
-        tables = {".".join(p for p in (t.catalog, t.db, t.name) if p) for t in tree.find_all(exp.Table)}
-        for n in tables - known.keys():
-            known[n] = ctx.table(n).schema().as_arrow()
-    except Exception:  # noqa: BLE001 - CTE names, unknown tables: leave the statement as it is
-        return statement
-    taken = {c.lower() for n in tables for c in known[n].names}
-    changed = False
-    for col in tree.find_all(exp.Column):
-        new = renames.get(col.name.lower())
-        if new is not None and col.name.lower() not in taken:
-            col.set("this", exp.to_identifier(new))
-            changed = True
-    return tree.sql(dialect="spark") if changed else statement
-
-
-def _unresolvable(ctx: ProcedureContext, statement: str, known: dict[str, Any]) -> str | None:
-    """Why ``statement`` does not resolve against its tables' current schemas, or None (also
-    when that cannot be judged here: a table that cannot be loaded is left to the rewrite)."""
-    import sqlglot
-
-    from ..workload import PandoWorkloadError, parse_workload
-
-    try:
-        tables = {".".join(p for p in (t.catalog, t.db, t.name) if p)
-                  for t in sqlglot.parse_one(statement, read="spark").find_all(exp.Table)}
-        for n in tables - known.keys():
-            known[n] = ctx.table(n).schema().as_arrow()
-        schemas = {n: known[n] for n in tables}
-    except Exception:  # noqa: BLE001 - CTE names, unknown tables: not ours to judge here
-        return None
-    try:
-        parse_workload([statement], schemas)
-    except PandoWorkloadError as e:
-        return str(e).splitlines()[0]
-    return None
-
-
 def _current_sidecar(table, required: bool = True):
     from ..storage.paths import sidecar_path
     from ..storage.pointer import layout_pointer
@@ -197,7 +126,7 @@ def _current_sidecar(table, required: bool = True):
     pointer = layout_pointer(table.properties)
     if pointer is None:
         if required:
-            from .pending import P_PENDING_ID
+            from ..maintenance.pending import P_PENDING_ID
 
             pending = table.properties.get(P_PENDING_ID)
             hint = (f" (optimize_layout stored pending layout {pending}: apply it with CALL pando.system."
@@ -257,11 +186,10 @@ def rewrite_data_files(ctx: ProcedureContext, table: str, strategy: str = "binpa
 
 
 def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workload_log, since, until, relearn) -> Result:
-    from ..spark.rewrite import RewriteOptions, rewrite_table
-    from . import pending as pend
+    from ..spark.incremental import incremental_options, parse_mode
+    from ..table import LayoutOptions
 
-    partitioned = not tbl.spec().is_unpartitioned()
-    if where is not None and not partitioned:
+    if where is not None and tbl.spec().is_unpartitioned():
         raise ProcedureError(f"rewrite_data_files: argument 'where' with strategy 'pando' selects partitions, but "
                              f"{name} is not partitioned (its layout covers the whole table): omit 'where'")
     if sort_order is not None:
@@ -270,55 +198,19 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
 
     for item in [] if workload is None else (workload if isinstance(workload, list) else [workload]):
         classify_workload_source(item)  # a workload path that names nothing fails before Spark starts
-    from ..spark.incremental import incremental_options, incremental_rewrite, parse_mode
-
     mode, options = parse_mode(options)
-    if mode == "incremental":  # lay out only the rows outside the layout, with its stored trees
-        if where is not None:
-            raise ProcedureError("rewrite_data_files: argument 'where' does not apply to mode 'incremental' (it lays "
-                                 "out the rows outside the layouts of every partition that has one)")
-        r = incremental_rewrite(ctx.spark, name, **incremental_options(options),
-                                io_properties=ctx.cfg.pyiceberg_properties(), progress=ctx.progress)
-        return Result(REWRITE_COLUMNS, [r.row()], notes=r.notes + [f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
-    opts = RewriteOptions.from_map(options)
-    request = {"workload": workload, "workload_log": workload_log, "since": since, "until": until}
-    notes: list[str] = []
-    sidecar = None
-    if not relearn and not partitioned:  # a partitioned table's layouts are learned per partition
-        try:
-            sidecar = pend.load_pending(tbl)
-        except Exception as e:  # unreadable pending layout: learn instead
-            notes.append(f"the pending layout cannot be read ({e}); learned a new one")
-        if sidecar is not None:
-            why = pend.matches(sidecar, opts, request)
-            if why:
-                notes.append(f"pending layout {sidecar.layout_id} not applied: {why}; learned a new one "
-                             "(run optimize_layout again, or pass relearn => true to say so)")
-                sidecar = None
-    learned, sources = None, None
-    refresh_table(ctx.spark, name)  # Spark's cached metadata may predate pyiceberg's last commit
-    if sidecar is not None:
-        learned = pend.learned_from_pending(ctx.spark, name, sidecar)
-        current = tbl.current_snapshot().snapshot_id if tbl.current_snapshot() else None
-        notes.append(f"applied pending layout {sidecar.layout_id} learned by optimize_layout on snapshot "
-                     f"{sidecar.base_snapshot_id}" + ("" if current == sidecar.base_snapshot_id else
-                                                      f" (the table is at snapshot {current} now; rows added since "
-                                                      "are routed by the same trees)") + "; relearn => true learns anew")
-    else:
-        sources = _workload_sources(ctx, workload, workload_log, since, until) or _stored_workload(ctx, tbl, notes)
-        if not sources:
-            raise ProcedureError("rewrite_data_files: strategy 'pando' needs a workload (argument 'workload': SQL "
-                                 "text, a .sql file, a directory or a query log; or 'workload_log') — the table has "
-                                 "no recorded one and no pending layout from optimize_layout")
-    r = rewrite_table(ctx.spark, name, sources or [], opts, io_properties=ctx.cfg.pyiceberg_properties(),
-                      progress=ctx.progress, learned=learned, where=where)
-    notes += getattr(r, "notes", [])
-    dropped = pend.clear_pending(ctx.table(name))
-    if dropped:
-        refresh_table(ctx.spark, name)
-    if dropped and sidecar is None:
-        notes.append(f"pending layout {dropped} from optimize_layout superseded and removed")
-    return Result(REWRITE_COLUMNS, [r.row()], notes=notes + [f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
+    if mode == "incremental" and where is not None:
+        raise ProcedureError("rewrite_data_files: argument 'where' does not apply to mode 'incremental' (it lays "
+                             "out the rows outside the layouts of every partition that has one)")
+    with _verb_errors("rewrite_data_files"):
+        if mode == "incremental":  # lay out only the rows outside the layout, with its stored trees
+            r = ctx.pando_table(tbl).optimize.incremental(**incremental_options(options))
+        else:
+            request = {"workload": workload, "workload_log": workload_log, "since": since, "until": until}
+            sources = _workload_sources(ctx, workload, workload_log, since, until)
+            r = ctx.pando_table(tbl).optimize.rewrite(sources, options=LayoutOptions.from_map(options), where=where,
+                                                      relearn=relearn, request=request)
+    return Result(REWRITE_COLUMNS, [r.row()], notes=list(r.notes) + [f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
 
 
 @procedure("optimize_layout",
@@ -330,57 +222,30 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
     """Learn a layout and store it as pending, without rewriting data; report per workload query
     the files read now and the files the new layout would read. rewrite_data_files(strategy =>
     'pando') applies it later without learning again."""
-    from ..planner import plan_scan
-    from ..spark.rewrite import RewriteOptions, learn_layout
-    from .pending import store_pending
+    from ..table import LayoutOptions
 
     tbl = ctx.table(table)
-    name = ctx.spark_name(tbl)
-    snapshot = tbl.current_snapshot()
-    if snapshot is None:
-        raise ProcedureError(f"optimize_layout: table {name} has no snapshot (no data): nothing to lay out")
-    if not tbl.spec().is_unpartitioned():
-        raise ProcedureError(f"optimize_layout: table {name} is partitioned; its layouts are learned per partition "
-                             "when they are applied: use rewrite_data_files(table => ..., strategy => 'pando', "
-                             "where => ...) (pending layouts are whole-table only)")
     sources = _workload_sources(ctx, workload, workload_log, since, until)
     if not sources:
         raise ProcedureError("optimize_layout: give 'workload' (SQL text, a .sql file, a directory or a query log) "
                              "or 'workload_log' (a .jsonl/.csv file or an Iceberg table)")
-    opts = RewriteOptions.from_map(options or {})
-    refresh_table(ctx.spark, name)  # Spark's cached metadata may predate pyiceberg's last commit
-    learned = learn_layout(ctx.spark, name, sources, opts, snapshot_id=snapshot.snapshot_id, progress=ctx.progress)
+    opts = LayoutOptions.from_map(options or {})
     request = {"workload": workload, "workload_log": workload_log, "since": since, "until": until}
-    sidecar = store_pending(tbl, learned, opts, request, snapshot.snapshot_id)
-    refresh_table(ctx.spark, name)
-    layout = learned.layout
-    total_rows = max(1, learned.table_rows)
-    sample_total = float(layout.block_rows.sum()) or 1.0
-    per_query = layout.cost(learned.queries, per_query=True)
-    from ..workload.in_block import files_per_block
-
-    block_files = files_per_block(layout.block_rows * (total_rows / sample_total), opts.min_block_rows)
-    rows = []
-    files_now = files_new = 0.0
-    for i, ((flt, weight), cost) in enumerate(zip(learned.queries, per_query)):
-        now = plan_scan(tbl, flt).explain
-        blocks, _ = layout.blocks_for(flt)
-        chosen = int(block_files[blocks].sum())
-        files_now += weight * now.pando_files
-        files_new += weight * chosen
-        rows.append((i + 1, float(weight), now.pando_files, now.total_files, chosen, int(block_files.sum()),
-                     round(now.pando_rows / total_rows, 4), round(float(cost) / sample_total, 4), flt.to_sql()[:200]))
-    weights = sum(w for _, w in learned.queries) or 1.0
+    with _verb_errors("optimize_layout"):
+        p = ctx.pando_table(tbl).optimize.layout(sources, options=opts, request=request)
+    rows = [(q.query, q.weight, q.files_read_now, q.files_total_now, q.files_read_with_layout, q.files_total_with_layout,
+             q.rows_fraction_now, q.rows_fraction_with_layout, q.filter[:200]) for q in p.queries]
     return Result([("query", "int"), ("weight", "double"), ("files_read_now", "int"), ("files_total_now", "int"),
                    ("files_read_with_layout", "int"), ("files_total_with_layout", "int"),
                    ("rows_fraction_now", "double"), ("rows_fraction_with_layout", "double"), ("filter", "string")],
                   rows,
-                  notes=[f"learned k={layout.k}, {layout.num_blocks} blocks ({int(block_files.sum())} files of about "
+                  notes=[f"learned k={p.k}, {p.blocks} blocks ({p.files} files of about "
                          f"{opts.min_block_rows} rows; files_read_with_layout counts every file of the chosen blocks, "
-                         f"min/max may skip more inside them) from {learned.sample_rows} "
-                         f"sample rows, {learned.cuts} candidate cuts, {learned.queries_used} queries; weighted mean "
-                         f"files read per query: {files_now / weights:.1f} now, {files_new / weights:.1f} with the layout",
-                         f"stored as pending layout {sidecar.layout_id} (not used by scans until applied); apply it "
+                         f"min/max may skip more inside them) from {p.sample_rows} "
+                         f"sample rows, {p.candidate_cuts} candidate cuts, {p.queries_used} queries; weighted mean "
+                         f"files read per query: {p.mean_files_read_now:.1f} now, {p.mean_files_read_with_layout:.1f} "
+                         "with the layout",
+                         f"stored as pending layout {p.pending_layout_id} (not used by scans until applied); apply it "
                          "with rewrite_data_files(table => ..., strategy => 'pando')"])
 
 
@@ -390,7 +255,7 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
            Param("query", "string", doc="a whole SQL query: every base table is planned"))
 def explain_scan(ctx: ProcedureContext, table: str | None, filter: str | None, query: str | None) -> Result:
     """Files/bytes/rows a scan reads with and without Pando, per tree, with any fallback reason."""
-    from ..planner import plan_scan
+    from ..datascan import scan
 
     if query is None and table is None:
         raise ProcedureError("explain_scan: give 'table' (and optionally 'filter') or 'query'")
@@ -399,7 +264,7 @@ def explain_scan(ctx: ProcedureContext, table: str | None, filter: str | None, q
 
         explains = plan_query(ctx.spark, ctx.catalog, query).explains
     else:
-        explains = {table: plan_scan(ctx.table(table), filter).explain}
+        explains = {table: scan(ctx.table(table), row_filter=filter if filter is not None else "TRUE").explain()}
     return explain_result(explains)
 
 
@@ -428,40 +293,41 @@ def explain_result(explains: dict[str, Any]) -> Result:
 def describe_layout(ctx: ProcedureContext, table: str) -> Result:
     """The layout's trees with their cuts, leaves → blocks, block sizes and files, base snapshot."""
     tbl = ctx.table(table)
-    sidecar = _current_sidecar(tbl)
-    if not hasattr(sidecar, "load_layout"):  # one layout per partition
-        return _describe_partitioned(sidecar)
-    layout = sidecar.load_layout()
-    rows: list[tuple] = [("layout", None, None, None, f"id {sidecar.layout_id}; k={layout.k}; {layout.num_blocks} blocks; "
-                                                      f"base snapshot {sidecar.base_snapshot_id}", None)]
-    for t, tree in enumerate(layout.truncated):
-        for node in tree._reachable():
-            cut = tree.node_cut[node]
-            if cut is not None:
-                rows.append(("tree", t, node, tree.depth[node], f"cut: {cut.key}", None))
-            else:
-                blocks = layout.leaf_blocks[t].get(node, [])
-                rows.append(("tree", t, node, tree.depth[node], f"leaf → blocks {list(map(int, blocks))}", None))
-    for b in range(layout.num_blocks):
-        files = sidecar.block_files.get(b, [])
-        rows.append(("block", None, b, None, f"{len(files)} file(s), {sum(f.file_size_in_bytes for f in files):,} bytes",
-                     int(sum(f.record_count for f in files))))
-    rows += _learning_rows(sidecar.properties)
-    from .pending import P_PENDING_BASE, P_PENDING_ID
-
-    if P_PENDING_ID in tbl.properties:
-        rows.append(("pending", None, None, None, f"layout {tbl.properties[P_PENDING_ID]} learned by optimize_layout on "
-                     f"snapshot {tbl.properties.get(P_PENDING_BASE)}, not applied yet", None))
+    with _verb_errors("describe_layout"):
+        view = ctx.pando_table(tbl, spark=False).layout
+    if view is None:
+        _current_sidecar(tbl)  # raises, naming the pending layout if there is one
+        raise ProcedureError(f"table {table} has no Pando layout")
+    if view.k is None:  # one layout per partition
+        return _describe_partitioned(view)
+    rows: list[tuple] = [("layout", None, None, None, f"id {view.layout_id}; k={view.k}; {len(view.blocks)} blocks; "
+                                                      f"base snapshot {view.base_snapshot_id}", None)]
+    for tree in view.trees:
+        for node in tree.nodes:
+            text = f"cut: {node.cut}" if node.cut is not None else f"leaf → blocks {list(node.blocks)}"
+            rows.append(("tree", tree.tree, node.node, node.depth, text, None))
+    for b in view.blocks:
+        rows.append(("block", None, b.block, None, f"{len(b.files)} file(s), {b.bytes:,} bytes", int(b.rows)))
+    rows += _learning_rows(dict(view.properties))
+    if view.pending_layout_id is not None:
+        rows.append(("pending", None, None, None, f"layout {view.pending_layout_id} learned by optimize_layout on "
+                     f"snapshot {view.pending_base_snapshot_id}, not applied yet", None))
     return Result([("section", "string"), ("tree", "int"), ("node", "int"), ("depth", "int"),
                    ("description", "string"), ("rows", "bigint")], rows)
 
 
 def _learning_rows(props: dict[str, str]) -> list[tuple]:
-    """describe_layout rows for what the layout learned beyond the paper: the workload's
-    templates with their parameters and synthetic draws, and the in-block order of the files."""
-    from ..spark.rewrite import P_IN_BLOCK
+    """describe_layout rows for what the layout learned beyond the paper: how many trees were
+    kept, the workload's templates with their parameters and synthetic draws, and the in-block
+    order of the files."""
+    from ..spark.rewrite import P_IN_BLOCK, P_K_SELECTION
 
     rows: list[tuple] = []
+    chosen = json.loads(props.get(P_K_SELECTION, "null"))
+    if chosen is not None:
+        costs = ", ".join(f"k={k} {v:.3f}" for k, v in chosen.get("validation_rows_fraction", {}).items())
+        rows.append(("trees kept", None, None, None, f"k={chosen['kept_k']} of the layouts learned ({costs}: rows "
+                     "of the sample that independent draws of the templates read, files' zone maps included)", None))
     for t in json.loads(props.get("pando.templates", "[]")):
         params = ", ".join(f"{c} ({role})" for c, role in t.get("parameters", {}).items()) or "none (constant literals)"
         rows.append(("template", None, None, None, f"{t['template']} — {t['training_draws']} training draw(s), "
@@ -477,38 +343,30 @@ def _learning_rows(props: dict[str, str]) -> list[tuple]:
     return rows
 
 
-def _describe_partitioned(sidecar) -> Result:
-    rows: list[tuple] = [("layout", None, None, None, f"id {sidecar.layout_id}; one layout per partition "
-                          f"({len(sidecar.partitions)}); base snapshot {sidecar.base_snapshot_id}", None)]
-    for name, entry in sorted(sidecar.partitions.items()):
-        layout, files = entry.layout, entry.sidecar.block_files
+def _describe_partitioned(view) -> Result:
+    rows: list[tuple] = [("layout", None, None, None, f"id {view.layout_id}; one layout per partition "
+                          f"({len(view.partitions)}); base snapshot {view.base_snapshot_id}", None)]
+    for p in view.partitions:
         rows.append(("partition", None, None, None,
-                     f"{name}: layout {entry.layout_id}; k={layout.k}; {layout.num_blocks} blocks; "
-                     f"{sum(len(v) for v in files.values())} file(s)",
-                     int(sum(f.record_count for v in files.values() for f in v))))
+                     f"{p.partition}: layout {p.layout_id}; k={p.k}; {p.blocks} blocks; {p.files} file(s)", p.rows))
     return Result([("section", "string"), ("tree", "int"), ("node", "int"), ("depth", "int"),
                    ("description", "string"), ("rows", "bigint")], rows)
 
 
-def _partitioned_health(ctx, table: str, tbl, sidecar, max_rows_outside: float, max_efficiency_loss: float,
-                        relayout: bool, options: dict[str, str]) -> Result:
+def _partitioned_health(ctx, table: str, health, relayout: bool, options: dict[str, str]) -> Result:
     """layout_health of a table with one layout per partition: one row per partition."""
-    from ..maintenance.partition_health import COLUMNS, partition_health, relayout_call
+    from ..maintenance.partition_health import COLUMNS, relayout_call
 
-    name = ctx.spark_name(tbl)
-    workload = json.loads(sidecar.properties.get("pando.workload", "[]"))
-    workload = [tuple(x) if isinstance(x, list) else x for x in workload]  # (statement, weight)
-    rows, where = partition_health(tbl, sidecar, name, max_rows_outside, max_efficiency_loss, workload)
-    degraded = [h for h in rows if h.reasons]
-    out = [h.row() for h in rows]
+    out = [h.row() for h in health.partitions]
+    degraded = [h for h in health.partitions if h.reasons]
     if degraded:
-        call_sql = relayout_call(name, where)
+        call_sql = relayout_call(ctx.spark_name(ctx.table(table)), health.partitions_where)
         out.append(("*", "recommendation", None, None, None, None, None, None,
                     f"lay out {len(degraded)} degraded or new partition(s): {call_sql}"))
     else:
         out.append(("*", "ok", None, None, None, None, None, None, "every partition layout is healthy"))
     if relayout and degraded:
-        r = rewrite_data_files(ctx, table, "pando", options=options, where=where, relearn=True)
+        r = rewrite_data_files(ctx, table, "pando", options=options, where=health.partitions_where, relearn=True)
         out.append(("*", "action", r.rows[0][1], None, None, None, None, None,
                     f"re-laid out: layout {r.rows[0][4]}, snapshot {r.rows[0][6]}"))
     return Result(COLUMNS, out)
@@ -522,54 +380,27 @@ def _partitioned_health(ctx, table: str, tbl, sidecar, max_rows_outside: float, 
 def layout_health(ctx: ProcedureContext, table: str, max_rows_outside: float, max_efficiency_loss: float,
                   relayout: bool, options: dict[str, str]) -> Result:
     """Rows and files outside the layout, skipping on the recorded workload now vs at layout time."""
-    from ..planner import plan_scan
-
-    tbl = ctx.table(table)
-    try:
-        sidecar = _current_sidecar(tbl, required=False)
-    except Exception as e:  # a corrupt sidecar is a health finding, not a crash
+    with _verb_errors("layout_health"):
+        h = ctx.pando_table(ctx.table(table), spark=False).health(max_rows_outside, max_efficiency_loss)
+    if h.status == "broken":
         return Result([("metric", "string"), ("value", "string")],
-                      [("status", "broken"), ("reason", str(e)), ("recommendation", "re-layout (rewrite_data_files strategy 'pando')")])
-    if sidecar is None:
+                      [("status", "broken"), ("reason", h.reasons[0]),
+                       ("recommendation", "re-layout (rewrite_data_files strategy 'pando')")])
+    if h.status == "no layout":
         return Result([("metric", "string"), ("value", "string")],
                       [("status", "no layout"), ("recommendation", "create one with rewrite_data_files(strategy => 'pando')")])
-    if not hasattr(sidecar, "load_layout"):  # one layout per partition
-        return _partitioned_health(ctx, table, tbl, sidecar, max_rows_outside, max_efficiency_loss, relayout, options)
-    layout_paths = {ref.path for refs in sidecar.block_files.values() for ref in refs}
-    tasks = list(tbl.scan().plan_files())
-    inside = [t for t in tasks if t.file.file_path in layout_paths]
-    outside = [t for t in tasks if t.file.file_path not in layout_paths]
-    rows_in = sum(t.file.record_count for t in inside)
-    rows_out = sum(t.file.record_count for t in outside)
-    share_out = rows_out / max(1, rows_in + rows_out)
-    workload = json.loads(sidecar.properties.get("pando.workload", "[]"))
-    at_layout = float(sidecar.properties.get("pando.expected-rows-fraction", "nan"))
-    now = _workload_fraction_now(ctx, tbl, workload, plan_scan)
-    loss = (now - at_layout) / at_layout if at_layout == at_layout and at_layout > 0 and now is not None else None
-    reasons = []
-    if share_out > max_rows_outside:
-        reasons.append(f"{share_out:.0%} of rows are outside the layout (> {max_rows_outside:.0%})")
-    if loss is not None and loss > max_efficiency_loss:
-        reasons.append(f"the recorded workload reads {loss:.0%} more rows than at layout time (> {max_efficiency_loss:.0%})")
-    if not inside:
-        reasons.append("no live file belongs to the layout (rewritten by another tool)")
-    from ..planner.scan import changed_cut_columns
-    from ..storage.pointer import layout_pointer
-
-    changed = changed_cut_columns(tbl, layout_pointer(tbl.properties), sidecar.load_layout())
-    if changed:
-        reasons.append(f"the layout's cuts on {', '.join(sorted(changed))} no longer apply (column renamed, dropped "
-                       "or replaced since the layout)")
-    rec = ("re-layout: " + "; ".join(reasons)) if reasons else "ok"
-    rows = [("status", "degraded" if reasons else "ok"), ("layout_id", sidecar.layout_id),
-            ("layout_snapshot_id", tbl.properties.get("pando.snapshot-id")),
-            ("current_snapshot_id", str(tbl.current_snapshot().snapshot_id) if tbl.current_snapshot() else None),
-            ("layout_files_live", str(len(inside))), ("files_outside_layout", str(len(outside))),
-            ("rows_outside_layout", str(rows_out)), ("rows_outside_share", f"{share_out:.4f}"),
-            ("workload_rows_fraction_at_layout", f"{at_layout:.4f}"),
-            ("workload_rows_fraction_now", f"{now:.4f}" if now is not None else "n/a"),
-            ("recommendation", rec)]
-    if relayout and reasons:
+    if h.partitions:  # one layout per partition
+        return _partitioned_health(ctx, table, h, relayout, options)
+    at_layout = h.workload_rows_fraction_at_layout
+    rows = [("status", h.status), ("layout_id", h.layout_id), ("layout_snapshot_id", h.layout_snapshot_id),
+            ("current_snapshot_id", str(h.current_snapshot_id) if h.current_snapshot_id is not None else None),
+            ("layout_files_live", str(h.layout_files_live)), ("files_outside_layout", str(h.files_outside_layout)),
+            ("rows_outside_layout", str(h.rows_outside_layout)), ("rows_outside_share", f"{h.rows_outside_share:.4f}"),
+            ("workload_rows_fraction_at_layout", f"{at_layout:.4f}" if at_layout is not None else "nan"),
+            ("workload_rows_fraction_now",
+             f"{h.workload_rows_fraction_now:.4f}" if h.workload_rows_fraction_now is not None else "n/a"),
+            ("recommendation", h.recommendation)]
+    if relayout and h.reasons:
         r = rewrite_data_files(ctx, table, "pando", options=options, relearn=True)
         rows.append(("action", f"re-laid out: layout {r.rows[0][4]}, {r.rows[0][1]} files written, snapshot {r.rows[0][6]}"))
     elif relayout:
@@ -577,67 +408,27 @@ def layout_health(ctx: ProcedureContext, table: str, max_rows_outside: float, ma
     return Result([("metric", "string"), ("value", "string")], rows)
 
 
-def _workload_fraction_now(ctx, tbl, workload: list[str], plan_scan) -> float | None:
-    """Weighted share of live rows the recorded workload reads now, by the real planner."""
-    if not workload:
-        return None
-    from ..workload import parse_workload
-
-    name = ctx.spark_name(tbl)
-    schemas = {name: tbl.schema().as_arrow()}
-    try:
-        wl = parse_workload(workload, schemas)
-    except Exception:
-        return None  # the recorded workload names other tables we do not load here: no estimate
-    total = read = 0.0
-    for q in wl.queries:
-        if name not in q.filters:
-            continue
-        e = plan_scan(tbl, q.filters[name]).explain
-        total += q.weight * max(1, e.total_rows)
-        read += q.weight * e.pando_rows
-    return read / total if total else None
-
-
 @procedure("remove_layout", Param("table", "string", required=True),
            Param("delete_sidecar", "boolean", default=True))
 def remove_layout(ctx: ProcedureContext, table: str, delete_sidecar: bool) -> Result:
     """Forget the table's layout: remove the pointer properties (and the sidecar file)."""
-    from ..storage.paths import delete_sidecar as _delete
-    from ..storage.pointer import LAYOUT_PROPERTIES, layout_pointer
-
-    from .pending import clear_pending
-
-    tbl = ctx.table(table)
-    pointer = layout_pointer(tbl.properties)
-    pending = clear_pending(tbl)
-    notes = [f"pending layout {pending} (from optimize_layout) removed too"] if pending else []
-    if pointer is None:
-        return Result([("layout_id", "string"), ("sidecar_deleted", "boolean")], [(None, False)],
-                      notes=notes + ["the table had no layout"])
-    tbl = ctx.table(table)
-    with tbl.transaction() as tx:
-        tx.remove_properties(*[p for p in LAYOUT_PROPERTIES if p in tbl.properties])
-    deleted = False
-    if delete_sidecar:
-        try:
-            _delete(tbl.io, tbl.location(), pointer.sidecar)
-            deleted = True
-        except Exception:
-            deleted = False
-    if ctx._spark is not None:
-        refresh_table(ctx.spark, ctx.spark_name(tbl))
-    return Result([("layout_id", "string"), ("sidecar_deleted", "boolean")], [(pointer.layout_id, deleted)], notes=notes)
+    with _verb_errors("remove_layout"):
+        r = ctx.pando_table(ctx.table(table), spark=False).remove_layout(delete_sidecar=delete_sidecar)
+    notes = [f"pending layout {r.pending_removed} (from optimize_layout) removed too"] if r.pending_removed else []
+    if r.layout_id is None:
+        notes.append("the table had no layout")
+    return Result([("layout_id", "string"), ("sidecar_deleted", "boolean")], [(r.layout_id, r.sidecar_deleted)],
+                  notes=notes)
 
 
 @procedure("refresh_literal_cuts", Param("table", "string", required=True))
 def refresh_literal_cuts(ctx: ProcedureContext, table: str) -> Result:
     """Update the key sets of the layout's literal (join-induced) cuts after dimension changes,
     soundly: keys whose membership would move laid-out fact rows keep it (paper §7)."""
-    from ..maintenance.literal_cuts import REFRESH_COLUMNS, refresh_literal_cuts as refresh
+    from ..maintenance.literal_cuts import REFRESH_COLUMNS
 
-    tbl = ctx.table(table)
-    r = refresh(ctx.spark, ctx.spark_name(tbl), io_properties=ctx.cfg.pyiceberg_properties(), progress=ctx.progress)
+    with _verb_errors("refresh_literal_cuts"):
+        r = ctx.pando_table(ctx.table(table)).optimize.refresh_literal_cuts()
     note = (f"layout {r.previous_layout_id} -> {r.layout_id}" if r.changed else f"layout {r.layout_id} unchanged")
     return Result(REFRESH_COLUMNS, [c.row() for c in r.cuts], notes=[note, f"{r.seconds:.1f}s"])
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def sql(spark, query: str, *, catalog: Any = None, use_layout: bool = True):
+def sql(spark, query: str, *, catalog: Any = None, use_layout: bool = True, stage: str = "auto"):
     """``query`` (Spark SQL) as a lazy :class:`~pando_iceberg.spark.pruned.PrunedDataFrame`: every
     Iceberg base table reads only the files Iceberg's pruning and the table's Pando trees keep
     (a table without a usable layout reads what Iceberg's pruning keeps: never a wrong result).
@@ -27,12 +27,14 @@ def sql(spark, query: str, *, catalog: Any = None, use_layout: bool = True):
 
     Lifetime: planning happens in this call; the chosen scan tasks stay staged in the JVM until
     ``df.pando.close()`` or the end of ``with ... as df``. Run every action (also on DataFrames
-    derived from ``df``) before that; temporary views are not left behind."""
+    derived from ``df``) before that; temporary views are not left behind. ``stage``: 'auto'
+    stages only the tables whose trees remove files Iceberg's own pruning keeps (the others are
+    Spark's own scans); 'always' stages every table (each read pinned to the planned snapshot)."""
     from .pruned import pruned_sql
 
     if catalog is None:
         catalog = default_catalog(spark)
-    return pruned_sql(spark, catalog, query, use_layout=use_layout)
+    return pruned_sql(spark, catalog, query, use_layout=use_layout, stage=stage)
 
 
 def default_catalog(spark):

@@ -231,14 +231,31 @@ class PrunedDataFrame(DataFrame):
         self.pando.close()
 
 
-def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True) -> PrunedDataFrame:
+def prunes_beyond_iceberg(plan) -> bool:
+    """Did the trees or join pruning remove files that Iceberg's own planning of the table's
+    filter keeps? When not, the table is left to Spark's own Iceberg scan, which plans the same
+    files itself (its pushed filter is the one pyiceberg planned with): staging its tasks in the
+    JVM would cost a second planning for no byte saved (issue 16)."""
+    ex = plan.explain
+    return ex.pando_files < ex.iceberg_files or ex.pando_bytes < ex.iceberg_bytes
+
+
+STAGE_MODES = ("auto", "always")
+
+
+def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str = "auto") -> PrunedDataFrame:
     """``sql`` as a lazy DataFrame in which every Iceberg base table is replaced by its pruned
     scan (see :class:`PrunedDataFrame` for the lifetime of what it stages). Nothing is collected;
     planning (pyiceberg + trees, then the JVM's tasks for the chosen files) happens here.
+    ``stage='auto'``: a table whose trees remove no file beyond Iceberg's own pruning is read by
+    Spark's own scan (``prunes_beyond_iceberg``; its explain record still says what was
+    planned); ``'always'``: every table reads its staged tasks (pinned to the planned snapshot).
     ``df.pando.timings``: seconds spent planning the tables (``plan``, split into ``plan_parse``:
     SQL, schemas, workload parser; ``plan_join_keys``: Spark key sets; ``plan_tables``: pyiceberg
     + trees), staging their tasks in the JVM (``stage``) and analysing the query
     (``analyse``)."""
+    if stage not in STAGE_MODES:
+        raise ValueError(f"stage must be one of {', '.join(STAGE_MODES)}, got {stage!r}")
     t0 = time.perf_counter()
     qp = plan_query(spark, catalog, sql, use_layout=use_layout)
     timings = {"plan": time.perf_counter() - t0, **{f"plan_{k}": v for k, v in qp.timings.items()}}
@@ -249,6 +266,8 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True) -> PrunedDa
         with contextlib.ExitStack() as view_stack:  # the views live only while Spark analyses the query
             t1 = time.perf_counter()
             for i, (name, plan) in enumerate(sorted(qp.plans.items())):
+                if stage == "auto" and not prunes_beyond_iceberg(plan):
+                    continue  # Spark's own Iceberg scan reads the same files without staging them
                 df = stack.enter_context(staged_plan(spark, qp.tables.get(name) or catalog.load_table(name), name, plan))
                 views[name] = f"__pando_scan_{tag}_{i}"
                 df.createOrReplaceTempView(views[name])
@@ -302,5 +321,5 @@ def _replace_tables(tree: exp.Expression, views: dict[str, str]) -> exp.Expressi
     return tree
 
 
-__all__ = ["PrunedDataFrame", "PrunedQuery", "PrunedScans", "QueryPlan", "collect_arrow", "plan_query", "pruned_sql",
+__all__ = ["PrunedDataFrame", "PrunedQuery", "PrunedScans", "QueryPlan", "collect_arrow", "plan_query", "prunes_beyond_iceberg", "pruned_sql",
            "pruned_table", "run_sql", "staged_plan", "with_join_keys"]

@@ -29,7 +29,7 @@ import sqlglot
 
 from ..expr import keys as keyset
 from ..progress import progress_step, spark_job_progress
-from ..workload.in_block import BlockFiles, InBlockOrder, block_files, choose_in_block_order
+from ..workload.in_block import BlockFiles, InBlockOrder, block_files, choose_in_block_order, select_layout
 from . import iceberg_jvm as jv
 from .session import quote_name, refresh_table
 from .blocks import (BLOCK_COL, KTUPLE_COL, ROW_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices,
@@ -37,6 +37,8 @@ from .blocks import (BLOCK_COL, KTUPLE_COL, ROW_COL, WRITTEN_FILE_DDL, LayoutPay
 
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
 P_IN_BLOCK = "pando.in-block-order"  # sidecar property: JSON of workload.in_block.InBlockOrder
+P_K_SELECTION = "pando.k-selection"  # sidecar property: JSON of workload.in_block.LayoutChoice
+K_SELECTIONS = ("validate", "fixed")
 
 
 class PandoRewriteError(ValueError):
@@ -58,11 +60,14 @@ class RewriteOptions:
     # (0 = the training literals only) and the in-block order ('auto', 'none' or a column).
     template_draws: int = 16
     in_block_order: str = "auto"
+    # 'validate': learn 1..k trees and keep the layout whose files independent validation
+    # draws read least (workload/in_block.select_layout); 'fixed': exactly k trees (the paper).
+    k_selection: str = "validate"
 
     OPTION_NAMES = {"k": "k", "sample-rate": "sample_rate", "seed": "seed", "min-block-rows": "min_block_rows",
                     "min-sample-rows": "min_sample_rows", "target-file-size-bytes": "target_file_size_bytes",
                     "max-ktuples": "max_ktuples", "template-draws": "template_draws",
-                    "in-block-order": "in_block_order"}
+                    "in-block-order": "in_block_order", "k-selection": "k_selection"}
 
     @classmethod
     def from_map(cls, options: dict[str, Any] | None) -> "RewriteOptions":
@@ -72,7 +77,7 @@ class RewriteOptions:
             attr = cls.OPTION_NAMES.get(key)
             if attr is None:
                 raise PandoRewriteError(f"unknown option {key!r}; accepted: {', '.join(sorted(cls.OPTION_NAMES))}")
-            if attr == "in_block_order":
+            if attr in ("in_block_order", "k_selection"):
                 setattr(out, attr, str(raw).strip().lower())
                 continue
             try:
@@ -97,6 +102,9 @@ class RewriteOptions:
             raise PandoRewriteError(f"option 'template-draws' must be between 0 and 1000, got {self.template_draws}")
         if not self.in_block_order:
             raise PandoRewriteError("option 'in-block-order' must be 'auto', 'none' or a column name, got ''")
+        if self.k_selection not in K_SELECTIONS:
+            raise PandoRewriteError(f"option 'k-selection' must be one of {', '.join(K_SELECTIONS)}, "
+                                    f"got {self.k_selection!r}")
 
 
 @dataclass
@@ -114,6 +122,7 @@ class LearnedLayout:
     workload_sql: list[tuple[str, float]] = field(default_factory=list)  # (statement, weight)
     templates: list[dict] = field(default_factory=list)  # templates.Template.to_json() of each template
     in_block: Any = None  # workload.in_block.InBlockOrder (None: files in routing order)
+    k_selection: dict | None = None  # workload.in_block.LayoutChoice.to_json (None: k fixed)
 
     @property
     def in_block_column(self) -> str | None:
@@ -127,6 +136,8 @@ class LearnedLayout:
                  "pando.templates": json.dumps(self.templates)}
         if self.in_block is not None:
             props[P_IN_BLOCK] = json.dumps(self.in_block.to_json())
+        if self.k_selection is not None:
+            props[P_K_SELECTION] = json.dumps(self.k_selection)
         return props
 
     def expected_fraction(self, layout=None) -> float:
@@ -319,20 +330,38 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     t1 = time.time()
     if sample.num_rows == 0:
         sample = collect_arrow(df.limit(options.min_sample_rows))
-    expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options)
+    ks = candidate_ks(options)
+    expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options, validate=len(ks) > 1)
     scale = sample.num_rows / total_rows
     b_sample = max(1.0, options.min_block_rows * scale)
-    progress(f"optimizing k={options.k} trees on {sample.num_rows:,} sample rows, {len(cuts)} candidate cuts, "
-             f"{len(queries)} queries + {len(expected.queries) - len(queries)} synthetic draws of their templates")
+    learned = []
     test_pause("OPTIMIZING")
-    layout = build_layout(sample, cuts, expected.queries, options.k, b_sample, max_ktuples=options.max_ktuples,
-                          progress=progress)
-    in_block = in_block_order(layout, sample, expected.queries, b_sample, options)
+    for k in ks:
+        progress(f"optimizing k={k} trees on {sample.num_rows:,} sample rows, {len(cuts)} candidate cuts, "
+                 f"{len(queries)} queries + {len(expected.queries) - len(queries)} synthetic draws of their templates")
+        layout = build_layout(sample, cuts, expected.queries, k, b_sample, max_ktuples=options.max_ktuples,
+                              progress=progress)
+        learned.append((layout, in_block_order(layout, sample, expected.queries, b_sample, options)))
+    k_selection = None
+    if len(learned) > 1:
+        choice = select_layout([(lay, getattr(o, "column", None)) for lay, o in learned], sample,
+                               expected.validation, b_sample)
+        k_selection = choice.to_json(ks)
+        progress(f"kept k={ks[choice.index]} trees: validation draws read "
+                 + ", ".join(f"{c:.3f} (k={k})" for k, c in zip(ks, choice.costs)) + " of the sample's rows")
+        layout, in_block = learned[choice.index]
+    else:
+        layout, in_block = learned[0]
     literal_keys = {c.key: c.keys_to_bytes() for c in layout.cuts if hasattr(c, "keys_to_bytes")}
     return LearnedLayout(layout, literal_keys, total_rows, sample.num_rows, len(queries), len(cuts),
                          list(wl.unsupported), t1 - t0, time.time() - t1, queries,
                          [(q.sql, q.weight) for q in wl.queries if target in q.filters],
-                         expected.describe(), in_block)
+                         expected.describe(), in_block, k_selection)
+
+
+def candidate_ks(options: RewriteOptions) -> list[int]:
+    """The numbers of trees learned: 1..k under 'validate' (one kept, ``select_layout``), else k."""
+    return list(range(1, options.k + 1)) if options.k_selection == "validate" else [options.k]
 
 
 def table_workload(spark, table_name: str, workload: Sequence[str] | str) -> tuple[Any, str, list, dict]:
@@ -375,14 +404,16 @@ def table_cuts(spark, wl, target: str, schemas: dict[str, pa.Schema], filters: S
 
 
 def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], queries: list, sample: pa.Table,
-                      options: RewriteOptions) -> tuple[Any, list]:
+                      options: RewriteOptions, validate: bool = False) -> tuple[Any, list]:
     """What the optimizer learns from (``workload/templates.py``): the training queries plus
     ``template-draws`` synthetic draws per template, drawn along the sample's values (and
-    along samples of the dimension tables the joins filter), and their candidate cuts."""
+    along samples of the dimension tables the joins filter), and their candidate cuts;
+    ``validate``: as many independent draws again, kept apart (``expected.validation``)."""
     from ..workload.templates import expected_workload
 
     dims = dimension_samples(spark, [f for f, _ in queries], options) if options.template_draws else {}
-    expected = expected_workload(queries, sample, options.template_draws, options.seed, dimensions=dims)
+    expected = expected_workload(queries, sample, options.template_draws, options.seed, dimensions=dims,
+                                 validation_draws=options.template_draws if validate else 0)
     return expected, table_cuts(spark, wl, target, schemas, [f for f, _ in expected.queries])
 
 

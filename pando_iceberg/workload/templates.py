@@ -164,6 +164,9 @@ class TemplateWorkload:
 
     queries: list[tuple[TableFilter, float]]
     templates: list[Template]
+    # Training queries + draws independent of ``queries``' (another random stream), weighted
+    # alike: how layouts learned from ``queries`` are compared (``in_block.select_layout``).
+    validation: list[tuple[TableFilter, float]] = field(default_factory=list)
 
     def candidate_cuts(self) -> list[Any]:
         """§6.1's rule over the wider workload: every simple predicate once, by key."""
@@ -451,24 +454,34 @@ def _widened(anchors: list[float], bounds: tuple[Any, ...]) -> tuple[float, floa
 
 
 def expected_workload(queries: Iterable[tuple[TableFilter, float]], sample: pa.Table, draws: int = 16,
-                      seed: int = 0, dimensions: dict[str, pa.Table] | None = None) -> TemplateWorkload:
+                      seed: int = 0, dimensions: dict[str, pa.Table] | None = None,
+                      validation_draws: int = 0) -> TemplateWorkload:
     """The training queries plus ``draws`` synthetic draws per template with parameters
     (module docstring); ``draws = 0`` gives the training queries unchanged (the paper).
     ``sample``: the table's sample; ``dimensions``: samples of the dimension tables its join
-    filters name (by table name), for parameters inside join filters."""
+    filters name (by table name), for parameters inside join filters. ``validation_draws``:
+    as many more draws per template from an independent random stream, kept apart in
+    ``validation`` (the training queries plus them; the training queries alone when 0)."""
     queries = [(f, float(w)) for f, w in queries]
     templates = group_templates(queries)
-    if draws <= 0 or not queries:
-        return TemplateWorkload(queries, templates)
+    if not queries or (draws <= 0 and validation_draws <= 0):
+        return TemplateWorkload(queries, templates, list(queries))
     samples = {**(dimensions or {}), (queries[0][0].table or ""): sample}
-    rng = random.Random(seed)
     columns: dict = {}
-    out: list[tuple[TableFilter, float]] = []
-    for t in templates:
-        gen = _Generator(t, samples, columns, rng)
-        extra = [f for f in (gen.draw() for _ in range(draws if gen.groups else 0)) if f is not None]
-        t.synthetic = len(extra)
-        share = t.weight / (len(t.draws) + len(extra)) if extra else None
-        out += [(f, w if share is None else share) for f, w in t.draws]
-        out += [(f, share) for f in extra]  # type: ignore[misc]
-    return TemplateWorkload(out, templates)
+
+    def drawn(rng: random.Random, n: int, count: bool) -> list[tuple[TableFilter, float]]:
+        out: list[tuple[TableFilter, float]] = []
+        for t in templates:
+            gen = _Generator(t, samples, columns, rng)
+            extra = [f for f in (gen.draw() for _ in range(n if gen.groups else 0)) if f is not None]
+            if count:
+                t.synthetic = len(extra)
+            share = t.weight / (len(t.draws) + len(extra)) if extra else None
+            out += [(f, w if share is None else share) for f, w in t.draws]
+            out += [(f, share) for f in extra]  # type: ignore[misc]
+        return out
+
+    learned = drawn(random.Random(seed), draws, True) if draws > 0 else list(queries)
+    validation = drawn(random.Random(f"{seed}-validation"), validation_draws, False) if validation_draws > 0 \
+        else list(queries)
+    return TemplateWorkload(learned, templates, validation)

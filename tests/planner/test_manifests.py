@@ -119,6 +119,7 @@ def test_bad_bound_named():
         ManifestEntryCache(max_bytes=-1)
 
 
+@pytest.mark.spark
 def test_merge_on_read_deletes_and_partitions_match_pyiceberg(spark, catalog):
     """Spark writes a partitioned v2 table, then merge-on-read DELETE/UPDATE add position delete
     files: the cached plan has the same files and the same delete files per file as pyiceberg's."""

@@ -117,5 +117,9 @@ def test_describe_layout_shows_templates_and_in_block_order(spark, catalog, lake
     assert any("synthetic" in d and "l_shipdate (range)" in d for d in sections["template"])
     (order,) = sections["in-block order"]
     assert "cut along l_" in order
+    (kept,) = sections["trees kept"]  # k = 2 under k-selection 'validate': 1 or 2 trees, both measured
+    chosen = json.loads(_sidecar(laid_out["table"]).properties["pando.k-selection"])
+    assert set(chosen["validation_rows_fraction"]) == {"1", "2"} and chosen["kept_k"] == laid_out["layout"].k
+    assert kept.startswith(f"k={laid_out['layout'].k} of the layouts learned (k=1 ")
     blocks = [r for r in rows if r[0] == "block"]
     assert sum(int(r[4].split(" file")[0]) for r in blocks) == laid_out["result"].added_data_files_count

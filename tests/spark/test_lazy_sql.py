@@ -90,12 +90,35 @@ def test_sql_is_lazy_pruned_and_equal(spark, catalog, laid_out):
 
 
 def test_closed_handle_releases_staged_tasks(spark, catalog, laid_out):
-    with pspark.sql(spark, FILTER_SQL, catalog=catalog) as df:
+    with pspark.sql(spark, FILTER_SQL, catalog=catalog, stage="always") as df:
         n = df.count()
     assert n > 0 and _pando_views(spark) == []
     with pytest.raises(Exception):  # the staged task set was removed: the scan cannot be planned again
         df.count()
     df.pando.close()  # idempotent
+    with pytest.raises(ValueError, match="stage must be one of auto, always"):
+        pspark.sql(spark, FILTER_SQL, catalog=catalog, stage="sometimes")
+
+
+def test_a_table_the_trees_prune_no_further_is_read_by_sparks_own_scan(spark, catalog, laid_out):
+    """Files of about b rows cut along the date: Iceberg's min/max already keeps exactly the
+    blocks the trees choose for a date range, so 'auto' stages nothing, reads the same files,
+    and the DataFrame outlives its handle (it holds no staged task)."""
+    from pando_iceberg.spark.pruned import prunes_beyond_iceberg
+
+    want = sorted(spark.sql(FILTER_SQL).collect())
+    with pspark.sql(spark, FILTER_SQL, catalog=catalog) as df:
+        (plan,) = df.pando.plan.plans.values()
+        assert not prunes_beyond_iceberg(plan) and plan.explain.used_layout
+        assert sorted(df.collect()) == want
+        files = jv.scan_metrics(df)
+    assert sorted(df.collect()) == want  # Spark's own scan: nothing was staged, nothing released
+    collected = run_sql(spark, catalog, FILTER_SQL)
+    assert sorted(collected.rows) == want
+    assert plan.explain.pando_files == plan.explain.iceberg_files < plan.explain.total_files
+    for key in ("resultDataFiles", "totalDataFileSize"):  # the same files, read once each way
+        assert files[key] == collected.scan_metrics[key] == (plan.explain.pando_files if key == "resultDataFiles"
+                                                     else plan.explain.pando_bytes)
 
 
 def test_failure_while_planning_releases_what_was_staged(spark, catalog, laid_out):

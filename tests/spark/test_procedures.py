@@ -189,7 +189,7 @@ def _snapshots(catalog, name):
 
 
 def test_optimize_layout_stores_a_pending_layout_that_scans_ignore_and_rewrite_applies(ctx, pend, catalog, spark):
-    from pando_iceberg.procedures.pending import P_PENDING_ID, load_pending
+    from pando_iceberg.maintenance.pending import P_PENDING_ID, load_pending
     from pando_iceberg.procedures.builtin import _current_sidecar
     from pando_iceberg.storage.paths import list_sidecars
 
@@ -234,7 +234,7 @@ def test_optimize_layout_stores_a_pending_layout_that_scans_ignore_and_rewrite_a
 
 
 def test_a_changed_request_or_relearn_learns_anew_and_drops_the_pending_layout(ctx, pend, catalog):
-    from pando_iceberg.procedures.pending import P_PENDING_ID
+    from pando_iceberg.maintenance.pending import P_PENDING_ID
 
     call(ctx, f'CALL pando.system.optimize_layout(table => \'{pend}\', workload => "{ORDERS_WL}", '
               "options => map('k', '1', 'min-block-rows', '2000', 'sample-rate', '0.5'))")

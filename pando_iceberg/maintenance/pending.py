@@ -35,7 +35,7 @@ S_LEARN_OPTIONS = "pando.learn-options"  # JSON: the RewriteOptions that shape l
 S_REQUEST = "pando.workload-request"  # JSON: the workload arguments optimize_layout was given
 
 LEARNING_OPTIONS = ("k", "sample_rate", "seed", "min_block_rows", "min_sample_rows", "max_ktuples", "template_draws",
-                    "in_block_order")
+                    "in_block_order", "k_selection")
 
 
 def learning_options(options: Any) -> dict[str, Any]:
@@ -105,7 +105,7 @@ def matches(sidecar: Any, options: Any, request: dict[str, Any]) -> str | None:
 def learned_from_pending(spark: Any, table_name: str, sidecar: Any) -> Any:
     """A ``LearnedLayout`` for ``rewrite_table(learned=...)`` from a pending sidecar: the stored
     layout and key sets, the stored workload parsed again for the expected-fraction estimate."""
-    from ..spark.rewrite import P_IN_BLOCK, LearnedLayout, _schema_key, identifier_fields, namespace_schemas
+    from ..spark.rewrite import P_IN_BLOCK, P_K_SELECTION, LearnedLayout, _schema_key, identifier_fields, namespace_schemas
     from ..workload import parse_workload
     from ..workload.in_block import InBlockOrder
 
@@ -122,7 +122,8 @@ def learned_from_pending(spark: Any, table_name: str, sidecar: Any) -> Any:
                          queries=queries, workload_sql=[(q.sql, q.weight) for q in wl.queries if target in q.filters],
                          templates=json.loads(sidecar.properties.get("pando.templates", "[]")),
                          in_block=None if in_block is None else InBlockOrder(
-                             in_block["column"], in_block.get("workload_rows_fraction", {})))
+                             in_block["column"], in_block.get("workload_rows_fraction", {})),
+                         k_selection=json.loads(sidecar.properties.get(P_K_SELECTION, "null")))
 
 
 def _delete_quietly(tbl: Any, name: str) -> None:

@@ -124,6 +124,14 @@ def test_soak_regression_relayout_of_a_partitioned_table_whose_files_are_all_of_
     spark.sql(f"CALL {ctx.cfg.catalog.name}.system.rewrite_data_files(table => '{name}', "
               "options => map('rewrite-all', 'true'))")  # as the message says; then the re-layout works
     assert call(ctx, statement).rows[0][1] > 0
+    # The nightly runbook's health step met the same state and failed the runbook: now it reports it.
+    spark.sql(f"ALTER TABLE {name} REPLACE PARTITION FIELD bucket(2, id) WITH bucket(3, id)")
+    spark.sql(f"INSERT INTO {name} " + GEN.format(lo=2000, hi=2100))  # under the new spec: no layout
+    spark.sql(f"ALTER TABLE {name} DROP PARTITION FIELD bucket(3, id)")  # now every file is of an older spec
+    health = call(ctx, f"CALL pando.system.layout_health(table => '{name}', relayout => true)")
+    action = [r for r in health.rows if r[0] == "*" and r[1] == "action"]
+    assert action and action[0][-1].startswith(f"not re-laid out: table {name} has no live data file under its "
+                                               "current partition spec"), health.rows
 
 
 @pytest.mark.xfail(strict=True, raises=PandoExprError, reason=(

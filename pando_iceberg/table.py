@@ -622,7 +622,7 @@ class TableOptimizer:
                                                           "since are routed by the same trees)")
                          + "; relearn => true learns anew")
         else:
-            sources = sources or self._recorded_workload(table)
+            sources = sources or self._recorded_workload(table, notes)
             if not sources:
                 raise PandoApiError("optimize.rewrite", "strategy 'pando' needs a workload "
                                     "(argument 'workload': SQL text, a .sql file, a directory or a query log; or "
@@ -637,11 +637,23 @@ class TableOptimizer:
             notes.append(f"pending layout {dropped} from optimize_layout superseded and removed")
         return _metrics(r, notes)
 
-    def _recorded_workload(self, table: Table) -> list[Any] | None:
+    def _recorded_workload(self, table: Table, notes: list[str]) -> list[Any] | None:
+        """The current layout's recorded workload, brought to the current schema (renamed
+        columns followed, statements on dropped ones left out and noted: workload/recorded.py)."""
+        from .workload import PandoWorkloadError
+        from .workload.recorded import current_recorded_workload
+
         sidecar = self.pt._sidecar(table)
         if sidecar is None or "pando.workload" not in sidecar.properties:
             return None
-        return [tuple(x) if isinstance(x, list) else x for x in json.loads(sidecar.properties["pando.workload"])]
+        recorded = [tuple(x) if isinstance(x, list) else x for x in json.loads(sidecar.properties["pando.workload"])]
+        try:
+            kept, said = current_recorded_workload(recorded, table,
+                                                   lambda n: self.pt.catalog.load_table(n).schema().as_arrow())
+        except PandoWorkloadError as e:
+            raise PandoApiError("optimize.rewrite", str(e)) from None
+        notes += said
+        return kept
 
     def incremental(self, min_block_rows: int | None = None,
                     target_file_size_bytes: int | None = None) -> IncrementalMetrics:

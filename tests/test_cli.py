@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-COMMANDS = ["init", "tables", "sql", "run", "explain", "describe-layout", "load-tpch", "demo", "cleanup"]
+COMMANDS = ["init", "tables", "sql", "run", "explain", "describe-layout", "load-tpch", "demo", "cleanup", "soak"]
 
 
 def run(*args, home=None):
@@ -42,3 +42,37 @@ def test_sql_prints_rows_and_bad_sql_exits_2(tmp_path):
     assert "ParseException" in bad.stderr and "Traceback" not in bad.stderr
     missing = run("sql", "SELECT * FROM nowhere.t", home=home)
     assert missing.returncode == 2 and "does not exist" in missing.stderr or "cannot be found" in missing.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    ("workload => '/path/that/does/not/exist.sql'",
+     "workload '/path/that/does/not/exist.sql': no such file or directory (how a workload string is read: an existing "
+     "directory → its .sql files; an existing file → its SQL statements"),
+    ("workload_log => '/no/such/log'", "query log '/no/such/log' does not exist"),
+])
+@pytest.mark.parametrize("procedure", ["optimize_layout", "rewrite_data_files"])
+def test_a_workload_path_that_names_nothing_exits_2_and_says_so(tmp_path, args, message, procedure):
+    import pyarrow as pa
+
+    from pando_iceberg.catalog import load_catalog
+    from pando_iceberg.config import load_config
+
+    home = tmp_path / "lh"
+    cat = load_catalog(load_config(home=home, env={}))
+    cat.create_namespace_if_not_exists("ns")
+    cat.create_table("ns.t", pa.schema([("a", pa.int64())])).append(pa.table({"a": pa.array(range(10), pa.int64())}))
+    strategy = ", strategy => 'pando'" if procedure == "rewrite_data_files" else ""
+    proc = run("sql", f"CALL pando.system.{procedure}(table => 'ns.t'{strategy}, {args})", home=home)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr and "Div" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--days", "0"], "--days must be >= 1, got 0"),
+    (["--inject", "2:oops"], "--inject '2:oops': expected DAY:KIND with KIND one of delete-behind-model, lose-a-layout-file"),
+    (["--inject", "x:delete-behind-model"], "expected DAY:KIND"),
+    (["--profile", "huge"], "invalid choice: 'huge'"),
+])
+def test_soak_bad_arguments_exit_2_before_spark_starts(tmp_path, args, message):
+    proc = run("soak", *args, home=tmp_path / "lh")
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr

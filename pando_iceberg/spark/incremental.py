@@ -94,6 +94,23 @@ def current_layout(spark, table_name: str, io_properties: dict[str, str] | None)
     return CurrentLayout(table, pointer, sidecar, sidecar.load_layout(), io, location)
 
 
+def stale_cut_columns(table, pointer, layout, io_properties: dict[str, str] | None) -> set[str]:
+    """Columns of ``layout``'s cuts that no longer denote the field they denoted when the layout
+    was written (renamed, dropped, dropped and re-added), read from the Java ``table``'s current
+    metadata (the planner's rule, ``planner.scan.changed_cut_columns``). Routing rows with such
+    a cut would evaluate it on the wrong column or fail: the layout must be learned again."""
+    from pyiceberg.table import StaticTable
+
+    from ..planner.scan import changed_cut_columns
+
+    metadata = str(table.operations().current().metadataFileLocation())
+    return changed_cut_columns(StaticTable.from_metadata(metadata, properties=dict(io_properties or {})), pointer, layout)
+
+
+STALE_NOTE = ("the layout's cuts on {columns} no longer apply (column renamed, dropped or replaced since the layout): "
+              "{what} not laid out incrementally; lay the table out again (layout_health(relayout => true) does)")
+
+
 def write_successor_sidecar(cur: CurrentLayout, layout, block_files, *, base_snapshot_id: int | None,
                             base_sequence_number: int | None, extra: dict[str, str], layout_id: str | None = None):
     """A new sidecar (new layout id) that carries the previous one's properties (workload,
@@ -141,6 +158,10 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
                                seconds, min_block_rows=min_block_rows, committed=False)
     if not outside:
         result.notes.append("every live data file belongs to the layout: nothing to lay out")
+        return result
+    stale = stale_cut_columns(table, cur.pointer, layout, io_properties)
+    if stale:  # soak finding (issue 19): routing failed with "column 'amount' is not in the evaluated table"
+        result.notes.append(STALE_NOTE.format(columns=", ".join(sorted(stale)), what="the rows outside it are"))
         return result
 
     payload = LayoutPayload(cur.sidecar.layout_bytes, dict(cur.sidecar.literal_keys))

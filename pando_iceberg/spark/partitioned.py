@@ -22,6 +22,7 @@ partition values). Files of another partition spec than the current one are neve
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -167,6 +168,11 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
         chosen = {part_of[p] for p in matched if p in part_of}
     else:
         chosen = set(part_of.values())
+    if not chosen and not part_of and live:  # soak finding (issue 19): it said "matches where None"
+        raise PandoRewriteError(f"table {table_name} has no live data file under its current partition spec (all "
+                                f"{len(live)} were written under older specs, which Pando does not lay out): rewrite "
+                                f"them into the current spec first, e.g. CALL <catalog>.system.rewrite_data_files("
+                                f"table => '{table_name}', options => map('rewrite-all', 'true'))")
     if not chosen:
         raise PandoRewriteError(f"no partition of {table_name} with live rows matches where {where!r}: nothing to lay out")
 
@@ -337,7 +343,7 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
         read_layout_sidecar
     from ..storage.pointer import P_SNAPSHOT, LayoutPointer, layout_pointer
     from ..storage.sidecar import DataFileRef, LayoutSidecar, new_layout_id
-    from .incremental import IncrementalResult, _extend_layout
+    from .incremental import STALE_NOTE, IncrementalResult, _extend_layout, stale_cut_columns
 
     seconds: dict[str, float] = {}
     t0 = time.time()
@@ -358,13 +364,24 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
     inside = current.partition_of_path()
     part_of = {p: str(spec.partitionToPath(f.partition())) for p, f in live.items()
                if int(f.specId()) == spec_id and p not in inside}
-    outside = {p: n for p, n in part_of.items() if n in current.partitions}
+    stale = {}  # partition → cut columns renamed/dropped since its layout (soak finding, issue 19)
+    for n in sorted(set(part_of.values()) & set(current.partitions)):
+        entry = current.partitions[n]
+        own = dataclasses.replace(ptr, snapshot_id=entry.sidecar.base_snapshot_id) \
+            if entry.sidecar.base_snapshot_id is not None else ptr
+        stale[n] = stale_cut_columns(table, own, entry.layout, io_properties)
+    stale = {n: c for n, c in stale.items() if c}
+    outside = {p: n for p, n in part_of.items() if n in current.partitions and n not in stale}
     result = IncrementalResult(len(outside), 0, 0, 0, ptr.layout_id, 0, None, base_id, seconds,
                                min_block_rows=min_block_rows or 0, committed=False)
     skipped = sorted({n for n in part_of.values() if n not in current.partitions})
     if skipped:
         result.notes.append(f"{len(skipped)} partition(s) without a layout left as they are (e.g. {skipped[0]}); lay "
                             "them out with rewrite_data_files(strategy => 'pando', where => ...)")
+    if stale:
+        columns = sorted(set().union(*stale.values()))
+        result.notes.append(STALE_NOTE.format(columns=", ".join(columns),
+                                              what=f"the rows outside the layouts of {len(stale)} partition(s) are"))
     if not outside:
         result.notes.append("no partition with a layout has files outside it: nothing to lay out")
         return result

@@ -28,12 +28,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .parser import PandoWorkloadError
+from .parser import QUERY_LOG_SUFFIXES, PandoWorkloadError
 
 __all__ = ["LOG_COLUMNS", "LOG_FILE_SUFFIXES", "is_log_file", "parse_instant", "read_query_log"]
 
 LOG_COLUMNS = ("text", "timestamp", "weight")
-LOG_FILE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv")
+LOG_FILE_SUFFIXES = QUERY_LOG_SUFFIXES
 _UTC = pa.timestamp("us", tz="UTC")
 _UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hr": 3600, "hour": 3600,
           "d": 86400, "day": 86400, "w": 604800, "week": 604800}
@@ -72,7 +72,7 @@ def read_query_log(source: str, *, since: str | dt.datetime | None = None, until
     (loaded with ``load_table``, e.g. a pyiceberg catalog's ``load_table``)."""
     lo = parse_instant(since, now, "since") if since is not None else None
     hi = parse_instant(until, now, "until") if until is not None else None
-    if is_log_file(source) or os.path.isfile(source):
+    if is_log_file(source) or os.path.isfile(source) or "/" in str(source):  # a path, never a table name
         table = _read_file(source)
     elif load_table is not None:
         table = _read_table(source, load_table, lo, hi)

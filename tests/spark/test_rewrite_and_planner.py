@@ -160,8 +160,11 @@ def test_sql_with_joins_equals_unpruned(spark, catalog, laid_out, template):
 
 
 def test_bad_options_name_what_is_accepted():
-    with pytest.raises(PandoRewriteError, match="unknown option .kk.; accepted: in-block-order, k, max-ktuples"):
+    with pytest.raises(PandoRewriteError, match="unknown option .kk.; accepted: in-block-order, k, k-selection, max-ktuples"):
         RewriteOptions.from_map({"kk": "2"})
+    with pytest.raises(PandoRewriteError, match="option 'k-selection' must be one of validate, fixed, got 'best'"):
+        RewriteOptions.from_map({"k-selection": "best"})
+    assert RewriteOptions.from_map({"k-selection": " Fixed "}).k_selection == "fixed"
     with pytest.raises(PandoRewriteError, match="option 'sample-rate' must be in"):
         RewriteOptions.from_map({"sample-rate": "2"})
     with pytest.raises(PandoRewriteError, match="option 'k' must be an integer, got 'two'"):

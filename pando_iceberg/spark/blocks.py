@@ -13,6 +13,7 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 BLOCK_COL = "_pando_block"
 KTUPLE_COL = "_pando_kt"
@@ -151,6 +152,38 @@ def write_blocks(spec: WriteSpec):
     return run
 
 
+def dictionary_columns(table: pa.Table) -> list[str] | bool:
+    """The columns worth dictionary encoding in a file whose first rows are ``table``: parquet-mr's
+    rule (a column falls back to plain encoding when its dictionary plus the indices are not
+    smaller than the plain values), estimated from the distinct count. Nested columns keep
+    pyarrow's default (every column dictionary-encoded)."""
+    n = table.num_rows
+    if n == 0 or any(pa.types.is_nested(f.type) for f in table.schema):
+        return True
+    out = []
+    for name, column in zip(table.column_names, table.columns):
+        typ = column.type
+        if pa.types.is_boolean(typ) or pa.types.is_null(typ):
+            out.append(name)
+            continue
+        non_null = n - column.null_count
+        if non_null == 0:
+            out.append(name)
+            continue
+        distinct = int(pc.count_distinct(column).as_py())
+        if pa.types.is_binary(typ) or pa.types.is_string(typ) or pa.types.is_large_string(typ) \
+                or pa.types.is_large_binary(typ):
+            width = 4.0 + float(pc.sum(pc.binary_length(column)).as_py() or 0) / non_null
+        else:
+            width = max(1.0, typ.bit_width / 8.0) if hasattr(typ, "bit_width") else 8.0
+            if pa.types.is_decimal(typ):
+                width = 4.0 if typ.precision <= 9 else 8.0 if typ.precision <= 18 else 16.0
+        index_bytes = non_null * max(1, int(np.ceil(np.log2(max(distinct, 2))))) / 8.0
+        if distinct * width + index_bytes < non_null * width:
+            out.append(name)
+    return out
+
+
 class _BlockWriter:
     def __init__(self, spec: WriteSpec, io, arrow_schema: pa.Schema, pq):
         self.spec, self.io, self.schema, self.pq = spec, io, arrow_schema, pq
@@ -194,13 +227,13 @@ class _BlockWriter:
         table = table.cast(self.schema)
         self.pending, self.pending_bytes = [], 0
         if self.file is None:
-            self._open()
+            self._open(table)
         self.writer.write_table(table, row_group_size=max(1, table.num_rows))
         self.rows += table.num_rows
         if self.stream.tell() >= self.spec.target_file_size_bytes:
             yield self._finish()
 
-    def _open(self):
+    def _open(self, first: pa.Table):
         name = f"{self.block:05d}-{uuid.uuid4().hex}.parquet"
         self.path = f"{self.spec.data_dir.rstrip('/')}/{name}"
         self.file = self.io.new_output(self.path)
@@ -208,8 +241,12 @@ class _BlockWriter:
         level = self.spec.compression_level
         if level is None and self.spec.compression == "zstd":
             level = 3
+        # As Iceberg's own (parquet-mr) writer does: decimals of precision <= 18 as INT32/INT64, and
+        # no dictionary where it would not pay (TPC-H lineitem: 174 MB written as pyarrow's defaults
+        # vs 141 MB by Iceberg's sort, mostly l_extendedprice and l_partkey).
         self.writer = self.pq.ParquetWriter(self.stream, self.schema, compression=self.spec.compression,
-                                            compression_level=level)
+                                            compression_level=level, store_decimal_as_integer=True,
+                                            use_dictionary=dictionary_columns(first))
         self.rows = 0
 
     def _finish(self) -> pa.RecordBatch:

@@ -891,8 +891,9 @@ def orphan_files(spark, table, name: str) -> list[str]:
     return sorted(out)
 
 
-def kill_tree(pid: int) -> None:
-    """SIGKILL ``pid`` and all its descendants at once (a machine crash, as the table sees it)."""
+def kill_tree(pid: int) -> list[int]:
+    """SIGKILL ``pid`` and all its descendants at once (a machine crash, as the table sees it);
+    returns their pids, ``pid`` first."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -910,6 +911,7 @@ def kill_tree(pid: int) -> None:
             os.kill(p, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    return tree
 
 
 def rewrite_worker_main() -> None:

@@ -27,7 +27,6 @@ import json
 import os
 import queue
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -36,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from pando_iceberg.soak import kill_tree
 from pando_iceberg.spark.rewrite import RewriteOptions, rewrite_table
 
 pytestmark = pytest.mark.spark
@@ -140,30 +140,9 @@ class Worker:
                 self.kill_tree()
         self.log.close()
 
-    def tree(self) -> list[int]:
-        """This worker's pid and all its descendants' (the JVM, PySpark's daemon and workers)."""
-        children: dict[int, list[int]] = {}
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-                children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-            except (OSError, IndexError, ValueError):
-                continue
-        out, todo = [], [self.proc.pid]
-        while todo:
-            pid = todo.pop()
-            out.append(pid)
-            todo += children.get(pid, [])
-        return out
-
     def kill_tree(self):
         """SIGKILL the whole process tree at once (a machine crash, as seen by the table)."""
-        pids = self.tree()
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        pids = kill_tree(self.proc.pid)
         self.proc.wait(timeout=60)
         deadline = time.time() + 30  # the killed processes are reaped by their parents / init
         while any(Path(f"/proc/{p}").exists() and "(Z)" not in _state_of(p) for p in pids[1:]):

@@ -105,19 +105,40 @@ class CutOrigin:
     at dimension snapshot `snapshot_id` (None if unknown). `predicate` is TableFilter SQL;
     it may contain nested `col IN (SELECT pk FROM dim2 WHERE ...)` parts (multi-hop).
     `key_basis` records why `dim_pk` was taken as the dimension's key: "declared" (Iceberg
-    identifier field) or "unique" (checked on the data at layout time), None if unknown."""
+    identifier field) or "unique" (checked on the data at layout time), None if unknown.
+    `exact_at` names, for every table of the predicate's chain (the dimension and the
+    sub-dimensions of its nested parts), the snapshot id at which the cut's keys are exactly
+    the predicate's key set; while each table still holds that snapshot's rows, the planner
+    may decide the cut by comparing predicates, with no data read (§5). None when not known
+    (layouts written before it existed; keys a refresh kept stale): key sets are compared."""
 
     dim_table: str
     dim_pk: str
     predicate: str
     snapshot_id: int | None = None
     key_basis: str | None = None
+    exact_at: tuple[tuple[str, int], ...] | None = None
+
+    def __post_init__(self):
+        if self.exact_at is not None:  # JSON gives lists or a dict: one canonical, hashable form
+            pairs = self.exact_at.items() if isinstance(self.exact_at, dict) else self.exact_at
+            object.__setattr__(self, "exact_at", tuple(sorted((str(t), int(s)) for t, s in pairs)))
+
+    def tables(self) -> list[str]:
+        """The dimension and every table the predicate's nested ``IN (SELECT ...)`` parts name."""
+        from sqlglot import exp, parse_one
+
+        tree = parse_one(f"SELECT 1 WHERE {self.predicate}", read="spark")
+        nested = {".".join(p for p in (t.catalog, t.db, t.name) if p) for t in tree.find_all(exp.Table) if t.name}
+        return [self.dim_table] + sorted(nested - {self.dim_table})
 
     def to_json(self) -> dict:
         d = {"dim_table": self.dim_table, "dim_pk": self.dim_pk, "predicate": self.predicate,
              "snapshot_id": self.snapshot_id}
         if self.key_basis is not None:  # absent in layouts written before it existed
             d["key_basis"] = self.key_basis
+        if self.exact_at is not None:
+            d["exact_at"] = {t: s for t, s in self.exact_at}
         return d
 
 

@@ -216,9 +216,18 @@ def _refresh_groups(spark, table, table_name: str, groups: dict[str, tuple[list,
         info.keys_removed = len(allowed) - info.keys_added
         info.keys_kept_stale = len(blocked)
         new_keys = np.setxor1d(stored, allowed)
+        # Exactly the predicate's keys at the new snapshot only when no key was kept stale, the
+        # predicate reads no other table, and the dimension did not move while it was read.
+        exact = ((o.dim_table, state.now),) if (not len(blocked) and state.now is not None and o.tables() == [o.dim_table]
+                                                and _current_snapshot(spark, o.dim_table) == state.now) else None
         replaced.setdefault(g, {})[cut.key] = LiteralCut(cut.column, new_keys,
-                                                         dataclasses.replace(o, snapshot_id=state.now))
+                                                         dataclasses.replace(o, snapshot_id=state.now, exact_at=exact))
     return infos, replaced
+
+
+def _current_snapshot(spark, table_name: str) -> int | None:
+    snap = jv.load_table(spark, table_name).currentSnapshot()
+    return int(snap.snapshotId()) if snap is not None else None
 
 
 def _origin_key(origin) -> tuple:

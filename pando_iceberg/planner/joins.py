@@ -37,19 +37,25 @@ import pyarrow.compute as pc
 from ..expr import keys as keyset
 
 
-def _row_limit_from_env() -> int:
-    raw = os.environ.get("PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", "1000000")
+def _row_limit_from_env(name: str = "PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", default: int = 1_000_000,
+                        meaning: str = "the largest dimension, in rows, whose key sets are read through pyiceberg") -> int:
+    raw = os.environ.get(name, str(default))
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS={raw!r} is not an integer "
-                         "(the largest dimension, in rows, whose key sets are read through pyiceberg)") from None
+        raise ValueError(f"{name}={raw!r} is not an integer ({meaning})") from None
     if value < 0:
-        raise ValueError(f"PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS={raw!r} must be >= 0")
+        raise ValueError(f"{name}={raw!r} must be >= 0")
     return value
 
 
 MAX_DIMENSION_ROWS = _row_limit_from_env()
+# Join pruning alone (no literal cut needs the keys) reads a key set only when every table of
+# the join's chain has at most this many rows: a key set costs a read of the dimension, and
+# pays only where the fact's files are narrow in the foreign key (issue 16: no Spark job per
+# query for join pruning). $PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS.
+JOIN_PRUNING_MAX_ROWS = _row_limit_from_env("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", 100_000,
+                                            "the largest dimension, in rows, read for join pruning alone")
 
 
 class BoundedCache:
@@ -173,6 +179,66 @@ def uniqueness_oracle(catalog, row_limit: int | None = None, fallback: Callable[
     return unique
 
 
+# ---------------------------------------------------------------- literal cuts by predicates
+
+
+def holds_rows_of(table, snapshot_id: int) -> bool:
+    """Does the table's current snapshot hold exactly the rows of ``snapshot_id``, under the same
+    schema? True when it is that snapshot, or descends from it through ``replace`` snapshots
+    only (files rewritten, data unchanged), and the current schema is that snapshot's."""
+    from pyiceberg.table.snapshots import Operation
+
+    then = table.snapshot_by_id(snapshot_id)
+    if then is None or then.schema_id != table.metadata.current_schema_id:
+        return False
+    snap = table.current_snapshot()
+    while snap is not None and snap.snapshot_id != snapshot_id:
+        if snap.summary is None or snap.summary.operation != Operation.REPLACE or snap.parent_snapshot_id is None:
+            return False
+        snap = table.snapshot_by_id(snap.parent_snapshot_id)
+    return snap is not None
+
+
+def predicates_decide(catalog, origin, memo: dict | None = None) -> bool:
+    """May a literal cut of ``origin`` be decided by comparing the query's dimension predicate
+    with the cut's own (paper §5: implication / disjointness through the unique key, no data
+    read)? Only while its keys are exactly the predicate's key set over the rows every table of
+    its chain holds now (``CutOrigin.exact_at``, ``holds_rows_of``); otherwise key sets are
+    compared. ``memo`` (one dict per plan) keeps the answers per (table, snapshot)."""
+    if origin.exact_at is None or catalog is None:
+        return False
+    memo = {} if memo is None else memo
+    for name, sid in origin.exact_at:
+        if (name, sid) not in memo:
+            try:
+                memo[(name, sid)] = holds_rows_of(catalog.load_table(name), sid)
+            except Exception:  # a dropped or unreadable table: compare key sets (they say why)
+                memo[(name, sid)] = False
+        if not memo[(name, sid)]:
+            return False
+    return True
+
+
+def joins_needing_keys(catalog, tf, cuts, memo: dict | None = None) -> list:
+    """The join filters of ``tf`` without a key set that meet one of ``cuts`` (a layout's) that
+    predicates cannot decide (``predicates_decide``): comparing key sets is exact whatever
+    happened to the dimension since the layout; comparing predicates only while its rows are
+    the ones the cut's keys were read from."""
+    if not getattr(tf, "joins", None):
+        return []
+    memo = {} if memo is None else memo
+    undecided = {(c.column, c.origin.dim_table, c.origin.dim_pk) for c in cuts
+                 if hasattr(c, "origin") and not predicates_decide(catalog, c.origin, memo)}
+    return [j for j in tf.joins if j.dim_keys is None and (j.column, j.dim_table, j.dim_pk) in undecided]
+
+
+def chain_within(catalog, join, row_limit: int) -> bool:
+    """Has every table of the join's chain (dimension and sub-dimensions) at most ``row_limit`` rows?"""
+    tables: dict[str, Any] = {}
+    _chain_snapshots(catalog, join, tables)
+    return all(dimension_rows(t) <= row_limit for t in tables.values())
+
+
 # ---------------------------------------------------------------- key sets
 
 
@@ -212,7 +278,7 @@ def dimension_keys(catalog, join, *, row_limit: int | None = None, fallback: Key
     if big:
         if fallback is None:
             return KeySetResult(None, f"undecided: {', '.join(sorted(big))} has more than {limit:,} rows "
-                                      "(no Spark key reader here)", time.perf_counter() - t0)
+                                      "(the limit for reading its keys here)", time.perf_counter() - t0)
         keys, source = keyset.normalize_keys(fallback(join)), "spark"
     else:
         keys, source = _read_keys(tables, join), "pyiceberg"
@@ -346,8 +412,11 @@ class JoinPruning:
 def prune_files(table, tf, tasks: list, *, row_limit: int | None = None,
                 fallback: KeyReader | None = None) -> tuple[list, list[JoinPruning], list[str]]:
     """Join pruning of ``tasks`` (the Snowflake seed's join pruning): every join filter of
-    ``tf`` removes the files whose FK bounds contain none of its dimension keys. Returns the
-    kept tasks, one :class:`JoinPruning` per join, and notes (joins that could not be used)."""
+    ``tf`` removes the files whose FK bounds contain none of its dimension keys. A join without
+    a key set reads one only when its chain has at most ``row_limit`` rows (default
+    :data:`JOIN_PRUNING_MAX_ROWS`). Returns the kept tasks, one :class:`JoinPruning` per join,
+    and notes (joins that could not be used)."""
+    row_limit = JOIN_PRUNING_MAX_ROWS if row_limit is None else row_limit
     if not tf.joins or not tasks:
         return tasks, [], []
     catalog = getattr(table, "catalog", None)
@@ -406,8 +475,8 @@ def non_unique_literal_joins(table, layout, memo: dict | None = None) -> dict[tu
     return out
 
 
-__all__ = ["BoundedCache", "JoinPruning", "KEY_SETS", "KeySetResult", "MAX_DIMENSION_ROWS", "UNIQUENESS",
-           "bounds_may_contain", "declared_key", "dimension_keys", "dimension_rows", "file_bounds",
-           "iceberg_key_values", "is_unique", "key_basis", "non_unique_literal_joins", "prune_files",
-           "stats_refute_uniqueness",
+__all__ = ["BoundedCache", "JOIN_PRUNING_MAX_ROWS", "JoinPruning", "KEY_SETS", "KeySetResult", "MAX_DIMENSION_ROWS",
+           "UNIQUENESS", "bounds_may_contain", "chain_within", "declared_key", "dimension_keys", "dimension_rows",
+           "file_bounds", "holds_rows_of", "iceberg_key_values", "is_unique", "joins_needing_keys", "key_basis",
+           "non_unique_literal_joins", "predicates_decide", "prune_files", "stats_refute_uniqueness",
            "uniqueness_oracle", "with_key_sets"]

@@ -227,27 +227,35 @@ def layout_of(table, cache: LayoutCache | None = DEFAULT_CACHE):
     return (pointer,) + hit
 
 
-def literal_joins(layout) -> set[tuple[str, str, str]]:
-    """(fk column, dimension table, dimension pk) of the layout's literal (join-induced) cuts."""
-    return {(c.column, c.origin.dim_table, c.origin.dim_pk) for c in layout.cuts if hasattr(c, "origin")}
+def needs_keys(table, tf, layout, memo: dict | None = None) -> list:
+    """The filter's join filters that meet a literal cut of ``layout`` which predicates cannot
+    decide, and have no key set yet (``planner.joins.joins_needing_keys``): these get key sets
+    before the trees are walked."""
+    from .joins import joins_needing_keys
 
-
-def needs_keys(tf, layout) -> list:
-    """The filter's join filters that meet a literal cut of the layout and have no key set yet.
-    Comparing key sets is exact whatever happened to the dimension since the layout; comparing
-    predicates is not (a dimension row may have been updated), so these get key sets first."""
     if layout is None or not getattr(tf, "joins", None):
         return []
-    wanted = literal_joins(layout)
-    return [j for j in tf.joins if j.dim_keys is None and (j.column, j.dim_table, j.dim_pk) in wanted]
+    return joins_needing_keys(getattr(table, "catalog", None), tf, layout.cuts, memo)
 
 
-def with_dim_keys(tf, key_of):
-    """``tf`` with ``key_of(join)`` as the key set of every join filter that has none."""
+def keys_for_layout(table, tf, cache: LayoutCache | None = DEFAULT_CACHE) -> list:
+    """``needs_keys`` against the table's current layout (none when it has none or cannot be
+    read: the plan then says why)."""
+    try:
+        _, layout, _ = layout_of(table, cache)
+    except Exception:
+        return []
+    return needs_keys(table, tf, layout)
+
+
+def with_dim_keys(tf, key_of, only: list | None = None):
+    """``tf`` with ``key_of(join)`` as the key set of every join filter that has none (of those
+    in ``only``, when given)."""
     from ..expr import JoinFilter, TableFilter
 
-    joins = [j if j.dim_keys is not None else JoinFilter(j.column, j.dim_table, j.dim_pk, j.dim_filter,
-                                                         dim_keys=key_of(j))
+    wanted = None if only is None else {id(j) for j in only}
+    joins = [j if j.dim_keys is not None or (wanted is not None and id(j) not in wanted)
+             else JoinFilter(j.column, j.dim_table, j.dim_pk, j.dim_filter, dim_keys=key_of(j))
              for j in tf.joins]
     return TableFilter(tf.expr, tf.schema, joins, tf.table)
 
@@ -289,6 +297,14 @@ def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord, key_memo: dict
         if note not in ex.notes:
             ex.notes.append(note)
     ignored = {c.key for c in layout.cuts if hasattr(c, "origin") and (c.origin.dim_table, c.origin.dim_pk) in not_keys}
+    literal = {(c.column, c.origin.dim_table, c.origin.dim_pk) for c in layout.cuts if hasattr(c, "origin")}
+    for j in getattr(tf, "joins", None) or ():
+        if (j.column, j.dim_table, j.dim_pk) in literal:  # explain: how the trees decided this join's cuts
+            how = ("by comparing predicates (§5: the dimension holds the rows the cuts' keys were read from; no "
+                   "data read)" if j.dim_keys is None else "by key sets (read from the dimension's current snapshot)")
+            note = f"literal cuts on {j.column} through {j.dim_table}.{j.dim_pk} decided {how}"
+            if note not in ex.notes:
+                ex.notes.append(note)
     blocks, why = layout.blocks_for(_IgnoringCuts(tf, changed, ignored) if changed or ignored else tf)
     wanted = np.zeros(layout.num_blocks, dtype=bool)
     wanted[np.asarray(blocks, dtype=np.int64)] = True
@@ -303,8 +319,9 @@ def _prune_with_layout(table, tf, tasks, ex: ExplainRecord, cache: LayoutCache |
     ex.layout_id = pointer.layout_id
     if block_of_path is None:
         return _prune_partitioned(table, tf, tasks, ex, pointer, layout)
-    if needs_keys(tf, layout):
-        tf = with_dim_keys(tf, lambda j: _pyiceberg_keys(table, j))
+    needed = needs_keys(table, tf, layout)
+    if needed:
+        tf = with_dim_keys(tf, lambda j: _pyiceberg_keys(table, j), needed)
 
     wanted, why = _wanted_blocks(table, pointer, layout, tf, ex)
     ex.blocks_total, ex.blocks_chosen = int(layout.num_blocks), int(wanted.sum())
@@ -333,13 +350,15 @@ def _prune_partitioned(table, tf, tasks, ex: ExplainRecord, pointer, sidecar):
     wanted: dict[str, np.ndarray] = {}
     keyed = [tf]  # the filter with dimension key sets, computed once when any partition needs them
     key_memo: dict = {}  # dimension columns' key basis, checked once per plan (joins.non_unique_literal_joins)
+    origin_memo: dict = {}  # dimension snapshots' rows, checked once per plan (joins.predicates_decide)
 
     def mask(name: str) -> np.ndarray:
         if name not in wanted:
             entry = sidecar.partitions[name]
             layout = entry.layout
-            if needs_keys(keyed[0], layout):
-                keyed[0] = with_dim_keys(keyed[0], lambda j: _pyiceberg_keys(table, j))
+            needed = needs_keys(table, keyed[0], layout, origin_memo)
+            if needed:
+                keyed[0] = with_dim_keys(keyed[0], lambda j: _pyiceberg_keys(table, j), needed)
             # A kept partition layout may predate the last rewrite: its cuts' names are checked
             # against the schema of its own base snapshot.
             own = dataclasses.replace(pointer, snapshot_id=entry.sidecar.base_snapshot_id) \

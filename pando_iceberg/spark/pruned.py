@@ -4,11 +4,13 @@ in which every base table of the query is replaced by its pruned scan.
 
 For a query with FK→PK joins, each table's filter carries the join filters the workload parser
 derives (``fk IN (SELECT pk FROM dim WHERE p)``; FK→PK from declared identifier fields, else from
-the dimension column's uniqueness on the data, issue 14); their key sets are computed before
-planning — through pyiceberg and the process-wide cache for dimensions up to
-``planner.joins.MAX_DIMENSION_ROWS`` rows, by Spark above — so the literal cuts are compared key
-set against key set — exact and sound whatever happened to the dimension since the layout was
-made (§7) — and every file's FK bounds are tested against them (join pruning, planner/joins.py).
+the dimension column's uniqueness on the data, issue 14). The trees decide a literal cut by
+comparing the query's dimension predicate with the cut's own while the dimension holds the rows
+the cut's keys were read from (§5, no data read); otherwise, and for join pruning of every file
+on small dimensions, key sets are read before planning (:func:`with_join_keys`) — through
+pyiceberg and the process-wide cache for dimensions up to ``planner.joins.MAX_DIMENSION_ROWS``
+rows, by Spark above — and compared key set against key set, exact whatever happened to the
+dimension since the layout was made (§7).
 
 One path for every query: :func:`pruned_sql` (``pando_iceberg.spark.sql``) plans each base table,
 stages its chosen tasks and returns a lazy :class:`PrunedDataFrame`; :func:`run_sql` (and with it
@@ -96,21 +98,33 @@ def staged_plan(spark, table, name: str, plan):
     return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, row_filter=row_filter)
 
 
-def with_join_keys(spark, table, tf, schemas: dict[str, pa.Schema], *, row_limit: int | None = None):
-    """The filter with key sets on every join filter (they serve the layout's literal cuts and
-    join pruning of every file): through pyiceberg and the process-wide cache when the
-    dimension chain has at most ``row_limit`` rows (default ``planner.joins.MAX_DIMENSION_ROWS``),
-    else one Spark job. A join whose keys cannot be read keeps none (the planner then says why)."""
-    from ..planner.joins import with_key_sets
+def with_join_keys(spark, table, tf, schemas: dict[str, pa.Schema], *, row_limit: int | None = None,
+                   join_pruning_rows: int | None = None):
+    """The filter with key sets on the join filters that need one, read before planning (§5:
+    a key set only where predicates cannot decide):
+
+    - joins meeting a literal cut of the table's layout that predicates cannot decide
+      (``planner.scan.keys_for_layout``), whatever the dimension's size;
+    - joins whose chain has at most ``join_pruning_rows`` rows (default
+      ``planner.joins.JOIN_PRUNING_MAX_ROWS``), for join pruning of every file.
+
+    Through pyiceberg and the process-wide cache when the chain has at most ``row_limit`` rows
+    (default ``planner.joins.MAX_DIMENSION_ROWS``), else one Spark job. The other joins keep
+    none: the trees compare predicates, and join pruning is not tried (explain says so)."""
+    from ..planner.joins import JOIN_PRUNING_MAX_ROWS, chain_within, with_key_sets
+    from ..planner.scan import keys_for_layout
 
     if not tf.joins:
         return tf
     catalog = getattr(table, "catalog", None)
     if catalog is None:
         return tf
+    limit = JOIN_PRUNING_MAX_ROWS if join_pruning_rows is None else join_pruning_rows
     provider = SparkKeyProvider(spark, schemas)
     try:
-        keyed, _ = with_key_sets(catalog, tf, row_limit=row_limit,
+        wanted = {id(j) for j in keys_for_layout(table, tf)}
+        wanted |= {id(j) for j in tf.joins if id(j) not in wanted and chain_within(catalog, j, limit)}
+        keyed, _ = with_key_sets(catalog, tf, lambda j: id(j) in wanted, row_limit=row_limit,
                                  fallback=lambda j: provider(j.dim_table, j.dim_pk, j.dim_filter))
     except Exception:
         return tf  # the planner reads or skips them itself, and says why

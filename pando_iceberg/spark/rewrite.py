@@ -392,10 +392,13 @@ def table_cuts(spark, wl, target: str, schemas: dict[str, pa.Schema], filters: S
     recorder = _RecordingKeyProvider(provider)
     wl.join_induced_cuts(target, recorder, filters=filters)  # which key sets are needed ...
     # Each dimension's snapshot BEFORE its keys are read: refresh_literal_cuts reads only the rows
-    # changed since (rows appended in between are re-read, which is harmless).
-    dim_snapshots = {dim: dimension_snapshot(spark, dim) for dim in {r[0] for r in recorder.requests}}
+    # changed since (rows appended in between are re-read, which is harmless). The keys are exact
+    # at those snapshots when no table of the chain moved while they were read (CutOrigin.exact_at).
+    chain = sorted({t for r in recorder.requests for t in _chain_tables(r[0], r[2])})
+    dim_snapshots = {dim: dimension_snapshot(spark, dim) for dim in chain}
     provider.prefetch(recorder.requests)  # ... computed with one Spark job per dimension
-    cuts_list += [with_origin_snapshot(c, dim_snapshots.get(c.origin.dim_table))
+    still = {dim: dimension_snapshot(spark, dim) for dim in chain} == dim_snapshots
+    cuts_list += [with_origin_snapshot(c, dim_snapshots.get(c.origin.dim_table), dim_snapshots if still else None)
                   for c in wl.join_induced_cuts(target, provider, filters=filters)]
     if not cuts_list:
         raise PandoRewriteError(f"the workload's queries on {target} have no predicate usable as a cut "
@@ -468,8 +471,18 @@ def dimension_snapshot(spark, dim_table: str) -> int | None:
     return int(snap.snapshotId()) if snap is not None else None
 
 
-def with_origin_snapshot(cut, snapshot_id: int | None):
-    """The literal cut with its origin's dimension snapshot recorded (the parser leaves it None)."""
+def _chain_tables(dim_table: str, dim_filter) -> list[str]:
+    """The dimension and the sub-dimensions its filter's nested join filters read (§7 chains)."""
+    out = [dim_table]
+    for j in getattr(dim_filter, "joins", None) or ():
+        out += _chain_tables(j.dim_table, j.dim_filter)
+    return out
+
+
+def with_origin_snapshot(cut, snapshot_id: int | None, exact_at: dict[str, int | None] | None = None):
+    """The literal cut with its origin's dimension snapshot recorded (the parser leaves it None),
+    and, when ``exact_at`` (table → snapshot its keys were read at) covers the origin's whole
+    chain, ``CutOrigin.exact_at``."""
     import dataclasses
 
     from ..expr import LiteralCut
@@ -477,7 +490,11 @@ def with_origin_snapshot(cut, snapshot_id: int | None):
     o = cut.origin
     if snapshot_id is None or o.snapshot_id is not None:
         return cut
-    return LiteralCut(cut.column, cut.keys, dataclasses.replace(o, snapshot_id=snapshot_id))
+    tables = o.tables()
+    exact = None
+    if exact_at is not None and all(exact_at.get(t) is not None for t in tables):
+        exact = tuple((t, int(exact_at[t])) for t in tables)  # type: ignore[arg-type]
+    return LiteralCut(cut.column, cut.keys, dataclasses.replace(o, snapshot_id=snapshot_id, exact_at=exact))
 
 
 def _schema_key(table_name: str, schemas: dict[str, pa.Schema]) -> str:

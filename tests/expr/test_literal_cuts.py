@@ -150,6 +150,22 @@ def test_key_sets_serialize_portably():
         cut_from_json(small.to_json(), {})
 
 
+def test_cut_origin_exact_at_round_trip_and_chain_tables():
+    """``exact_at`` (table → snapshot the keys are exact at) survives JSON; layouts written before
+    it existed read as None (key sets compared); ``tables()`` names the nested chain."""
+    nested = "o_custkey IN (SELECT c_custkey FROM db.customer WHERE c_mktsegment = 'BUILDING')"
+    origin = CutOrigin("db.orders", "o_orderkey", nested, 7, "unique", {"db.orders": 7, "db.customer": 3})
+    assert origin.exact_at == (("db.customer", 3), ("db.orders", 7))
+    assert origin.tables() == ["db.orders", "db.customer"]
+    cut = LiteralCut("l_orderkey", [1, 2], origin)
+    back = cut_from_json(cut.to_json(), {cut.key: cut.keys_to_bytes()})
+    assert back.origin == origin and back.key == cut.key
+    old = cut.to_json()
+    del old["origin"]["exact_at"]
+    assert cut_from_json(old, {cut.key: cut.keys_to_bytes()}).origin.exact_at is None
+    assert CutOrigin("d", "pk", "x > 1").tables() == ["d"]
+
+
 def test_expr_cut_json_roundtrip_and_errors():
     s = pa.schema([("x", pa.int64()), ("d", pa.date32()), ("m", pa.decimal128(15, 2))])
     for q in ["x < 5", "d >= date '1994-01-01' + interval '1' year", "m between 0.05 and 0.07 or x is null",

@@ -89,6 +89,9 @@ class BoundedCache:
 
 
 KEY_SETS = BoundedCache(256)  # (uuid, snapshot, pk, filter SQL, sub-dimension snapshots) → KeySet
+# Small dimensions (at most JOIN_PRUNING_MAX_ROWS rows) whole, per (uuid, snapshot): a held-out
+# query's new literals then cost one vectorized filter, not a read (issue 16).
+SMALL_DIMENSIONS = BoundedCache(32)  # (uuid, snapshot) → pa.Table
 UNIQUENESS = BoundedCache(1024)  # (uuid, snapshot, column) → bool
 
 KeyReader = Callable[[Any], Any]  # JoinFilter → key set (e.g. a Spark job), for large dimensions
@@ -293,7 +296,15 @@ def _read_keys(tables: dict[str, Any], join) -> Any:
 
     dim = tables[join.dim_table]
     flt = join.dim_filter
-    arrow = dim.scan(row_filter=to_pyiceberg(flt, dim.schema())).to_arrow()
+    arrow = None
+    if dimension_rows(dim) <= JOIN_PRUNING_MAX_ROWS:
+        key = (str(dim.metadata.table_uuid), _snapshot_id(dim))
+        arrow = SMALL_DIMENSIONS.get(key)
+        if arrow is None:
+            arrow = dim.scan().to_arrow()
+            SMALL_DIMENSIONS.put(key, arrow)
+    if arrow is None:
+        arrow = dim.scan(row_filter=to_pyiceberg(flt, dim.schema())).to_arrow()
     mask = np.ones(arrow.num_rows, dtype=bool) if flt.is_true_expr() else np.asarray(flt.evaluate(arrow), dtype=bool)
     names = {n.lower(): n for n in arrow.schema.names}
     for inner in flt.joins:
@@ -476,7 +487,7 @@ def non_unique_literal_joins(table, layout, memo: dict | None = None) -> dict[tu
 
 
 __all__ = ["BoundedCache", "JOIN_PRUNING_MAX_ROWS", "JoinPruning", "KEY_SETS", "KeySetResult", "MAX_DIMENSION_ROWS",
-           "UNIQUENESS", "bounds_may_contain", "chain_within", "declared_key", "dimension_keys", "dimension_rows",
+           "SMALL_DIMENSIONS", "UNIQUENESS", "bounds_may_contain", "chain_within", "declared_key", "dimension_keys", "dimension_rows",
            "file_bounds", "holds_rows_of", "iceberg_key_values", "is_unique", "joins_needing_keys", "key_basis",
            "non_unique_literal_joins", "predicates_decide", "prune_files", "stats_refute_uniqueness",
            "uniqueness_oracle", "with_key_sets"]

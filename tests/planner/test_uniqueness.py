@@ -40,3 +40,57 @@ def test_a_new_snapshot_with_a_duplicate_is_checked_again(catalog):
     t.append(pa.table({"k": pa.array([2], pa.int64()), "a": ["dup"]}))  # no statistic refutes this one
     t = catalog.load_table("d.dim")
     assert not stats_refute_uniqueness(t, "k") and not is_unique(t, "k") and key_basis(t, "k") is None
+
+
+def test_small_dimension_read_once_per_snapshot_and_new_literals_filter_it(catalog, monkeypatch):
+    """A held-out query's new literal over a small dimension is a filter of the cached table
+    (no read); a new snapshot is read again; a dimension above the limit is read with the filter."""
+    from pando_iceberg.expr import TableFilter
+    from pando_iceberg.planner import joins
+
+    t = catalog.create_table("d.small", schema=pa.schema([("k", pa.int64()), ("a", pa.string())]))
+    t.append(pa.table({"k": pa.array(range(10), pa.int64()), "a": [f"v{i % 3}" for i in range(10)]}))
+    schema = catalog.load_table("d.small").schema().as_arrow()
+    fact = pa.schema([("fk", pa.int64())])
+    join = lambda lit: TableFilter.from_sql(f"fk IN (SELECT k FROM d.small WHERE a = '{lit}')", fact, "d.f",
+                                            schemas={"d.small": schema}).joins[0]
+    joins.KEY_SETS.clear()
+    joins.SMALL_DIMENSIONS.clear()
+    reads = []
+    real_scan = type(t).scan
+    monkeypatch.setattr(type(t), "scan", lambda self, *a, **kw: reads.append(kw) or real_scan(self, *a, **kw))
+    assert sorted(joins.keyset.keys_array(joins.dimension_keys(catalog, join("v0")).keys)) == [0, 3, 6, 9]
+    assert sorted(joins.keyset.keys_array(joins.dimension_keys(catalog, join("v1")).keys)) == [1, 4, 7]
+    assert len(reads) == 1 and len(joins.SMALL_DIMENSIONS) == 1  # one read, two literals
+    t.append(pa.table({"k": pa.array([10], pa.int64()), "a": ["v1"]}))
+    assert sorted(joins.keyset.keys_array(joins.dimension_keys(catalog, join("v1")).keys)) == [1, 4, 7, 10]
+    assert len(reads) == 2
+    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 5)  # above the limit: read with the filter, not cached
+    assert sorted(joins.keyset.keys_array(joins.dimension_keys(catalog, join("v2")).keys)) == [2, 5, 8]
+    assert len(reads) == 3 and "row_filter" in reads[-1] and len(joins.SMALL_DIMENSIONS) == 2
+
+
+def test_predicates_decide_only_while_the_chain_holds_the_same_rows(catalog):
+    """``holds_rows_of``: the snapshot itself, not an append after it, not a dropped table and
+    not another schema; ``predicates_decide`` needs every table of ``exact_at`` to hold."""
+    from pando_iceberg.expr import CutOrigin
+    from pando_iceberg.planner.joins import holds_rows_of, predicates_decide
+
+    t = catalog.create_table("d.dim2", schema=pa.schema([("k", pa.int64()), ("a", pa.string())]))
+    t.append(pa.table({"k": pa.array([1, 2], pa.int64()), "a": ["x", "y"]}))
+    u = catalog.create_table("d.sub", schema=pa.schema([("k", pa.int64())]))
+    u.append(pa.table({"k": pa.array([1], pa.int64())}))
+    s0, u0 = t.current_snapshot().snapshot_id, u.current_snapshot().snapshot_id
+    origin = CutOrigin("d.dim2", "k", "k IN (SELECT k FROM d.sub)", s0, "unique", {"d.dim2": s0, "d.sub": u0})
+    assert holds_rows_of(t, s0) and predicates_decide(catalog, origin)
+    assert not predicates_decide(catalog, CutOrigin("d.dim2", "k", "a = 'x'", s0))  # exact_at unknown
+    u.append(pa.table({"k": pa.array([2], pa.int64())}))  # a sub-dimension of the chain changed
+    assert not predicates_decide(catalog, origin)
+    t.append(pa.table({"k": pa.array([3], pa.int64()), "a": ["z"]}))
+    t = catalog.load_table("d.dim2")
+    assert not holds_rows_of(t, s0) and holds_rows_of(t, t.current_snapshot().snapshot_id)
+    with t.update_schema() as upd:  # same rows, another schema: a name may denote another field
+        upd.rename_column("a", "b")
+    t = catalog.load_table("d.dim2")
+    assert not holds_rows_of(t, t.current_snapshot().snapshot_id)
+    assert not holds_rows_of(t, 12345)  # an unknown (e.g. expired) snapshot

@@ -23,14 +23,15 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import DataFrame
 from sqlglot import exp, parse_one
 
-from pyspark.sql import DataFrame
-
+from ..planner.joins import BoundedCache
 from . import iceberg_jvm as jv
 from .rewrite import SparkKeyProvider, arrow_schema_of, collect_arrow
 
@@ -147,12 +148,52 @@ class QueryPlan:
         return {name: p.explain for name, p in self.plans.items()}
 
 
+class PlanCatalog:
+    """One query's view of the catalog: each table is loaded once per planning (the query, its
+    dimensions, the layouts' cut chains, the uniqueness checks all see the same metadata), the
+    rest is the catalog's. The tables it loads point back to it (``table.catalog``)."""
+
+    def __init__(self, catalog):
+        self.catalog = catalog
+        self._tables: dict[str, Any] = {}
+
+    def load_table(self, name):
+        key = ".".join(name) if isinstance(name, tuple) else str(name)
+        if key not in self._tables:
+            table = self.catalog.load_table(name)
+            table.catalog = self
+            self._tables[key] = table
+        return self._tables[key]
+
+    def __getattr__(self, attr):
+        return getattr(self.catalog, attr)
+
+
+SPARK_SCHEMAS = BoundedCache(256)  # (table uuid, Iceberg schema id) → Spark's Arrow view of the table
+
+
+def spark_schema(spark, name: str, table=None) -> pa.Schema:
+    """Spark's Arrow view of ``name``'s schema (the types the workload parser types literals
+    with), cached per (uuid, Iceberg schema id) when pyiceberg loaded ``table``: an Iceberg
+    table's Spark schema is a function of its Iceberg schema."""
+    if table is None:
+        return arrow_schema_of(spark.table(name))
+    key = (str(table.metadata.table_uuid), table.metadata.current_schema_id)
+    hit = SPARK_SCHEMAS.get(key)
+    if hit is None:
+        hit = arrow_schema_of(spark.table(name))
+        if [f.lower() for f in hit.names] == [f.name.lower() for f in table.schema().fields]:
+            SPARK_SCHEMAS.put(key, hit)  # not when Spark's cached table still shows an older schema
+    return hit
+
+
 def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPlan:
     """Plan every Iceberg base table of ``sql`` with its own filter (join filters included)."""
     from ..planner import plan_scan
     from ..workload import parse_workload
 
     t0 = time.perf_counter()
+    catalog = PlanCatalog(catalog)
     tree = parse_one(sql, read="spark")
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     names = sorted({_qualified(t) for t in tree.find_all(exp.Table) if t.name and not (t.name in ctes and not t.db)})
@@ -169,7 +210,7 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
             tables[fq] = catalog.load_table(fq)
         except Exception as e:  # a view, or a table pyiceberg cannot load: Spark reads it unpruned
             log.info("pando: %s is not planned by Pando (%s: %s)", fq, type(e).__name__, e)
-        schemas[fq] = arrow_schema_of(spark.table(fq))
+        schemas[fq] = spark_schema(spark, fq, tables.get(fq))
     pks = {n: [t.schema().find_column_name(i) for i in t.schema().identifier_field_ids] for n, t in tables.items()}
     from ..planner.joins import uniqueness_oracle
 
@@ -238,7 +279,7 @@ class PrunedDataFrame(DataFrame):
 
     pando: PrunedScans
 
-    def __enter__(self) -> "PrunedDataFrame":
+    def __enter__(self) -> PrunedDataFrame:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -335,5 +376,20 @@ def _replace_tables(tree: exp.Expression, views: dict[str, str]) -> exp.Expressi
     return tree
 
 
-__all__ = ["PrunedDataFrame", "PrunedQuery", "PrunedScans", "QueryPlan", "collect_arrow", "plan_query", "prunes_beyond_iceberg", "pruned_sql",
-           "pruned_table", "run_sql", "staged_plan", "with_join_keys"]
+__all__ = [
+    "SPARK_SCHEMAS",
+    "PlanCatalog",
+    "PrunedDataFrame",
+    "PrunedQuery",
+    "PrunedScans",
+    "QueryPlan",
+    "collect_arrow",
+    "plan_query",
+    "pruned_sql",
+    "pruned_table",
+    "prunes_beyond_iceberg",
+    "run_sql",
+    "spark_schema",
+    "staged_plan",
+    "with_join_keys",
+]

@@ -4,6 +4,7 @@ filter lie on a cut's TRUE side? on its NOT-TRUE side?"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from sqlglot import exp
 from pando_iceberg.expr import keys as keyset
 from pando_iceberg.expr.bind import DIALECT, bind, parse_predicate
 from pando_iceberg.expr.cuts import Cut, CutOrigin, ExprCut, LiteralCut
-from pando_iceberg.expr.domain import Domain
+from pando_iceberg.expr.domain import Domain, Span
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.evaluate import evaluate_predicate
 from pando_iceberg.expr.sides import (
@@ -87,6 +88,7 @@ class TableFilter:
         self._atoms: AtomTable | None = None
         self._dnf: Any = False
         self._compiled: tuple[AtomTable, CompiledDnf | None] | None = None
+        self._extra: tuple[AtomTable, list[tuple[str, str, Domain]]] | None = None
         self._sat_with: dict[frozenset[str], bool] = {}
         self._filter_sides: dict[tuple, Sides] = {}
         self._as_cut: ExprCut | None = None
@@ -161,7 +163,37 @@ class TableFilter:
                 continue
             cut = ExprCut(conj, self.schema, self.table)  # type: ignore[arg-type]
             out.setdefault(cut.key, cut)
+        for cut in self.key_range_cuts():
+            out.setdefault(cut.key, cut)
         return list(out.values())
+
+    def key_ranges(self) -> dict[str, tuple[int, int]]:
+        """Foreign key (the schema's name) → (min, max) of its join's key set, for the joins of
+        an integer key with a non-empty integer key set: the range the join implies."""
+        if self.schema is None:
+            return {}
+        names = {n.lower(): n for n in self.schema.names}
+        out = {}
+        for j in self.joins:
+            runs = None if j.dim_keys is None else keyset.key_runs(j.dim_keys)
+            if runs and pa.types.is_integer(self.schema.field(names[j.column]).type):
+                lo, hi = out.get(names[j.column], (runs[0][0], runs[-1][1]))
+                out[names[j.column]] = (max(lo, runs[0][0]), min(hi, runs[-1][1]))
+        return out
+
+    def key_range_cuts(self) -> list[ExprCut]:
+        """The cuts of the ranges its joins' key sets imply (``key_ranges``): ``fk >= min`` and
+        ``fk <= max``, as §6.1 takes them from a query's own ``fk BETWEEN min AND max``. Plain
+        predicates on this table, true whatever happens to the dimension later; a held-out
+        dimension value whose keys lie between two training ranges is decided by them
+        (``_join_extra``)."""
+        out = []
+        for name, (lo, hi) in self.key_ranges().items():
+            col = exp.column(name, quoted=True)
+            for node in (exp.GTE(this=col, expression=exp.Literal.number(lo)),
+                         exp.LTE(this=col.copy(), expression=exp.Literal.number(hi))):
+                out.append(ExprCut(node, self.schema, self.table))  # type: ignore[arg-type]
+        return out
 
     # -------------------------------------------------------------- reasoning
 
@@ -188,8 +220,14 @@ class TableFilter:
         return self._compiled[1]
 
     def _join_extra(self, atoms: AtomTable) -> list[tuple[str, str, Domain]]:
-        # A row with a NULL foreign key never joins, so it never satisfies this filter.
-        return [(*atoms.column_term(j.column), Domain.non_null()) for j in self.joins]
+        """What the joins say of this table's foreign keys: a row with a NULL key never joins;
+        a join with a key set (read at planning, or from a draw's dimension at layout time)
+        bounds its key to the set's runs (``keys.key_runs``; the hull past ``MAX_KEY_RUNS``),
+        so range cuts on the foreign key are decided like the query's own predicates."""
+        if self._extra is None or self._extra[0] is not atoms:
+            self._extra = (atoms, [(term, kind, _key_domain(j.dim_keys, kind))
+                                   for j in self.joins for term, kind in [atoms.column_term(j.column)]])
+        return self._extra[1]
 
     def is_unsatisfiable(self) -> bool:
         """True only if no row can satisfy the single-table part (cheap check)."""
@@ -320,6 +358,15 @@ class TableFilter:
             may_true = may_true and s.may_true
             may_not = may_not or s.may_not_true
         return Sides(may_true, may_not)
+
+
+def _key_domain(keys: Any, kind: str) -> Domain:
+    """The values a join's key set allows its (integer) foreign key: its runs; non-NULL only
+    when the set is unknown or the key is not an integer."""
+    runs = None if keys is None or kind != "int" else keyset.key_runs(keys)
+    if runs is None:
+        return Domain.non_null()
+    return Domain(tuple(Span(Fraction(lo), True, Fraction(hi), True) for lo, hi in runs), False)
 
 
 def _origin_filter(cut: LiteralCut, dim_filter: TableFilter) -> TableFilter:

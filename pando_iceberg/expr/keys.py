@@ -154,3 +154,25 @@ def member_mask(values: pa.Array | pa.ChunkedArray, keys: KeySet, array: np.ndar
         hit = pc.is_in(values.cast(pa.large_string()), value_set=pa.array(keys_array(keys).tolist(), pa.large_string()))
         return hit.fill_null(False).to_numpy(zero_copy_only=False) & valid
     raise PandoExprError(f"literal cuts on a {values.type} column are not supported (integers or strings)")
+
+
+MAX_KEY_RUNS = 64  # more runs of consecutive keys than this: their hull (key_runs)
+
+
+def key_runs(keys: KeySet) -> list[tuple[int, int]] | None:
+    """An integer key set as closed runs ``[(lo, hi), ...]`` of consecutive values, ascending;
+    its hull ``[(min, max)]`` when it has more than ``MAX_KEY_RUNS`` runs; ``[]`` when empty;
+    None for string keys. What a join filter's key set says of the foreign key's values (the
+    implied predicate ``fk BETWEEN lo AND hi OR ...``): surrogate keys assigned in load order
+    make a dimension group a few runs (a brand's products, a month's days)."""
+    if len(keys) == 0:
+        return []
+    if not is_integer_keys(keys):
+        return None
+    arr = keys_array(keys)
+    breaks = np.flatnonzero(np.diff(arr) != 1)
+    if len(breaks) + 1 > MAX_KEY_RUNS:
+        return [(int(arr[0]), int(arr[-1]))]
+    starts = arr[np.concatenate(([0], breaks + 1))]
+    ends = arr[np.concatenate((breaks, [len(arr) - 1]))]
+    return [(int(a), int(b)) for a, b in zip(starts.tolist(), ends.tolist())]

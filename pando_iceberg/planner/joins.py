@@ -226,13 +226,28 @@ def joins_needing_keys(catalog, tf, cuts, memo: dict | None = None) -> list:
     """The join filters of ``tf`` without a key set that meet one of ``cuts`` (a layout's) that
     predicates cannot decide (``predicates_decide``): comparing key sets is exact whatever
     happened to the dimension since the layout; comparing predicates only while its rows are
-    the ones the cut's keys were read from."""
+    the ones the cut's keys were read from. And those whose foreign key a range cut of
+    ``cuts`` splits, when the chain is within the join-pruning limit (``chain_within``)."""
     if not getattr(tf, "joins", None):
         return []
     memo = {} if memo is None else memo
     undecided = {(c.column, c.origin.dim_table, c.origin.dim_pk) for c in cuts
                  if hasattr(c, "origin") and not predicates_decide(catalog, c.origin, memo)}
-    return [j for j in tf.joins if j.dim_keys is None and (j.column, j.dim_table, j.dim_pk) in undecided]
+    ranged = {col.lower() for c in cuts if not hasattr(c, "origin") for col in c.columns}
+
+    def needed(j) -> bool:
+        if (j.column, j.dim_table, j.dim_pk) in undecided:
+            return True
+        # A range cut on the foreign key is decided by the key set's range (TableFilter.key_ranges):
+        # read where join pruning reads it anyway (small dimensions, cached whole).
+        if j.column not in ranged or catalog is None:
+            return False
+        try:
+            return chain_within(catalog, j, JOIN_PRUNING_MAX_ROWS)
+        except Exception:  # an unreadable dimension: the range cuts read both sides
+            return False
+
+    return [j for j in tf.joins if j.dim_keys is None and needed(j)]
 
 
 def chain_within(catalog, join, row_limit: int) -> bool:

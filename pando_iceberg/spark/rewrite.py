@@ -417,7 +417,45 @@ def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], que
     dims = dimension_samples(spark, [f for f, _ in queries], options) if options.template_draws else {}
     expected = expected_workload(queries, sample, options.template_draws, options.seed, dimensions=dims,
                                  validation_draws=options.template_draws if validate else 0)
+    expected = keyed_draws(spark, expected, schemas)
     return expected, table_cuts(spark, wl, target, schemas, [f for f, _ in expected.queries])
+
+
+def keyed_draws(spark, expected, schemas: dict[str, pa.Schema], row_limit: int | None = None):
+    """``expected`` with the key set of every join whose chain the planner reads keys of at
+    query time too (tables of at most ``row_limit`` rows, default
+    ``planner.joins.JOIN_PRUNING_MAX_ROWS``; ``chain_within``), read with one Spark job per
+    dimension (``SparkKeyProvider.prefetch``). The cost model then decides range cuts on the
+    foreign keys for each draw as the planner will for a query (``TableFilter._join_extra``),
+    and the draws propose the ranges their key sets imply as cuts (``key_range_cuts``)."""
+    import dataclasses
+
+    from ..planner.joins import JOIN_PRUNING_MAX_ROWS
+    from ..planner.scan import with_dim_keys
+
+    limit = JOIN_PRUNING_MAX_ROWS if row_limit is None else row_limit
+    rows: dict[str, int] = {}
+
+    def within(j) -> bool:
+        for t in _chain_tables(j.dim_table, j.dim_filter):
+            if t not in rows:
+                rows[t] = _row_count(spark, t, None)
+            if rows[t] > limit:
+                return False
+        return True
+
+    draws = list(expected.queries) + list(expected.validation)
+    wanted = {id(j): j for f, _ in draws for j in f.joins if j.dim_keys is None and within(j)}
+    if not wanted:
+        return expected
+    provider = SparkKeyProvider(spark, schemas)
+    provider.prefetch([(j.dim_table, j.dim_pk, j.dim_filter) for j in wanted.values()])
+
+    def keyed(items):
+        return [(with_dim_keys(f, lambda j: provider(j.dim_table, j.dim_pk, j.dim_filter), list(wanted.values()))
+                 if any(id(j) in wanted for j in f.joins) else f, w) for f, w in items]
+
+    return dataclasses.replace(expected, queries=keyed(expected.queries), validation=keyed(expected.validation))
 
 
 DIMENSION_SAMPLE_ROWS = 100_000

@@ -81,13 +81,14 @@ def _column_of(term: exp.Expression) -> str | None:
 
 
 def range_columns(queries: Iterable[tuple[TableFilter, float]]) -> list[tuple[str, float]]:
-    """Columns the queries compare with literal ranges (<, <=, >, >=, BETWEEN), with the total
+    """Columns the queries compare with literal ranges (<, <=, >, >=, BETWEEN), and foreign keys
+    their joins' key sets bound to a range (``TableFilter.key_range_cuts``), with the total
     weight of the queries doing so, heaviest first."""
     weight: dict[str, float] = {}
     for f, w in queries:
-        if f.is_true_expr():
-            continue
-        for col in {s.column for _, s in _sites(f.expr) if s.role == "range"}:
+        cols = {s.column for _, s in _sites(f.expr) if s.role == "range"} if not f.is_true_expr() else set()
+        cols |= {c.lower() for c in f.key_ranges()}
+        for col in cols:
             weight[col] = weight.get(col, 0.0) + float(w)
     return sorted(weight.items(), key=lambda cw: (-cw[1], cw[0]))
 

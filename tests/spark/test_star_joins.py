@@ -216,9 +216,11 @@ def test_literal_cuts_decided_by_predicates_until_the_dimension_changes(spark, c
     from an uncut brand into a cut brand: deciding by predicates then would miss its fact rows."""
     from pando_iceberg.planner import joins
 
+    # No key set for join pruning, nor for the draws' foreign-key ranges (spark.rewrite.keyed_draws):
+    # the layout cuts by literal cuts only, and only the trees decide.
+    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 0)
     d = _laid_out(spark, catalog, lakehouse_cfg, "star14p")
     ns = d["ns"]
-    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 0)  # no key set for join pruning: only the trees decide
     cuts = _literal_cuts(catalog, f"{ns}.sales")
     assert cuts and all(c.origin.exact_at for c in cuts)
     assert any(dict(c.origin.exact_at).keys() == {f"{ns}.stores", f"{ns}.regions"} for c in cuts)  # the chain
@@ -286,3 +288,31 @@ def test_key_sets_above_the_row_limit_go_to_spark_or_stay_undecided(spark, catal
     assert keyed.joins[0].key_source == "spark" and list(keyed.joins[0].dim_keys) == list(small.keys)
     plan = plan_scan(table, keyed)
     assert plan.explain.joins[0]["source"] == "supplied (spark)" and plan.explain.join_files_pruned >= 7
+
+
+def test_brands_never_named_are_pruned_by_foreign_key_range_cuts(spark, catalog, lakehouse_cfg):
+    """Range cuts on a foreign key (issue 14 item 4): the training brands' key sets imply ranges
+    of ``product_key`` (products are keyed by category and brand, as a loader assigns them);
+    the layout cuts on those ranges, and a brand no training query named — no literal cut of
+    its own — is decided by its key set's range: the trees choose fewer blocks than its
+    predicate alone lets them. Exact through pyiceberg and Spark."""
+    ns = "star14r"
+    load_star(spark, catalog, SF, seed=9, namespace=ns, batch_rows=3000)
+    trained = [star_brand(c, 0) for c in range(0, 8, 2)]  # brand 1 of categories 1, 3, 5, 7
+    sql = ("SELECT count(*) AS n, sum(f.quantity) AS q, sum(f.amount) AS r FROM {ns}.sales f "
+           "JOIN {ns}.products p ON f.product_key = p.product_key WHERE p.p_brand = '{brand}'")
+    rewrite_table(spark, f"{ns}.sales", [sql.format(ns=ns, brand=b) for b in trained],
+                  RewriteOptions(k=1, sample_rate=1.0, min_block_rows=2000, seed=1, template_draws=0),
+                  io_properties=lakehouse_cfg.pyiceberg_properties())
+    table = catalog.load_table(f"{ns}.sales")
+    _, layout, _ = layout_of(table, cache=None)
+    assert any(not hasattr(c, "origin") and c.columns == {"product_key"} for c in layout.cuts), layout.cuts
+
+    held_out = star_brand(3, 5)  # category 4: between two trained categories' ranges
+    flt = f"product_key IN (SELECT product_key FROM {ns}.products WHERE p_brand = '{held_out}')"
+    plan = assert_pyiceberg_exact(catalog, f"{ns}.sales", flt)
+    predicate_only, _ = layout.blocks_for(plan_scan(table, flt, use_layout=False).filter)
+    assert plan.explain.blocks_chosen < len(predicate_only) <= layout.num_blocks, (plan.explain, len(predicate_only))
+    pruned = assert_spark_exact(spark, catalog, sql.format(ns=ns, brand=held_out))
+    assert pruned.explains[f"{ns}.sales"].blocks_chosen == plan.explain.blocks_chosen
+    assert pruned.rows[0]["n"] > 0

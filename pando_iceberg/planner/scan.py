@@ -305,6 +305,12 @@ def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord, key_memo: dict
             note = f"literal cuts on {j.column} through {j.dim_table}.{j.dim_pk} decided {how}"
             if note not in ex.notes:
                 ex.notes.append(note)
+    ranged = {col.lower() for c in layout.cuts if not hasattr(c, "origin") for col in c.columns}
+    for name, (lo, hi) in (tf.key_ranges() if hasattr(tf, "key_ranges") else {}).items():
+        if name.lower() in ranged:
+            note = f"range cuts on {name} decided by its join's key set ({lo}..{hi})"
+            if note not in ex.notes:
+                ex.notes.append(note)
     blocks, why = layout.blocks_for(_IgnoringCuts(tf, changed, ignored) if changed or ignored else tf)
     wanted = np.zeros(layout.num_blocks, dtype=bool)
     wanted[np.asarray(blocks, dtype=np.int64)] = True

@@ -313,6 +313,7 @@ def test_brands_never_named_are_pruned_by_foreign_key_range_cuts(spark, catalog,
     plan = assert_pyiceberg_exact(catalog, f"{ns}.sales", flt)
     predicate_only, _ = layout.blocks_for(plan_scan(table, flt, use_layout=False).filter)
     assert plan.explain.blocks_chosen < len(predicate_only) <= layout.num_blocks, (plan.explain, len(predicate_only))
+    assert any(n.startswith("range cuts on product_key decided by its join's key set") for n in plan.explain.notes)
     pruned = assert_spark_exact(spark, catalog, sql.format(ns=ns, brand=held_out))
     assert pruned.explains[f"{ns}.sales"].blocks_chosen == plan.explain.blocks_chosen
     assert pruned.rows[0]["n"] > 0

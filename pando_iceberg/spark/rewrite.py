@@ -417,13 +417,14 @@ def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], que
     dims = dimension_samples(spark, [f for f, _ in queries], options) if options.template_draws else {}
     expected = expected_workload(queries, sample, options.template_draws, options.seed, dimensions=dims,
                                  validation_draws=options.template_draws if validate else 0)
-    expected = keyed_draws(spark, expected, schemas)
+    expected = keyed_draws(spark, wl, expected, schemas)
     return expected, table_cuts(spark, wl, target, schemas, [f for f, _ in expected.queries])
 
 
-def keyed_draws(spark, expected, schemas: dict[str, pa.Schema], row_limit: int | None = None):
+def keyed_draws(spark, wl, expected, schemas: dict[str, pa.Schema], row_limit: int | None = None):
     """``expected`` with the key set of every join whose chain the planner reads keys of at
-    query time too (tables of at most ``row_limit`` rows, default
+    query time too: every join of the chain FK→PK (``wl.key_basis``: the query-time parse
+    attaches no other join) and every table of at most ``row_limit`` rows (default
     ``planner.joins.JOIN_PRUNING_MAX_ROWS``; ``chain_within``), read with one Spark job per
     dimension (``SparkKeyProvider.prefetch``). The cost model then decides range cuts on the
     foreign keys for each draw as the planner will for a query (``TableFilter._join_extra``),
@@ -435,20 +436,19 @@ def keyed_draws(spark, expected, schemas: dict[str, pa.Schema], row_limit: int |
 
     limit = JOIN_PRUNING_MAX_ROWS if row_limit is None else row_limit
     rows: dict[str, int] = {}
+    provider = SparkKeyProvider(spark, schemas)
 
     def within(j) -> bool:
-        for t in _chain_tables(j.dim_table, j.dim_filter):
-            if t not in rows:
-                rows[t] = _row_count(spark, t, None)
-            if rows[t] > limit:
-                return False
-        return True
+        if wl.key_basis(j.dim_table, j.dim_pk, provider) is None:
+            return False
+        if j.dim_table not in rows:
+            rows[j.dim_table] = _row_count(spark, j.dim_table, None)
+        return rows[j.dim_table] <= limit and all(within(sub) for sub in getattr(j.dim_filter, "joins", None) or ())
 
     draws = list(expected.queries) + list(expected.validation)
     wanted = {id(j): j for f, _ in draws for j in f.joins if j.dim_keys is None and within(j)}
     if not wanted:
         return expected
-    provider = SparkKeyProvider(spark, schemas)
     provider.prefetch([(j.dim_table, j.dim_pk, j.dim_filter) for j in wanted.values()])
 
     def keyed(items):

@@ -5,6 +5,7 @@ file metrics from Parquet footers, and scan-task sets for reading chosen files w
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from contextlib import contextmanager
@@ -22,6 +23,43 @@ def load_table(spark, name: str):
     table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
     table.refresh()
     return table
+
+
+def read_snapshot(spark, name: str, snapshot_id: int | None, metadata: Iterable[str] = ()):
+    """The rows of ``snapshot_id`` (None: the current snapshot) under the table's CURRENT schema,
+    with the ``metadata`` columns (e.g. ``_file``) after them. Iceberg reads an older snapshot with
+    that snapshot's schema (time travel), but a rewrite writes its files under the current one: a
+    top-level column renamed since is matched by field id, one added since is null, one dropped
+    since is left out, one widened since is cast (soak regression: relayout right after a rename)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    reader = spark.read.format("iceberg")
+    extra = [F.col(m) for m in metadata]
+    if snapshot_id is None:
+        df = reader.load(name)
+        return df.select("*", *extra) if extra else df
+    df = reader.option("snapshot-id", str(snapshot_id)).load(name)
+    table = load_table(spark, name)
+    snapshot = table.snapshot(snapshot_id)
+    schema_id = snapshot.schemaId() if snapshot is not None else None
+    current = table.schema()
+    if schema_id is None or int(schema_id) == int(current.schemaId()):
+        return df.select("*", *extra) if extra else df
+    old = table.schemas().get(schema_id)
+    converted = spark._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(current)  # Spark's cached table may be stale
+    now = {f.name: f.dataType for f in StructType.fromJson(json.loads(converted.json())).fields}
+    cols = []
+    for field in _iter(current.columns()):
+        new_name = str(field.name())
+        before = old.findField(int(field.fieldId()))
+        if before is None:
+            cols.append(F.lit(None).cast(now[new_name]).alias(new_name))
+            continue
+        col = df[str(before.name())]
+        cols.append((col if df.schema[str(before.name())].dataType == now[new_name] else col.cast(now[new_name]))
+                    .alias(new_name))
+    return df.select(*cols, *extra)
 
 
 def _iter(java_iterable) -> Iterator:

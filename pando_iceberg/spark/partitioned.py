@@ -41,7 +41,7 @@ from . import iceberg_jvm as jv
 from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, _append, ktuple_radices, \
     pack_ktuples, unpack_ktuples, write_blocks
 from .rewrite import (PandoRewriteError, RewriteOptions, RewriteResult, _arrow_batch_rows,
-                      _batch_rows, _read, after_failure, candidate_ks, collect_arrow, learning_workload, table_workload,
+                      _batch_rows, after_failure, candidate_ks, collect_arrow, learning_workload, table_workload,
                       write_spec)
 from .session import refresh_table
 
@@ -158,7 +158,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
         notes.append(f"{len(live) - len(part_of)} file(s) written under an older partition spec are not laid out "
                      "(rewrite them with Iceberg's rewrite_data_files first)")
 
-    df = _read(spark, table_name, base_id).select("*", F.col(FILE_COL))
+    df = jv.read_snapshot(spark, table_name, base_id, [FILE_COL])
     if where is not None:
         try:
             matched = {r[0] for r in df.where(where).select(FILE_COL).distinct().collect()}
@@ -396,7 +396,7 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
     files = sorted(outside)
     payloads = [LayoutPayload(e.sidecar.layout_bytes, dict(e.sidecar.literal_keys)) for e in entries]
 
-    source = _read(spark, table_name, base_id).select("*", F.col(FILE_COL)).where(F.col(FILE_COL).isin(files))
+    source = jv.read_snapshot(spark, table_name, base_id, [FILE_COL]).where(F.col(FILE_COL).isin(files))
     data_fields = [f for f in source.schema.fields if f.name != FILE_COL]
     routed = source.mapInArrow(route_partitions(payloads, files, [names.index(outside[p]) for p in files], offsets),
                                StructType(data_fields + [StructField(BLOCK_COL, IntegerType(), False),

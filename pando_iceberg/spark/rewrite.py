@@ -317,7 +317,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     from ..layout import build_layout
 
     t0 = time.time()
-    df = _read(spark, table_name, snapshot_id)
+    df = jv.read_snapshot(spark, table_name, snapshot_id)
     wl, target, queries, schemas = table_workload(spark, table_name, workload)
 
     total_rows = _row_count(spark, table_name, snapshot_id)
@@ -545,15 +545,8 @@ def _schema_key(table_name: str, schemas: dict[str, pa.Schema]) -> str:
     return hits[0]
 
 
-def _read(spark, table_name: str, snapshot_id: int | None):
-    reader = spark.read.format("iceberg")
-    if snapshot_id is not None:
-        reader = reader.option("snapshot-id", str(snapshot_id))
-    return reader.load(table_name)
-
-
 def _row_count(spark, table_name: str, snapshot_id: int | None) -> int:
-    return int(_read(spark, table_name, snapshot_id).count())
+    return int(jv.read_snapshot(spark, table_name, snapshot_id).count())
 
 
 # ---- applying -------------------------------------------------------------------------------
@@ -667,7 +660,7 @@ def _route_and_write(spark, table_name: str, base_id: int, layout, payload: Layo
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
-    df = _read(spark, table_name, base_id)
+    df = jv.read_snapshot(spark, table_name, base_id)
     if spec.order_column:  # files keep the table's row order inside (blocks.write_blocks)
         df = df.withColumn(ROW_COL, F.monotonically_increasing_id())
     routed_schema = StructType(df.schema.fields + [StructField(BLOCK_COL, IntegerType(), False),

@@ -9,6 +9,9 @@ Layouts (``--layouts``):
 - ``zorder``: Iceberg ``sort_order => 'zorder(...)'`` on the 2-3 columns the train half filters
   most (per table; DECIMAL and DATE columns excluded: Iceberg refuses DECIMAL and z-orders DATE
   as NULL, see :data:`.workloads.ZORDER_UNUSABLE`; with one usable column, a sort on it);
+- ``zorder-ranges``: the stronger baseline (issue 17, :mod:`.baselines`): the z-order columns
+  plus the dates the train half filters (DATE and DECIMAL usable), each mapped to quantile range
+  ids first, as Delta's z-order does, interleaved, and written as exactly Pando k=3's file count;
 - ``pando-k1`` … ``pando-k4``: ``CALL pando.system.rewrite_data_files(strategy => 'pando')``
   learned on the train half with k trees.
 
@@ -39,7 +42,7 @@ from typing import Any, Callable
 
 from ..demo import qualify
 
-LAYOUTS = ("arrival", "sort", "zorder", "pando-k1", "pando-k2", "pando-k3", "pando-k4")
+LAYOUTS = ("arrival", "sort", "zorder", "zorder-ranges", "pando-k1", "pando-k2", "pando-k3", "pando-k4")
 DATASETS = ("tpch", "taxi", "star")
 LAID_OUT = {"tpch": ("lineitem", "orders"), "taxi": ("trips",), "star": ("sales",)}
 SORT_COLUMN = {"lineitem": "l_shipdate", "orders": "o_orderdate", "trips": "pickup_time", "sales": "date_key"}
@@ -236,6 +239,11 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             wfile.write_text(";\n".join(qualify(s, ns) for _, s in train) + ";\n")
         for t in tables:
             name = f"{ns}.{t}"
+            if layout == "zorder-ranges":
+                info["tables"][t] = _range_zorder(spark, opts, source_ns, train, t, name,
+                                                  pando_files.get(t) or max(1, math.ceil(_files_stats(spark, name)["rows"] / opts.b)),
+                                                  progress)
+                continue
             if layout.startswith("pando") and not any(re.search(rf"\b{t}\b", sql) for _, sql in train):
                 # a Pando layout needs queries on the table: with --templates none may read it
                 info["tables"][t] = {**_files_stats(spark, name), "rewrite_seconds": 0.0, "blocks": 0, "phases": {},
@@ -293,6 +301,31 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             info["tables"][t] = entry
         layouts[layout] = info
     return layouts
+
+
+def _range_zorder(spark, opts: BenchOptions, source_ns: str, train, t: str, name: str, files: int,
+                  progress) -> dict[str, Any]:
+    """The stronger baseline on one table: the z-order baseline's columns plus the dates the train
+    half filters (any type), clustered on quantile range ids into ``files`` files."""
+    from .baselines import write_range_zorder
+    from .workloads import filtered_columns
+
+    cols = filtered_columns(spark, source_ns, train, t, top=opts.zorder_columns)
+    if len(cols) < 2:
+        cols = list(ZORDER_FALLBACK.get(t) or cols)
+    types = {f.name: f.dataType.simpleString() for f in spark.table(name).schema.fields}
+    dates = [c for c in filtered_columns(spark, source_ns, train, t, top=len(types), exclude_types=())
+             if types[c].startswith(("date", "timestamp"))]
+    # plus the date the train half filters most (a star fact, filtered through its date dimension: its date key)
+    date = next((c for c in dates if c not in cols), None) if dates else SORT_COLUMN[t]
+    if date is not None and date not in cols:
+        cols.append(date)
+    progress(f"zorder-ranges: {name} on range ids of {', '.join(cols)} into {files} files")
+    t0 = time.perf_counter()
+    done = write_range_zorder(spark, f"{source_ns}.{t}", name, cols, files, seed=opts.seed)
+    seconds = time.perf_counter() - t0
+    return {**_files_stats(spark, name), "rewrite_seconds": seconds, "attempts": 1,
+            "sort_order": f"zorder(range ids of {', '.join(cols)})", "ranges": done["ranges"]}
 
 
 # ---- queries --------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-LAYOUT_COLORS = {"arrival": "#9e9e9e", "sort": "#8c6d31", "zorder": "#d6616b", "pando-k1": "#c6dbef",
+LAYOUT_COLORS = {"arrival": "#9e9e9e", "sort": "#8c6d31", "zorder": "#d6616b", "zorder-ranges": "#843c39", "pando-k1": "#c6dbef",
                  "pando-k2": "#6baed6", "pando-k3": "#2171b5", "pando-k4": "#08306b"}
 #: The issue's targets for Pando k=3 against Iceberg z-order.
 TARGET_FILES_RATIO = 3.0
@@ -124,6 +124,24 @@ def targets(rep: dict, summary: dict) -> list[dict]:
     return out
 
 
+def _how(layout: str, v: dict) -> str:
+    """How one table of a layout was written, for the report's rewrite table."""
+    if layout == "arrival":
+        return "as loaded"
+    if not v.get("sort_order"):  # Pando
+        return (f"{v.get('blocks')} blocks" + (f", {v['trees']} tree(s) kept" if v.get("trees") else "") + "; "
+                + ", ".join(f"{k} {t_:.1f} s" for k, t_ in v.get("phases", {}).items()))
+    how = f"`{v['sort_order']}`"
+    if "target_file_size_bytes" in v:  # Iceberg's sort / z-order, sized by target file size
+        how += f", target-file-size-bytes {v['target_file_size_bytes']:,}"
+    else:  # the range z-order writes exactly the wanted file count
+        how += f", {v.get('ranges')} ranges per column, one file per range of keys"
+    if v.get("attempts", 1) > 1:
+        how += (f" (rewritten {v['attempts']}× to match Pando's file count; files per attempt: "
+                f"{', '.join(str(n) for _, n in v.get('attempted_files', []))})")
+    return how
+
+
 def _f(v: float | None, nd: int = 1) -> str:
     if v is None:
         return "—"
@@ -167,11 +185,7 @@ def markdown(rep: dict, stem: str) -> str:
               "|---|---|---|---|---|---|"]
     for x in o["layouts"]:
         for t, v in rep["layouts"][x]["tables"].items():
-            how = ("as loaded" if x == "arrival" else v.get("sort_order") and
-                   f"`{v['sort_order']}`, target-file-size-bytes {v['target_file_size_bytes']:,}"
-                   + (f" (rewritten {v['attempts']}× to match Pando's file count; files per attempt: "
-                      f"{', '.join(str(n) for _, n in v.get('attempted_files', []))})" if v.get("attempts", 1) > 1 else "") or
-                   f"{v.get('blocks')} blocks" + (f", {v['trees']} tree(s) kept" if v.get("trees") else "") + "; " + ", ".join(f"{k} {t_:.1f} s" for k, t_ in v.get("phases", {}).items()))
+            how = _how(x, v)
             lines.append(f"| {x} | {t} | {v['files']} | {v['rows'] // max(1, v['files']):,} ({v['max_file_rows']:,}) | "
                          f"{v['rewrite_seconds']:.1f} | {how} |")
     if s["targets"]:

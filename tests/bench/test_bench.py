@@ -98,7 +98,7 @@ def test_bench_tpch_arrival_vs_pando_end_to_end(spark, catalog, lakehouse_cfg, t
 
 
 def test_bench_taxi_arrival_vs_zorder_end_to_end(spark, catalog, lakehouse_cfg, tmp_path):
-    opts = BenchOptions(dataset="taxi", sf=0.002, layouts=("arrival", "zorder"), per_template=2, runs=1,
+    opts = BenchOptions(dataset="taxi", sf=0.002, layouts=("arrival", "zorder", "zorder-ranges"), per_template=2, runs=1,
                         templates=[1, 6], namespace="bench_taxi", out=str(tmp_path))
     rep = run_bench(spark, catalog, lakehouse_cfg, opts)
     _check_report(rep, tmp_path, "bench_taxi_sf0.002", opts.layouts, {"trips"})
@@ -115,6 +115,37 @@ def test_bench_taxi_arrival_vs_zorder_end_to_end(spark, catalog, lakehouse_cfg, 
     if not math.isclose(tried[0][1], 12, rel_tol=0.25):
         assert len(tried) == 2 and (tried[1][0] > tried[0][0]) == (tried[0][1] > 12)
     assert 12 <= z["files"] <= 24
+    # The stronger baseline: exactly the wanted file count, the z-order columns plus the date
+    # filtered, and clustered: a file's trip_distance span is far narrower than in arrival order.
+    r = rep["layouts"]["zorder-ranges"]["tables"]["trips"]
+    assert r["files"] == 12 and r["rows"] == n and r["max_file_rows"] < 2 * n / 12
+    assert "trip_distance" in r["sort_order"] and "pickup_time" in r["sort_order"]
+
+    def mean_span(ns):
+        return spark.sql(f"SELECT avg(hi - lo) FROM (SELECT max(trip_distance) AS hi, min(trip_distance) AS lo "
+                         f"FROM {ns}.trips GROUP BY _file)").first()[0]
+    assert mean_span("bench_taxi_zorder_ranges") < 0.5 * mean_span(rep["layouts"]["arrival"]["namespace"])
+
+
+def test_range_zorder_keys_order_by_quantile_ranges_with_nulls_last():
+    import pyarrow as pa
+
+    from pando_iceberg.bench.baselines import interleave, range_bounds, range_ids
+
+    rng = np.random.default_rng(0)
+    t = pa.table({"a": pa.array(rng.exponential(1.0, 10_000)), "b": pa.array([f"k{i % 50:02d}" for i in range(10_000)])})
+    bounds = range_bounds(t, ["a", "b"], ranges=16)
+    assert len(bounds[0]) == 15 and len(bounds[1]) == 15  # equal-count quantiles, not equal-width
+    ids = range_ids(t.column("a"), bounds[0])
+    counts = np.bincount(ids, minlength=16)
+    assert counts.min() > 500 and counts.max() < 800  # each range holds about 1/16 of the rows
+    with_null = range_ids(pa.chunked_array([pa.array([None, 0.0, 100.0])]), bounds[0])
+    assert with_null.tolist() == [16, 0, 15]  # nulls after every range
+    assert (np.diff(range_ids(pa.array(np.sort(t.column("a").to_numpy())), bounds[0])) >= 0).all()
+    # Morton: bit b of column i at b * 2 + i; the top bits of both columns dominate the key
+    assert interleave([np.array([1, 0, 2]), np.array([0, 1, 0])], 2).tolist() == [1, 2, 4]
+    with pytest.raises(ValueError, match="do not fit"):
+        interleave([np.zeros(1, dtype=np.int64)] * 7, 10)
 
 
 def test_bench_leaves_a_table_no_train_query_reads_as_copied(spark, catalog, lakehouse_cfg, tpch, tmp_path):

@@ -253,6 +253,30 @@ def _min_data_sequence_number(manifests: list[ManifestFile]) -> int:
     return min(seqs) if seqs else INITIAL_SEQUENCE_NUMBER
 
 
+MANIFEST_LISTS_KEPT = 256
+_MANIFEST_LISTS: OrderedDict[str, tuple[ManifestFile, ...]] = OrderedDict()
+_MANIFEST_LISTS_LOCK = threading.Lock()
+
+
+def snapshot_manifests(io, snapshot) -> tuple[ManifestFile, ...]:
+    """``snapshot.manifests(io)`` read once per manifest list: pyiceberg re-reads the list's Avro
+    file on every call (its cache keeps the ``ManifestFile`` objects, not the list), and a
+    snapshot's manifest list never changes once written. The last ``MANIFEST_LISTS_KEPT`` lists
+    are kept (a few hundred bytes per manifest)."""
+    path = snapshot.manifest_list
+    with _MANIFEST_LISTS_LOCK:
+        hit = _MANIFEST_LISTS.get(path)
+        if hit is not None:
+            _MANIFEST_LISTS.move_to_end(path)
+            return hit
+    manifests = tuple(snapshot.manifests(io))
+    with _MANIFEST_LISTS_LOCK:
+        _MANIFEST_LISTS[path] = manifests
+        while len(_MANIFEST_LISTS) > MANIFEST_LISTS_KEPT:
+            _MANIFEST_LISTS.popitem(last=False)
+    return manifests
+
+
 def plan_files(table, row_filter: Any = None, *, snapshot_id: int | None = None,
                cache: ManifestEntryCache | None = DEFAULT_MANIFEST_CACHE, case_sensitive: bool = True) -> list:
     """The ``FileScanTask``s ``table.scan(row_filter=..., snapshot_id=...).plan_files()`` returns,
@@ -269,8 +293,8 @@ def plan_files(table, row_filter: Any = None, *, snapshot_id: int | None = None,
         return []
     planner = CachedManifestPlanner(table_metadata=scan.table_metadata, io=scan.io, row_filter=scan.row_filter,
                                     case_sensitive=scan.case_sensitive, options=scan.options, cache=cache)
-    return list(planner.plan_files(snapshot.manifests(scan.io)))
+    return list(planner.plan_files(list(snapshot_manifests(scan.io, snapshot))))
 
 
 __all__ = ["DEFAULT_MANIFEST_CACHE", "DEFAULT_MAX_BYTES", "CacheStats", "CachedManifestPlanner", "ManifestEntryCache",
-           "deep_size", "estimate_entries_bytes", "manifest_key", "plan_files"]
+           "deep_size", "estimate_entries_bytes", "manifest_key", "plan_files", "snapshot_manifests"]

@@ -13,7 +13,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
-from pando_iceberg.planner.manifests import ManifestEntryCache, deep_size, estimate_entries_bytes, plan_files
+from pando_iceberg.planner import manifests as manifests_module
+from pando_iceberg.planner.manifests import ManifestEntryCache, deep_size, estimate_entries_bytes, plan_files, \
+    snapshot_manifests
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "region", StringType(), required=False),
                 NestedField(3, "note", StringType(), required=False))
@@ -169,3 +171,34 @@ def test_bound_from_the_environment(monkeypatch):
         ManifestEntryCache()
     monkeypatch.delenv("PANDO_MANIFEST_CACHE_BYTES")
     assert ManifestEntryCache().max_bytes == 256 * 1024 * 1024
+
+
+def test_manifest_list_read_once_per_snapshot_and_bounded(table, monkeypatch):
+    """A snapshot's manifest list is read once (pyiceberg re-reads it on every plan); a new
+    snapshot's list is read anew, and at most MANIFEST_LISTS_KEPT lists are kept."""
+    from pyiceberg.table.snapshots import Snapshot
+
+    reads = []
+    original = Snapshot.manifests
+
+    def counting(self, io):
+        reads.append(self.manifest_list)
+        return original(self, io)
+
+    monkeypatch.setattr(Snapshot, "manifests", counting)
+    monkeypatch.setattr(manifests_module, "_MANIFEST_LISTS", type(manifests_module._MANIFEST_LISTS)())
+    snap = table.current_snapshot()
+    first = snapshot_manifests(table.io, snap)
+    assert snapshot_manifests(table.io, snap) is first and reads == [snap.manifest_list]
+    assert [m.manifest_path for m in first] == [m.manifest_path for m in original(snap, table.io)]
+    for flt in FILTERS:
+        plan_files(table, flt, cache=ManifestEntryCache())
+    assert reads == [snap.manifest_list]
+    table.append(pa.table({"id": [7_000], "region": ["eu"], "note": ["new"]}, schema=ARROW))
+    before = len(reads)  # pyiceberg's append reads its parent's list itself
+    planned = plan_files(table, AlwaysTrue())
+    assert reads[before:] == [table.current_snapshot().manifest_list]
+    assert _signature(planned) == _signature(table.scan().plan_files())
+    monkeypatch.setattr(manifests_module, "MANIFEST_LISTS_KEPT", 1)
+    snapshot_manifests(table.io, snap)
+    assert list(manifests_module._MANIFEST_LISTS) == [snap.manifest_list]

@@ -200,5 +200,6 @@ def test_manifest_list_read_once_per_snapshot_and_bounded(table, monkeypatch):
     assert reads[before:] == [table.current_snapshot().manifest_list]
     assert _signature(planned) == _signature(table.scan().plan_files())
     monkeypatch.setattr(manifests_module, "MANIFEST_LISTS_KEPT", 1)
-    snapshot_manifests(table.io, snap)
-    assert list(manifests_module._MANIFEST_LISTS) == [snap.manifest_list]
+    table.append(pa.table({"id": [7_001], "region": ["us"], "note": ["newer"]}, schema=ARROW))
+    snapshot_manifests(table.io, table.current_snapshot())
+    assert list(manifests_module._MANIFEST_LISTS) == [table.current_snapshot().manifest_list]

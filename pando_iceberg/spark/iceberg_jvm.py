@@ -56,9 +56,9 @@ def read_snapshot(spark, name: str, snapshot_id: int | None, metadata: Iterable[
         if before is None:
             cols.append(F.lit(None).cast(now[new_name]).alias(new_name))
             continue
-        col = df[str(before.name())]
-        cols.append((col if df.schema[str(before.name())].dataType == now[new_name] else col.cast(now[new_name]))
-                    .alias(new_name))
+        old_name = str(before.name())
+        col = F.col("`" + old_name.replace("`", "``") + "`")  # a name with a dot is not a nested field
+        cols.append((col if df.schema[old_name].dataType == now[new_name] else col.cast(now[new_name])).alias(new_name))
     return df.select(*cols, *extra)
 
 

@@ -149,15 +149,11 @@ class FactState:
     spec: tuple[str, ...] = ("year",)
 
 
-# Failures of known product bugs, reported in the summary as such (never skipped): a predicate
-# on the soak's state and the failure's text → the bug. See the issue 19 report.
-KNOWN_BUGS = {
-    "snapshot-schema": "a Pando rewrite reads the table AS OF its current snapshot, i.e. with that snapshot's "
-                       "schema: after a schema change with no snapshot since, the workload/cuts (current names) and "
-                       "the rows read (old names), or the rows read and the writer's current schema, disagree "
-                       "(spark/rewrite.py _read; also spark/partitioned.py)",
-}
-SNAPSHOT_SCHEMA_SYMPTOMS = ("is not in the evaluated table", "Target schema's field names are not matching")
+# Failures of known product bugs, reported in the summary as such (never skipped): bug → (symptoms
+# in the failure's text, what the bug is). None is known today: "snapshot-schema" (a rewrite read
+# its base snapshot with that snapshot's schema, so it failed right after a schema change) was
+# fixed by spark/iceberg_jvm.read_snapshot; its failures are discrepancies again.
+KNOWN_BUGS: dict[str, tuple[tuple[str, ...], str]] = {}
 
 
 class Soak:
@@ -626,15 +622,10 @@ class Soak:
             self.lose_a_layout_file()
 
     def known(self, fact: str, error: BaseException | str) -> str | None:
-        """The known bug behind a failure, if it is one (KNOWN_BUGS): its symptom, and the table's
-        schema changed since its current snapshot (a failed operation commits nothing)."""
+        """The known bug (KNOWN_BUGS) whose symptom the failure on ``fact`` shows, if any."""
         text = error if isinstance(error, str) else f"{error!s} {getattr(error, '__cause__', '') or ''}"
-        meta = self.catalog.load_table(self.t(fact)).metadata
-        snap = meta.current_snapshot()
-        if snap is not None and snap.schema_id != meta.current_schema_id and \
-                any(s in text for s in SNAPSHOT_SCHEMA_SYMPTOMS):
-            return KNOWN_BUGS["snapshot-schema"]
-        return None
+        return next((f"{name}: {what} (on {fact})" for name, (symptoms, what) in KNOWN_BUGS.items()
+                     if any(s in text for s in symptoms)), None)
 
     def data_op(self, op: str, fact: str) -> bool:
         if op in ("append", "late_append"):

@@ -158,9 +158,9 @@ def cmd_describe_layout(args) -> int:
         _emit_result(args, result)
         if getattr(args, "png", None):
             from .pictures import draw_layout
-            from .procedures.builtin import _current_sidecar
+            from .procedures.builtin import current_sidecar
 
-            sidecar = _current_sidecar(ctx.table(args.table))
+            sidecar = current_sidecar(ctx.table(args.table))
             draw_layout(sidecar.load_layout(), sidecar.block_files, args.png, title=args.table)
             if not args.json:
                 print(f"picture written to {args.png}")

@@ -16,17 +16,13 @@ import sqlglot
 from sqlglot import exp
 
 from .procedures import ProcedureContext, Result, call, is_call, parse_call
-from .workload.parser import _split_statements
+from .workload.parser import split_statements
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class RunbookError(ValueError):
     pass
-
-
-def split_statements(text: str) -> list[str]:
-    return _split_statements(text)
 
 
 def substitute(text: str, variables: dict[str, str], where: str = "runbook") -> str:

@@ -110,7 +110,7 @@ class TableFilter:
         JoinFilters (their dimension schema is looked up in `schemas`)."""
         node = parse_predicate(sql, table)
         plain, joins = [], []
-        for conj in _conjuncts(node):
+        for conj in split_conjuncts(node):
             sub = conj.args.get("query") if isinstance(conj, exp.In) else None
             if sub is None:
                 plain.append(conj)
@@ -150,7 +150,7 @@ class TableFilter:
         return evaluate_predicate(self.expr, table)
 
     def conjuncts(self) -> list[exp.Expression]:
-        return [] if self.is_true_expr() else _conjuncts(self.expr)
+        return [] if self.is_true_expr() else split_conjuncts(self.expr)
 
     def candidate_cuts(self) -> list[ExprCut]:
         """§6.1: the filter decomposed into simple predicates. Conjunctions are split; an
@@ -391,11 +391,12 @@ def _origin_filter(cut: LiteralCut, dim_filter: TableFilter) -> TableFilter:
     return hit
 
 
-def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+def split_conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    """The terms of a conjunction (nested ANDs and parentheses flattened); ``[node]`` otherwise."""
     if isinstance(node, exp.Paren):
-        return _conjuncts(node.this)
+        return split_conjuncts(node.this)
     if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
+        return split_conjuncts(node.this) + split_conjuncts(node.expression)
     return [node]
 
 

@@ -35,6 +35,7 @@ import numpy as np
 from .bottomup import BlockAssignment, distinct_ktuples, route_ktuples
 from .cost import (SideMatrix, WeightedPopcount, normalize_queries, pack_query_bits, reach_matrix, scan_matrix,
                    side_matrix, workload_cost)
+from .serialize import layout_from_bytes, layout_to_bytes
 from .tree import Decision, PartitionTree, cut_table
 
 __all__ = ["Layout", "ObservedKTuples", "ScanExplanation", "TreeScan"]
@@ -476,8 +477,6 @@ class Layout:
     # --- serialization (see serialize.py) --------------------------------------------------
 
     def to_bytes(self) -> bytes:
-        from .serialize import layout_to_bytes
-
         return layout_to_bytes(self)
 
     @classmethod
@@ -487,9 +486,7 @@ class Layout:
         cut_from_json: Callable[[dict, Any], Any] | None = None,
         literal_keys: Any = None,
     ) -> "Layout":
-        from .serialize import layout_from_bytes
-
-        return layout_from_bytes(data, cut_from_json=cut_from_json, literal_keys=literal_keys)
+        return layout_from_bytes(data, cls, cut_from_json=cut_from_json, literal_keys=literal_keys)
 
 
 def _check_workload(

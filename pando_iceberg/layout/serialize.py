@@ -110,10 +110,10 @@ def _default_decoder() -> Callable[[dict, Any], Any]:
 
 
 def layout_from_bytes(
-    data: bytes, *, cut_from_json: Callable[[dict, Any], Any] | None = None, literal_keys: Any = None
+    data: bytes, layout_cls: Any, *, cut_from_json: Callable[[dict, Any], Any] | None = None, literal_keys: Any = None
 ) -> Any:
-    from .layout import Layout
-
+    """The layout stored in ``data``, built as ``layout_cls`` (``Layout``: passed in because layout.py
+    imports this module, not the other way round); LayoutFormatError says what is wrong."""
     data = bytes(data)
     if len(data) < _HEADER.size:
         raise LayoutFormatError(f"layout is truncated: {len(data)} bytes, the header alone is {_HEADER.size}")
@@ -140,7 +140,7 @@ def layout_from_bytes(
     except Exception as e:  # zstd / struct / json errors all mean the same thing here
         raise LayoutFormatError(f"layout payload cannot be decoded: {e}") from e
     try:
-        return _build(doc, blob, cut_from_json or _default_decoder(), literal_keys, Layout, version)
+        return _build(doc, blob, cut_from_json or _default_decoder(), literal_keys, layout_cls, version)
     except LayoutFormatError:
         raise
     except Exception as e:

@@ -105,14 +105,15 @@ def matches(sidecar: Any, options: Any, request: dict[str, Any]) -> str | None:
 def learned_from_pending(spark: Any, table_name: str, sidecar: Any) -> Any:
     """A ``LearnedLayout`` for ``rewrite_table(learned=...)`` from a pending sidecar: the stored
     layout and key sets, the stored workload parsed again for the expected-fraction estimate."""
-    from ..spark.rewrite import P_IN_BLOCK, P_K_SELECTION, LearnedLayout, _schema_key, identifier_fields, namespace_schemas
+    from ..spark.rewrite import P_IN_BLOCK, P_K_SELECTION, LearnedLayout
+    from ..spark.rewrite_common import identifier_fields, namespace_schemas, schema_key
     from ..workload import parse_workload
     from ..workload.in_block import InBlockOrder
 
     layout = sidecar.load_layout()
     workload = [tuple(x) if isinstance(x, list) else x for x in json.loads(sidecar.properties.get("pando.workload", "[]"))]
     schemas = namespace_schemas(spark, table_name)
-    target = _schema_key(table_name, schemas)
+    target = schema_key(table_name, schemas)
     pks = {name: identifier_fields(spark, name) for name in schemas}
     wl = parse_workload(workload, schemas, primary_keys={k: v for k, v in pks.items() if v})
     queries = [(q.filters[target], q.weight) for q in wl.queries if target in q.filters]

@@ -118,7 +118,10 @@ def _workload_sources(ctx: ProcedureContext, workload: str | list[str] | None, w
     return out or None
 
 
-def _current_sidecar(table, required: bool = True):
+def current_sidecar(table, required: bool = True):
+    """The sidecar of the pyiceberg ``table``'s current layout (whole-table or per partition); with
+    ``required``, a ProcedureError naming what to do (and the pending layout, if any) when it has
+    none, else None."""
     from ..storage.paths import sidecar_path
     from ..storage.pointer import layout_pointer
     from ..storage.sidecar import LayoutSidecar
@@ -296,7 +299,7 @@ def describe_layout(ctx: ProcedureContext, table: str) -> Result:
     with _verb_errors("describe_layout"):
         view = ctx.pando_table(tbl, spark=False).layout
     if view is None:
-        _current_sidecar(tbl)  # raises, naming the pending layout if there is one
+        current_sidecar(tbl)  # raises, naming the pending layout if there is one
         raise ProcedureError(f"table {table} has no Pando layout")
     if view.k is None:  # one layout per partition
         return _describe_partitioned(view)

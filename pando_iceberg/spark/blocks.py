@@ -74,12 +74,14 @@ def route_batches(payload: LayoutPayload):
                 continue
             kt = layout.route_ktuples(batch)
             _, blocks, inv = layout._blocks_of(kt)
-            yield _append(batch, blocks[inv].astype(np.int32), pack_ktuples(kt, radices))
+            yield append_block_columns(batch, blocks[inv].astype(np.int32), pack_ktuples(kt, radices))
 
     return run
 
 
-def _append(batch: pa.RecordBatch, blocks: np.ndarray, codes: np.ndarray) -> pa.RecordBatch:
+def append_block_columns(batch: pa.RecordBatch, blocks: np.ndarray, codes: np.ndarray) -> pa.RecordBatch:
+    """``batch`` with the routing columns appended: ``BLOCK_COL`` (int32 block ids) and ``KTUPLE_COL``
+    (int64 packed k-tuples, ``pack_ktuples``)."""
     arrays = list(batch.columns) + [pa.array(blocks, pa.int32()), pa.array(codes, pa.int64())]
     names = list(batch.schema.names) + [BLOCK_COL, KTUPLE_COL]
     return pa.RecordBatch.from_arrays(arrays, names=names)

@@ -26,32 +26,18 @@ reaches the minimum nothing is committed at all.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
-
-import numpy as np
 
 from . import iceberg_jvm as jv
 from .session import refresh_table
-from .blocks import BLOCK_COL, WRITTEN_FILE_DDL, LayoutPayload, ktuple_radices, route_batches, unpack_ktuples, \
-    write_blocks
-from .rewrite import PandoRewriteError, RewriteResult, after_failure, write_spec
+from .blocks import BLOCK_COL, WRITTEN_FILE_DDL, LayoutPayload, route_batches, write_blocks
+from .partitioned import incremental_partitions
+from .rewrite_common import (STALE_NOTE, IncrementalResult, PandoRewriteError, after_failure, extend_layout,
+                             stale_cut_columns, write_spec)
 
 CARRY_OVER_BLOCK = -1  # block id of rows written to carry-over files (outside the layout)
 MODES = ("full", "incremental")
-
-
-@dataclass
-class IncrementalResult(RewriteResult):
-    """``RewriteResult`` plus what the incremental run did with the rows it read."""
-
-    rows_read: int = 0
-    rows_laid_out: int = 0
-    rows_carried_over: int = 0
-    blocks_extended: int = 0
-    min_block_rows: int = 0
-    committed: bool = True
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -94,23 +80,6 @@ def current_layout(spark, table_name: str, io_properties: dict[str, str] | None)
     return CurrentLayout(table, pointer, sidecar, sidecar.load_layout(), io, location)
 
 
-def stale_cut_columns(table, pointer, layout, io_properties: dict[str, str] | None) -> set[str]:
-    """Columns of ``layout``'s cuts that no longer denote the field they denoted when the layout
-    was written (renamed, dropped, dropped and re-added), read from the Java ``table``'s current
-    metadata (the planner's rule, ``planner.scan.changed_cut_columns``). Routing rows with such
-    a cut would evaluate it on the wrong column or fail: the layout must be learned again."""
-    from pyiceberg.table import StaticTable
-
-    from ..planner.scan import changed_cut_columns
-
-    metadata = str(table.operations().current().metadataFileLocation())
-    return changed_cut_columns(StaticTable.from_metadata(metadata, properties=dict(io_properties or {})), pointer, layout)
-
-
-STALE_NOTE = ("the layout's cuts on {columns} no longer apply (column renamed, dropped or replaced since the layout): "
-              "{what} not laid out incrementally; lay the table out again (layout_health(relayout => true) does)")
-
-
 def write_successor_sidecar(cur: CurrentLayout, layout, block_files, *, base_snapshot_id: int | None,
                             base_sequence_number: int | None, extra: dict[str, str], layout_id: str | None = None):
     """A new sidecar (new layout id) that carries the previous one's properties (workload,
@@ -138,8 +107,6 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
     from ..storage.sidecar import DataFileRef, new_layout_id
 
     if jv.load_table(spark, table_name).spec().isPartitioned():  # a layout per partition
-        from .partitioned import incremental_partitions
-
         return incremental_partitions(spark, table_name, min_block_rows, target_file_size_bytes, io_properties, progress)
     seconds: dict[str, float] = {}
     t0 = time.time()
@@ -208,7 +175,7 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
                     raise PandoRewriteError(f"wrote {n_written} rows but read {result.rows_read} rows from the files "
                                             "outside the layout: not committing")
                 laid = [w for w in written if int(w.block) != CARRY_OVER_BLOCK]
-                new_layout = _extend_layout(layout, laid)
+                new_layout = extend_layout(layout, laid)
                 block_files = {b: list(refs) for b, refs in cur.sidecar.block_files.items()}
                 for w in laid:
                     block_files.setdefault(int(w.block), []).append(
@@ -242,23 +209,6 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
                         f"{result.rows_carried_over} rows in {len(written) - len(laid)} carry-over file(s) outside the "
                         f"layout (blocks with < {min_block_rows} new rows)")
     return result
-
-
-def _extend_layout(layout, written) -> Any:
-    """The layout with the (block, k-tuple) pairs of the new files added to the map (§7) and
-    their rows added to ``block_rows``: leaf → block sets then cover every new row."""
-    obs = layout.ktuple_observed
-    pairs = [(int(b), tuple(kt)) for b, kt in zip(layout.ktuple_block[obs].tolist(), layout.ktuples[obs].tolist())]
-    radices = ktuple_radices(layout)
-    added = np.zeros(layout.num_blocks, dtype=np.int64)
-    for w in written:
-        codes = np.array([int(c) for c in w.ktuples.split(",") if c], dtype=np.int64)
-        pairs += [(int(w.block), tuple(kt)) for kt in unpack_ktuples(codes, radices).tolist()]
-        added[int(w.block)] += int(w.record_count)
-    rows = layout.block_rows + added
-    layout.finalize(pairs)
-    layout.block_rows = rows
-    return layout
 
 
 def parse_mode(options: dict[str, str]) -> tuple[str, dict[str, str]]:

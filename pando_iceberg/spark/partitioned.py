@@ -6,7 +6,7 @@ scheme: the Iceberg partition, e.g. a day, first; Pando's trees inside it).
     `where` (on partition source columns only) ─▶ the partitions holding a matching row
         (whole partitions are laid out; the others keep their files and their layouts)
     workload ─▶ queries + their templates' draws + candidate cuts, ONCE for the table
-                (rewrite.table_workload, rewrite.learning_workload)
+                (rewrite_common.table_workload, rewrite_common.learning_workload)
     their rows ─Spark, with `_file`─▶ a sample per partition (sampleBy, ≥ min-sample-rows each
         or the whole partition) ─▶ one layout per partition (build_layout, b scaled per partition)
     ─▶ mapInArrow(route: each row with ITS partition's layout, block ids offset per partition)
@@ -38,11 +38,11 @@ from sqlglot import exp
 
 from ..workload.in_block import select_layout
 from . import iceberg_jvm as jv
-from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, _append, ktuple_radices, \
+from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, append_block_columns, ktuple_radices, \
     pack_ktuples, unpack_ktuples, write_blocks
-from .rewrite import (PandoRewriteError, RewriteOptions, RewriteResult, _arrow_batch_rows,
-                      _batch_rows, after_failure, candidate_ks, collect_arrow, learning_workload, table_workload,
-                      write_spec)
+from .rewrite_common import (STALE_NOTE, IncrementalResult, PandoRewriteError, RewriteOptions, RewriteResult,
+                             after_failure, arrow_batch_rows, batch_rows, candidate_ks, collect_arrow, extend_layout,
+                             learning_workload, stale_cut_columns, table_workload, write_spec)
 from .session import refresh_table
 
 FILE_COL = "_file"
@@ -105,7 +105,7 @@ def route_partitions(payloads: list[LayoutPayload], paths: list[str], path_part:
                 _, local, inv = layout._blocks_of(kt)
                 blocks[rows] = offsets[p] + local[inv]
                 codes[rows] = pack_ktuples(kt, radices[p])
-            yield _append(data, blocks, codes)
+            yield append_block_columns(data, blocks, codes)
 
     return run
 
@@ -239,7 +239,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
                                                              StructField(KTUPLE_COL, LongType(), False)]))
         tasks = max(1, min(offsets[-1], 4 * max(1, int(spark.sparkContext.defaultParallelism))))
         progress(f"routing + writing {offsets[-1]} blocks of {len(laid)} partition(s)")
-        with _arrow_batch_rows(spark, _batch_rows(source)):
+        with arrow_batch_rows(spark, batch_rows(source)):
             written = routed.repartition(tasks, BLOCK_COL).sortWithinPartitions(BLOCK_COL) \
                 .mapInArrow(write_blocks(wspec), WRITTEN_FILE_DDL).collect()
         seconds["writing"] = time.time() - t1
@@ -343,7 +343,6 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
         read_layout_sidecar
     from ..storage.pointer import P_SNAPSHOT, LayoutPointer, layout_pointer
     from ..storage.sidecar import DataFileRef, LayoutSidecar, new_layout_id
-    from .incremental import STALE_NOTE, IncrementalResult, _extend_layout, stale_cut_columns
 
     seconds: dict[str, float] = {}
     t0 = time.time()
@@ -443,7 +442,7 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
                 mine = [w for w in written if offsets[i] <= int(w.block) < offsets[i + 1]]
                 local = [SimpleNamespace(block=int(w.block) - offsets[i], ktuples=w.ktuples,
                                          record_count=w.record_count) for w in mine]
-                layout = _extend_layout(e.layout, local)
+                layout = extend_layout(e.layout, local)
                 block_files = {b: list(refs) for b, refs in e.sidecar.block_files.items()}
                 for w in mine:
                     block_files.setdefault(int(w.block) - offsets[i], []).append(

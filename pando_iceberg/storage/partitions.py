@@ -39,7 +39,7 @@ from .paths import check_layout_id, sidecar_path
 from .puffin import FOOTER_CHECKSUM_PROPERTY, PuffinBlob, blob_payload, encode_puffin, parse_footer, read_bytes, \
     verify_footer_checksum
 from .sidecar import P_BASE_SNAPSHOT, P_CREATED_BY, P_FORMAT_VERSION, P_LAYOUT_ID, P_TABLE_UUID, LayoutSidecar, \
-    _created_by, _norm_uuid, write_sidecar_file
+    created_by, norm_uuid, write_sidecar_file
 
 PARTITIONED_FORMAT_VERSION = 2
 BLOB_PARTITION_LAYOUT = "pando-partition-layout-v1"
@@ -121,7 +121,7 @@ class PartitionedLayoutSidecar:
 
     def to_bytes(self) -> bytes:
         check_layout_id(self.layout_id)
-        table_uuid = _norm_uuid(self.table_uuid, "table uuid")
+        table_uuid = norm_uuid(self.table_uuid, "table uuid")
         clash = _RESERVED & set(self.properties)
         if clash:
             raise SidecarError(f"properties may not set reserved keys: {', '.join(sorted(clash))}")
@@ -131,7 +131,7 @@ class PartitionedLayoutSidecar:
                  for name, e in sorted(self.partitions.items())]
         props = dict(self.properties)
         props.update({P_FORMAT_VERSION: str(PARTITIONED_FORMAT_VERSION), P_LAYOUT_ID: self.layout_id,
-                      P_TABLE_UUID: table_uuid, P_CREATED_BY: _created_by()})
+                      P_TABLE_UUID: table_uuid, P_CREATED_BY: created_by()})
         if self.base_snapshot_id is not None:
             props[P_BASE_SNAPSHOT] = str(self.base_snapshot_id)
         return encode_puffin(blobs, props, checksums=True)
@@ -170,11 +170,11 @@ class PartitionedLayoutSidecar:
         if layout_id is None or table_uuid is None:
             raise SidecarError(f"file properties missing: {', '.join(p for p in (P_LAYOUT_ID, P_TABLE_UUID) if props.get(p) is None)}")
         check_layout_id(layout_id)
-        table_uuid = _norm_uuid(table_uuid, f"file property {P_TABLE_UUID}")
+        table_uuid = norm_uuid(table_uuid, f"file property {P_TABLE_UUID}")
         if expected_layout_id is not None and layout_id != expected_layout_id:
             raise SidecarError(f"layout id mismatch: the sidecar holds layout {layout_id!r}, the table points to "
                                f"{expected_layout_id!r}")
-        if expected_table_uuid is not None and table_uuid != _norm_uuid(expected_table_uuid, "expected table uuid"):
+        if expected_table_uuid is not None and table_uuid != norm_uuid(expected_table_uuid, "expected table uuid"):
             raise SidecarError(f"table uuid mismatch: the sidecar belongs to table {table_uuid}")
         base = props.get(P_BASE_SNAPSHOT)
         try:

@@ -70,7 +70,8 @@ P_CREATED_BY = "created-by"
 _RESERVED = {P_FORMAT_VERSION, P_LAYOUT_ID, P_TABLE_UUID, P_BASE_SNAPSHOT, P_CREATED_BY, FOOTER_CHECKSUM_PROPERTY}
 
 
-def _created_by() -> str:
+def created_by() -> str:
+    """The ``created-by`` property of the files we write: ``pando-iceberg <version>``."""
     try:
         from pando_iceberg import __version__
     except ImportError:  # pragma: no cover
@@ -83,7 +84,8 @@ def new_layout_id() -> str:
     return str(uuid.uuid4())
 
 
-def _norm_uuid(value: Any, what: str) -> str:
+def norm_uuid(value: Any, what: str) -> str:
+    """``value`` as a canonical UUID string; SidecarError naming ``what`` if it is not a UUID."""
     try:
         return str(uuid.UUID(str(value)))
     except (ValueError, TypeError):
@@ -156,7 +158,7 @@ class LayoutSidecar:
 
     def _validate(self) -> None:
         check_layout_id(self.layout_id)
-        self.table_uuid = _norm_uuid(self.table_uuid, "table uuid")
+        self.table_uuid = norm_uuid(self.table_uuid, "table uuid")
         _opt_int(self.base_snapshot_id, "base_snapshot_id")
         _opt_int(self.base_sequence_number, "base_sequence_number")
         if not isinstance(self.layout_bytes, (bytes, bytearray, memoryview)) or len(self.layout_bytes) == 0:
@@ -203,7 +205,7 @@ class LayoutSidecar:
             P_FORMAT_VERSION: str(SIDECAR_FORMAT_VERSION),
             P_LAYOUT_ID: self.layout_id,
             P_TABLE_UUID: self.table_uuid,
-            P_CREATED_BY: _created_by(),
+            P_CREATED_BY: created_by(),
         })
         if self.base_snapshot_id is not None:
             props[P_BASE_SNAPSHOT] = str(self.base_snapshot_id)
@@ -266,13 +268,13 @@ class LayoutSidecar:
             missing = [p for p in (P_LAYOUT_ID, P_TABLE_UUID) if props.get(p) is None]
             raise SidecarError(f"file properties missing: {', '.join(missing)}")
         check_layout_id(layout_id)
-        table_uuid = _norm_uuid(table_uuid, f"file property {P_TABLE_UUID}")
+        table_uuid = norm_uuid(table_uuid, f"file property {P_TABLE_UUID}")
         if expected_layout_id is not None and layout_id != expected_layout_id:
             raise SidecarError(f"layout id mismatch: the sidecar holds layout {layout_id!r}, the table points to "
                                f"{expected_layout_id!r}")
-        if expected_table_uuid is not None and table_uuid != _norm_uuid(expected_table_uuid, "expected table uuid"):
+        if expected_table_uuid is not None and table_uuid != norm_uuid(expected_table_uuid, "expected table uuid"):
             raise SidecarError(f"table uuid mismatch: the sidecar belongs to table {table_uuid}, not to "
-                               f"{_norm_uuid(expected_table_uuid, 'expected table uuid')}")
+                               f"{norm_uuid(expected_table_uuid, 'expected table uuid')}")
         base_snapshot = None
         if P_BASE_SNAPSHOT in props:
             try:

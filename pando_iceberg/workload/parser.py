@@ -39,7 +39,7 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from pando_iceberg.expr import Cut, CutOrigin, ExprCut, JoinFilter, LiteralCut, PandoExprError, TableFilter
 from pando_iceberg.expr import keys as keyset
-from pando_iceberg.expr.filters import _conjuncts  # one definition of "split an AND"
+from pando_iceberg.expr.filters import split_conjuncts  # one definition of "split an AND"
 
 
 class PandoWorkloadError(ValueError):
@@ -218,7 +218,7 @@ def _resolve_table(name: str, schemas: dict[str, Any]) -> str:
     raise PandoWorkloadError(f"table name {name!r} is ambiguous among {matches}")
 
 
-def _split_statements(text: str) -> list[str]:
+def split_statements(text: str) -> list[str]:
     """Split on `;` outside quotes and comments."""
     out, buf, i, n = [], [], 0, len(text)
     quote: str | None = None
@@ -348,7 +348,7 @@ def parse_workload(sources: str | os.PathLike | Iterable[str | os.PathLike | tup
     unsupported: list[UnsupportedPredicate] = []
     number = 0
     for text, weight in _read_sources(sources):
-        for stmt_text in _split_statements(text):
+        for stmt_text in split_statements(text):
             number += 1
             try:
                 stmt = sqlglot.parse_one(stmt_text, read=dialect)
@@ -500,7 +500,7 @@ class _QueryParser:
                     if a in occ:
                         occ[a].nullable = True
                 if on is not None:
-                    for c in _conjuncts(on):
+                    for c in split_conjuncts(on):
                         refs = _aliases(c, occ, scope)
                         # An ON predicate of a LEFT join over the nullable side alone decides which
                         # of its rows can appear at all: a valid filter for it (not FULL joins).
@@ -514,12 +514,12 @@ class _QueryParser:
                 report(join, f"{kind} join is not modeled")
                 continue
             if on is not None:
-                conjuncts += [(c, "on") for c in _conjuncts(on)]
+                conjuncts += [(c, "on") for c in split_conjuncts(on)]
             if join.args.get("using"):
                 report(join, "JOIN ... USING is not modeled")
         where = select.args.get("where")
         if where is not None:
-            conjuncts += [(c, "where") for c in _conjuncts(where.this)]
+            conjuncts += [(c, "where") for c in split_conjuncts(where.this)]
         if select.args.get("having") is not None:
             report(select.args["having"].this, "HAVING filters groups, not table rows")
 
@@ -558,7 +558,7 @@ class _QueryParser:
         """A multi-table OR (TPC-H Q7, Q19) implies, for each table, the OR over its
         disjuncts of their conjuncts on that table alone; and an equi-join present in every
         disjunct holds outright. Both are sound consequences. False if nothing was found."""
-        disjuncts = [_conjuncts(d) for d in _disjuncts(c)]
+        disjuncts = [split_conjuncts(d) for d in _disjuncts(c)]
         found = False
         common = [p for p in disjuncts[0] if all(any(p == q for q in d) for d in disjuncts[1:])]
         for p in common:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from pando_iceberg.spark.rewrite import (PandoRewriteError, RewriteOptions, SparkKeyProvider, _RecordingKeyProvider,
-                                         learn_layout)
+from pando_iceberg.spark.rewrite import PandoRewriteError, RewriteOptions, SparkKeyProvider, learn_layout
+from pando_iceberg.spark.rewrite_common import _RecordingKeyProvider
 
 pytestmark = pytest.mark.spark
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pando_iceberg.spark.rewrite import SparkKeyProvider, _RecordingKeyProvider, namespace_schemas
+from pando_iceberg.spark.rewrite import SparkKeyProvider, namespace_schemas
+from pando_iceberg.spark.rewrite_common import _RecordingKeyProvider
 from pando_iceberg.workload import arrow_key_provider, parse_workload
 from pando_iceberg.workload.tpch_queries import TPCH_PRIMARY_KEYS, tpch_workload
 

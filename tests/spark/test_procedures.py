@@ -190,7 +190,7 @@ def _snapshots(catalog, name):
 
 def test_optimize_layout_stores_a_pending_layout_that_scans_ignore_and_rewrite_applies(ctx, pend, catalog, spark):
     from pando_iceberg.maintenance.pending import P_PENDING_ID, load_pending
-    from pando_iceberg.procedures.builtin import _current_sidecar
+    from pando_iceberg.procedures.builtin import current_sidecar
     from pando_iceberg.storage.paths import list_sidecars
 
     before = _snapshots(catalog, pend)
@@ -219,7 +219,7 @@ def test_optimize_layout_stores_a_pending_layout_that_scans_ignore_and_rewrite_a
     row = dict(zip(rw.names, rw.rows[0]))
     assert rw.notes[0].startswith(f"applied pending layout {pending.layout_id} learned by optimize_layout")
     assert "sampling: 0.0s" in rw.notes  # nothing learned again
-    applied = _current_sidecar(catalog.load_table(pend))
+    applied = current_sidecar(catalog.load_table(pend))
     layout = applied.load_layout()
     assert [c.key for c in layout.cuts] == [c.key for c in planned.cuts]
     assert [t.node_cut and [getattr(c, "key", None) for c in t.node_cut] for t in layout.trees] == \
@@ -285,9 +285,9 @@ def test_workload_from_an_iceberg_query_log_with_since(ctx, pend, spark):
 
 
 def _current_sidecar_of(ctx, name):
-    from pando_iceberg.procedures.builtin import _current_sidecar
+    from pando_iceberg.procedures.builtin import current_sidecar
 
-    return _current_sidecar(ctx.table(name))
+    return current_sidecar(ctx.table(name))
 
 
 def test_spark_job_progress_counts_the_tasks_of_a_job(spark):

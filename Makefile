@@ -22,4 +22,4 @@ test: bootstrap lint
 
 # Pure-Python suites only (no JVM): a quick loop while editing.
 test-fast: bootstrap
-	.venv/bin/python -m pytest -q -m "not spark" tests/expr tests/workload tests/layout tests/planner
+	.venv/bin/python -m pytest -q -m "not spark" tests/expr tests/workload tests/layout tests/planner tests/test_package_structure.py

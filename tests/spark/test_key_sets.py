@@ -23,11 +23,17 @@ def test_prefetched_key_sets_equal_arrow_ones(spark, catalog, tpch, table):
     recorder = _RecordingKeyProvider(provider)
     wl.join_induced_cuts(table, recorder)
     assert any(flt.joins for _, _, flt in recorder.requests), "the workload should have multi-hop chains"
-    jobs = []
-    listener = spark.sparkContext.statusTracker()
-    before = len(listener.getJobIdsForGroup(None))
-    provider.prefetch(recorder.requests)
-    jobs = len(listener.getJobIdsForGroup(None)) - before
+    # Count the jobs of a group of their own: the ungrouped list is capped by
+    # spark.ui.retainedJobs, so after a long session its length can shrink across a call.
+    sc = spark.sparkContext
+    group = f"key-sets-prefetch-{table}"
+    sc.setJobGroup(group, "prefetch of join key sets")
+    try:
+        provider.prefetch(recorder.requests)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+    jobs = len(sc.statusTracker().getJobIdsForGroup(group))
     dims = {d for d, _, _ in recorder.requests}
     assert 0 < jobs <= 2 * len(dims) + 4  # a job per dimension table (and Spark's own bookkeeping), not per predicate
 

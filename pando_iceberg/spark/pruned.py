@@ -190,7 +190,7 @@ def spark_schema(spark, name: str, table=None) -> pa.Schema:
 def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPlan:
     """Plan every Iceberg base table of ``sql`` with its own filter (join filters included)."""
     from ..planner import plan_scan
-    from ..workload import parse_workload
+    from ..workload import parse_query
 
     t0 = time.perf_counter()
     catalog = PlanCatalog(catalog)
@@ -215,8 +215,7 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     from ..planner.joins import uniqueness_oracle
 
     unique = uniqueness_oracle(catalog, fallback=SparkKeyProvider(spark, schemas).is_unique)
-    wl = parse_workload([sql], schemas, primary_keys={k: v for k, v in pks.items() if v}, unique=unique)
-    query = wl.queries[0]
+    query = parse_query(tree, schemas, primary_keys=pks, unique=unique, sql=sql)
     timings = {"parse": time.perf_counter() - t0, "join_keys": 0.0, "tables": 0.0}
     plans = {}
     for name in sorted(query.filters):

@@ -9,6 +9,7 @@ from pando_iceberg.workload.parser import (
     WorkloadQuery,
     arrow_key_provider,
     dimension_atoms,
+    parse_query,
     parse_workload,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "WorkloadQuery",
     "arrow_key_provider",
     "dimension_atoms",
+    "parse_query",
     "parse_workload",
 ]

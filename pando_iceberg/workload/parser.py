@@ -342,8 +342,7 @@ def parse_workload(sources: str | os.PathLike | Iterable[str | os.PathLike | tup
     their weights added: the weight multiplies the query's term in the cost model.
     ``primary_keys``: declared identifier fields per table (they win); ``unique``: the oracle
     asked for the tables that declare none (module docstring, step 3)."""
-    pks = {_resolve_table(k, schemas): v for k, v in (primary_keys or {}).items() if v}
-    parser = _QueryParser(schemas, dialect, pks, unique)
+    parser = _QueryParser(schemas, dialect, primary_keys, unique)
     merged: dict[str, WorkloadQuery] = {}
     unsupported: list[UnsupportedPredicate] = []
     number = 0
@@ -367,7 +366,20 @@ def parse_workload(sources: str | os.PathLike | Iterable[str | os.PathLike | tup
             query.weight = weight
             unsupported.extend(problems)
             merged[normalized] = query
-    return Workload(list(merged.values()), unsupported, schemas, pks)
+    return Workload(list(merged.values()), unsupported, schemas, parser.pks)
+
+
+def parse_query(stmt: exp.Expression, schemas: dict[str, pa.Schema], dialect: str = "spark",
+                primary_keys: dict[str, list[str]] | None = None,
+                unique: UniquenessOracle | None = None, sql: str | None = None) -> WorkloadQuery:
+    """One query already parsed by sqlglot (the planner's own tree, so that planning parses a
+    query once), read as :func:`parse_workload` reads a statement; unsupported predicates are
+    left out of its filters as there. ``sql``: its text (default: the tree printed again)."""
+    if not isinstance(stmt, exp.Query):
+        raise PandoWorkloadError(f"not a query: {stmt.sql(dialect=dialect)[:200]}")
+    text = sql if sql is not None else stmt.sql(dialect=dialect)
+    query, _ = _QueryParser(schemas, dialect, primary_keys, unique).parse(stmt, text, 1)
+    return query
 
 
 @dataclass
@@ -383,11 +395,11 @@ class _Occurrence:
 
 
 class _QueryParser:
-    def __init__(self, schemas: dict[str, pa.Schema], dialect: str, pks: dict[str, list[str]],
+    def __init__(self, schemas: dict[str, pa.Schema], dialect: str, pks: dict[str, list[str]] | None,
                  unique: UniquenessOracle | None = None):
         self.schemas = schemas
         self.dialect = dialect
-        self.pks = pks
+        self.pks = {_resolve_table(k, schemas): v for k, v in (pks or {}).items() if v}
         self.unique = unique
         self._unique_memo: dict[tuple[str, str], bool] = {}
         self.flat_to_key = {_flat_name(k): k for k in schemas}

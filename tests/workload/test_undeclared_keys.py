@@ -4,9 +4,11 @@ semi-join) and ``Workload.join_induced_cuts`` keeps the cuts whose dimension col
 on the data; the key basis is recorded in the literal cut's origin."""
 
 import pyarrow as pa
+import pytest
+from sqlglot import parse_one
 
 from pando_iceberg.expr import LiteralCut
-from pando_iceberg.workload import arrow_key_provider, parse_workload
+from pando_iceberg.workload import PandoWorkloadError, arrow_key_provider, parse_query, parse_workload
 
 SCHEMAS = {
     "s.sales": pa.schema([("store_key", pa.int32()), ("product_key", pa.int32()), ("qty", pa.int32())]),
@@ -69,3 +71,19 @@ def test_not_unique_dimension_column_gives_no_cut():
                                    "city": ["a", "b", "c"]})
     wl = parse_workload(SQL, SCHEMAS)
     assert [c for c in wl.join_induced_cuts("s.sales", arrow_key_provider(tables)) if isinstance(c, LiteralCut)] == []
+
+
+def test_parse_query_reads_the_planners_tree_as_parse_workload_reads_the_text():
+    unique = arrow_key_provider(TABLES).is_unique
+    want = parse_workload(SQL, SCHEMAS, unique=unique).queries[0]
+    tree = parse_one(SQL, read="spark")
+    got = parse_query(tree, SCHEMAS, unique=unique, sql=SQL)
+    assert got.sql == SQL
+    assert sorted(got.filters) == sorted(want.filters)
+    for name in want.filters:
+        assert got.filters[name].to_sql() == want.filters[name].to_sql()
+        assert [(j.column, j.dim_table, j.dim_pk) for j in got.filters[name].joins] == \
+            [(j.column, j.dim_table, j.dim_pk) for j in want.filters[name].joins]
+    assert tree.sql(dialect="spark") == parse_one(SQL, read="spark").sql(dialect="spark")  # the tree is not changed
+    with pytest.raises(PandoWorkloadError, match="not a query"):
+        parse_query(parse_one("INSERT INTO s.sales VALUES (1, 1, 1)", read="spark"), SCHEMAS)

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..expr import keys as keyset
+from ..expr import same_table
 
 
 def _row_limit_from_env(name: str = "PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", default: int = 1_000_000,
@@ -231,8 +232,11 @@ def joins_needing_keys(catalog, tf, cuts, memo: dict | None = None) -> list:
     if not getattr(tf, "joins", None):
         return []
     memo = {} if memo is None else memo
-    undecided = {(c.column, c.origin.dim_table, c.origin.dim_pk) for c in cuts
-                 if hasattr(c, "origin") and not predicates_decide(catalog, c.origin, memo)}
+    # Only the cuts on this filter's own joins: each check loads the tables of the cut's chain.
+    open_joins = {(j.column, j.dim_table, j.dim_pk) for j in tf.joins if j.dim_keys is None}
+    undecided = {key for c in cuts if hasattr(c, "origin")
+                 and (key := (c.column, c.origin.dim_table, c.origin.dim_pk)) in open_joins
+                 and not predicates_decide(catalog, c.origin, memo)}
     ranged = {col.lower() for c in cuts if not hasattr(c, "origin") for col in c.columns}
 
     def needed(j) -> bool:
@@ -480,17 +484,24 @@ def prune_files(table, tf, tasks: list, *, row_limit: int | None = None,
     return [t for t, k in zip(tasks, keep) if k], decisions, notes
 
 
-def non_unique_literal_joins(table, layout, memo: dict | None = None) -> dict[tuple[str, str], str]:
+def non_unique_literal_joins(table, layout, memo: dict | None = None,
+                             joined: set[tuple[str, str]] | None = None) -> dict[tuple[str, str], str]:
     """(dimension, pk) of the layout's literal cuts whose pk is no longer the dimension's key
     (not declared, and not unique in the dimension's current snapshot) → a note for explain.
     Their cuts are ignored by the planner (issue 14: a stale uniqueness never gives a wrong result).
-    ``memo`` (one dict per plan) keeps the answers across the partition layouts of one plan."""
+    ``joined``: only these (dimension, pk), the ones the query's filter joins — a literal cut
+    whose join the query lacks is decided by the key's nullness alone, which holds whatever the
+    dimension holds, so its dimension is not loaded. ``memo`` (one dict per plan) keeps the
+    answers across the partition layouts of one plan."""
     catalog = getattr(table, "catalog", None)
     out: dict[tuple[str, str], str] = {}
     if catalog is None:
         return out
     memo = {} if memo is None else memo
-    for dim_name, pk in sorted({(c.origin.dim_table, c.origin.dim_pk) for c in layout.cuts if hasattr(c, "origin")}):
+    dims = {(c.origin.dim_table, c.origin.dim_pk) for c in layout.cuts if hasattr(c, "origin")}
+    if joined is not None:
+        dims = {(d, pk) for d, pk in dims if any(same_table(d, jd) and pk.lower() == jpk for jd, jpk in joined)}
+    for dim_name, pk in sorted(dims):
         if (dim_name, pk) not in memo:
             dim = catalog.load_table(dim_name)
             memo[(dim_name, pk)] = None if key_basis(dim, pk) is not None else (

@@ -292,7 +292,8 @@ def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord, key_memo: dict
             ex.notes.append(note)
     from .joins import non_unique_literal_joins
 
-    not_keys = non_unique_literal_joins(table, layout, key_memo)  # issue 14: a dimension column no longer unique
+    joined = {(j.dim_table, j.dim_pk) for j in getattr(tf, "joins", None) or ()}
+    not_keys = non_unique_literal_joins(table, layout, key_memo, joined)  # issue 14: a dimension column no longer unique
     for note in not_keys.values():
         if note not in ex.notes:
             ex.notes.append(note)

@@ -10,7 +10,7 @@ import re
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 
 class CommitConflict(RuntimeError):
@@ -165,15 +165,80 @@ def conflict_message(text: str) -> str:
             "the table is as the other commit left it: run the rewrite again on the new snapshot")
 
 
-def chosen_tasks(table, snapshot_id: int | None, keep_paths: set[str] | None, row_filter=None) -> tuple[list, bool]:
+# Keeping the chosen tasks of a planFiles() inside the JVM: through py4j, each task costs four
+# round trips (hasNext, next, file, location), ~40 ms for 60 files, more than the planning itself.
+# Compiled once per JVM with Janino (Spark's own code generator, always on Spark's classpath).
+_CHOSEN_SOURCE = """
+public static java.util.List chosen(Object planned, String joinedPaths) throws java.io.IOException {
+    java.util.Set paths = joinedPaths == null ? null
+        : new java.util.HashSet(java.util.Arrays.asList(joinedPaths.split("\\u0000", -1)));
+    java.util.List out = new java.util.ArrayList();
+    org.apache.iceberg.io.CloseableIterable files = (org.apache.iceberg.io.CloseableIterable) planned;
+    try {
+        java.util.Iterator it = files.iterator();
+        while (it.hasNext()) {
+            org.apache.iceberg.FileScanTask task = (org.apache.iceberg.FileScanTask) it.next();
+            if (paths == null || paths.contains(task.file().location())) out.add(task);
+        }
+    } finally {
+        files.close();
+    }
+    return out;
+}
+"""
+_CHOSEN_METHODS: dict[int, tuple[object, object]] = {}  # id(gateway) → (gateway, java Method or None)
+
+
+def _chosen_method(gateway):
+    """The compiled ``chosen`` method of this JVM (None when it cannot be compiled: the tasks
+    are then kept in Python, one task at a time)."""
+    hit = _CHOSEN_METHODS.get(id(gateway))
+    if hit is not None and hit[0] is gateway:
+        return hit[1]
+    jvm = gateway.jvm
+    method = None
+    try:
+        evaluator = jvm.org.codehaus.janino.ClassBodyEvaluator()
+        evaluator.setParentClassLoader(jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
+        evaluator.cook(_CHOSEN_SOURCE)
+        types = gateway.new_array(jvm.java.lang.Class, 2)
+        types[0] = jvm.java.lang.Class.forName("java.lang.Object")
+        types[1] = jvm.java.lang.Class.forName("java.lang.String")
+        method = evaluator.getClazz().getMethod("chosen", types)
+    except Exception as e:  # no Janino on this JVM's classpath, or it refused the source
+        import logging
+
+        logging.getLogger(__name__).info("pando: tasks are kept in Python (%s: %s)", type(e).__name__, e)
+    _CHOSEN_METHODS[id(gateway)] = (gateway, method)
+    return method
+
+
+def _keep_tasks(planned, keep_paths: set[str] | None, in_jvm: bool = True):
+    """The tasks of ``planned`` (a Java CloseableIterable of FileScanTasks) whose file is in
+    ``keep_paths`` (None: all), as a Java List (kept in the JVM) or a Python list of tasks."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    method = _chosen_method(gateway) if in_jvm and gateway is not None else None
+    if method is None:
+        return [t for t in _iter(planned) if keep_paths is None or str(t.file().location()) in keep_paths]
+    args = gateway.new_array(gateway.jvm.java.lang.Object, 2)
+    args[0] = planned
+    args[1] = None if keep_paths is None else "\u0000".join(keep_paths)  # no path holds a NUL
+    return method.invoke(None, args)
+
+
+def chosen_tasks(table, snapshot_id: int | None, keep_paths: set[str] | None, row_filter=None,
+                 *, in_jvm: bool = True) -> tuple[Any, bool]:
     """The Java FileScanTasks of ``snapshot_id`` whose data file is in ``keep_paths`` (None: every
-    file), and whether ``row_filter`` was used. With ``row_filter`` (a Java Iceberg Expression,
+    file; a Java List, or a Python list when ``in_jvm`` is False or Janino is missing), and
+    whether ``row_filter`` was used. With ``row_filter`` (a Java Iceberg Expression,
     the filter pyiceberg planned with) the JVM reads only the manifests and files Iceberg's
     pruning keeps, so the planning is the one Iceberg itself would do for the query, not a
     second plan of the whole snapshot. Every kept path must be found; if one is not (the JVM's
     pruning differed from pyiceberg's), the snapshot is planned again without the filter, so a
-    chosen file is never lost."""
-    def plan(with_filter: bool) -> list:
+    chosen file is never lost. planFiles gives one task per file."""
+    def plan(with_filter: bool):
         scan = table.newScan()
         if snapshot_id is not None:
             scan = scan.useSnapshot(snapshot_id)
@@ -182,11 +247,7 @@ def chosen_tasks(table, snapshot_id: int | None, keep_paths: set[str] | None, ro
             # them against the read projection, which need not hold the filter's columns
             # (``count(*)``: "Cannot find field ... in struct<>"); rows are filtered by the query.
             scan = scan.filter(row_filter).ignoreResiduals()
-        out = []
-        for task in _iter(scan.planFiles()):
-            if keep_paths is None or str(task.file().location()) in keep_paths:
-                out.append(task)
-        return out
+        return _keep_tasks(scan.planFiles(), keep_paths, in_jvm)
 
     if keep_paths is not None and not keep_paths:
         return [], False  # nothing chosen: no JVM planning at all
@@ -195,7 +256,7 @@ def chosen_tasks(table, snapshot_id: int | None, keep_paths: set[str] | None, ro
             tasks = plan(True)
         except Exception:  # py4j-wrapped binding error (e.g. a column the snapshot's schema lacks)
             tasks = None
-        if tasks is not None and len({str(t.file().location()) for t in tasks}) == len(keep_paths):
+        if tasks is not None and len(tasks) == len(keep_paths):
             return tasks, True
     return plan(False), False
 
@@ -209,9 +270,12 @@ def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: se
     on exit."""
     jvm = spark._jvm
     found, _ = chosen_tasks(table, snapshot_id, keep_paths, row_filter)
-    tasks = jvm.java.util.ArrayList()
-    for task in found:
-        tasks.add(task)
+    if isinstance(found, list):  # kept in Python: into a Java list, one task at a time
+        tasks = jvm.java.util.ArrayList()
+        for task in found:
+            tasks.add(task)
+    else:
+        tasks = found
     if tasks.isEmpty():  # nothing to read (Iceberg refuses to stage an empty task set)
         reader = spark.read.format("iceberg")
         if snapshot_id is not None:

@@ -327,7 +327,8 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                 df.createOrReplaceTempView(views[name])
                 view_stack.callback(spark.catalog.dropTempView, views[name])
             t2 = time.perf_counter()
-            result = spark.sql(_replace_tables(qp.tree, views).sql(dialect="spark"))
+            # nothing staged: Spark reads the query as written (its own scans plan the same files)
+            result = spark.sql(_replace_tables(qp.tree, views).sql(dialect="spark") if views else sql)
             timings.update(stage=t2 - t1, analyse=time.perf_counter() - t2)
     except BaseException:
         stack.close()

@@ -151,6 +151,13 @@ def test_jvm_plans_with_the_pyiceberg_filter(spark, catalog, laid_out):
     jexpr = java_expression(spark._jvm, to_pyiceberg(plan.filter, table.schema()), table.schema(), jtable.schema())
     tasks, filtered = jv.chosen_tasks(jtable, plan.snapshot_id, plan.paths, jexpr)
     assert filtered and {str(t.file().location()) for t in tasks} == plan.paths
+    # the tasks kept inside the JVM (the compiled helper: a Java list) are the ones kept in Python
+    for keep, expr, n in ((plan.paths, jexpr, len(plan.paths)), (None, None, plan.explain.total_files)):
+        in_jvm, _ = jv.chosen_tasks(jtable, plan.snapshot_id, keep, expr)
+        in_py, _ = jv.chosen_tasks(jtable, plan.snapshot_id, keep, expr, in_jvm=False)
+        assert not isinstance(in_jvm, list) and isinstance(in_py, list)
+        paths = sorted(str(t.file().location()) for t in in_jvm)
+        assert paths == sorted(str(t.file().location()) for t in in_py) and len(paths) == n
     # the staged read must not carry the filter's residuals: the projection may lack its columns
     with jv.staged_scan(spark, jtable, T, plan.snapshot_id, plan.paths, row_filter=jexpr) as df:
         assert df.count() == plan.explain.pando_rows

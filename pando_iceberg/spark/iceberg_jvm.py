@@ -6,11 +6,14 @@ file metrics from Parquet footers, and scan-task sets for reading chosen files w
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
+
+log = logging.getLogger(__name__)
 
 
 class CommitConflict(RuntimeError):
@@ -115,7 +118,6 @@ def commit_replace(spark, table, base_snapshot_id: int, old_files: list, new_fil
     ``properties`` may use the placeholder value ``{snapshot-id}``, replaced by the id of the
     snapshot this commit creates.
     """
-    jvm = spark._jvm
     base = table.snapshot(base_snapshot_id)
     if base is None:
         raise CommitConflict(f"base snapshot {base_snapshot_id} no longer exists (expired concurrently)")
@@ -206,9 +208,7 @@ def _chosen_method(gateway):
         types[1] = jvm.java.lang.Class.forName("java.lang.String")
         method = evaluator.getClazz().getMethod("chosen", types)
     except Exception as e:  # no Janino on this JVM's classpath, or it refused the source
-        import logging
-
-        logging.getLogger(__name__).info("pando: tasks are kept in Python (%s: %s)", type(e).__name__, e)
+        log.info("pando: tasks are kept in Python (%s: %s)", type(e).__name__, e)
     _CHOSEN_METHODS[id(gateway)] = (gateway, method)
     return method
 

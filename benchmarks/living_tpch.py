@@ -25,7 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _tpch_bench import parser, start  # noqa: E402
-from pando_iceberg.demo import _qualify, _rows, split_workload  # noqa: E402
+from pando_iceberg.bench.harness import same_rows  # noqa: E402
+from pando_iceberg.bench.workloads import qualify, split_workload  # noqa: E402
 from pando_iceberg.maintenance.literal_cuts import refresh_literal_cuts  # noqa: E402
 from pando_iceberg.spark.incremental import incremental_rewrite  # noqa: E402
 from pando_iceberg.spark.pruned import plan_query, run_sql  # noqa: E402
@@ -61,8 +62,8 @@ def main() -> int:
     rep["load_seconds"] = time.time() - t0
 
     train, test = split_workload(tpch_workload(args.per_template, seed=args.seed), args.seed)
-    train_sql = [_qualify(s, NS) for _, s in train]
-    test = [(t, _qualify(s, NS)) for t, s in test if "lineitem" in s]
+    train_sql = [qualify(s, NS) for _, s in train]
+    test = [(t, qualify(s, NS)) for t, s in test if "lineitem" in s]
     opts = RewriteOptions(k=args.k, sample_rate=args.sample_rate, min_block_rows=b, seed=args.seed)
 
     t0 = time.time()
@@ -112,7 +113,7 @@ def measure(spark, catalog, test, args) -> dict:
         else:
             pq = run_sql(spark, catalog, sql)
             e = pq.explains[FACT]
-            same = _rows(pq.rows) == _rows(spark.sql(sql).collect())
+            same = same_rows(pq.rows, spark.sql(sql).collect())
             mismatches += not same
         rows.append({"template": template, "total_files": e.total_files, "iceberg_files": e.iceberg_files,
                      "pando_files": e.pando_files, "outside": e.files_outside_layout, "pando_rows": e.pando_rows,

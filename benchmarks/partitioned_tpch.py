@@ -25,7 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _tpch_bench import parser, start  # noqa: E402
-from pando_iceberg.demo import _qualify, _rows, split_workload  # noqa: E402
+from pando_iceberg.bench.harness import same_rows  # noqa: E402
+from pando_iceberg.bench.workloads import qualify, split_workload  # noqa: E402
 from pando_iceberg.spark.pruned import plan_query, run_sql  # noqa: E402
 from pando_iceberg.spark.rewrite import RewriteOptions, rewrite_table  # noqa: E402
 from pando_iceberg.tpch import TPCH_TABLES, copy_table, load_tpch  # noqa: E402
@@ -57,11 +58,11 @@ def main() -> int:
 
     train, test = split_workload(tpch_workload(args.per_template, seed=args.seed), args.seed)
     opts = RewriteOptions(k=args.k, sample_rate=args.sample_rate, min_block_rows=b, seed=args.seed)
-    tests = {ns: [(t, _qualify(s, ns)) for t, s in test if "lineitem" in s] for ns in (PART, FLAT)}
+    tests = {ns: [(t, qualify(s, ns)) for t, s in test if "lineitem" in s] for ns in (PART, FLAT)}
     for ns, label in ((FLAT, "unpartitioned"), (PART, "partitioned by year")):
         rep["stages"][f"{label}, as loaded"] = measure(spark, catalog, tests[ns], f"{ns}.lineitem", args)
         t0 = time.time()
-        r = rewrite_table(spark, f"{ns}.lineitem", [_qualify(s, ns) for _, s in train], opts, io_properties=io,
+        r = rewrite_table(spark, f"{ns}.lineitem", [qualify(s, ns) for _, s in train], opts, io_properties=io,
                           progress=lambda m: print("  ", m, flush=True))
         rep["maintenance"][f"{label}: Pando layout"] = {"seconds": time.time() - t0, "blocks": r.block_count,
                                                         "files": r.added_data_files_count}
@@ -72,7 +73,7 @@ def main() -> int:
     rep["stages"]["partitioned, after appending 1998 (no layout there yet)"] = measure(
         spark, catalog, tests[PART], f"{PART}.lineitem", args)
     t0 = time.time()
-    r = rewrite_table(spark, f"{PART}.lineitem", [_qualify(s, PART) for _, s in train], opts, io_properties=io,
+    r = rewrite_table(spark, f"{PART}.lineitem", [qualify(s, PART) for _, s in train], opts, io_properties=io,
                       where=LATE)
     rep["maintenance"]["partitioned: lay out 1998 alone (where)"] = {
         "seconds": time.time() - t0, "blocks": r.block_count, "files": r.added_data_files_count,
@@ -92,7 +93,7 @@ def measure(spark, catalog, test, fact: str, args) -> dict:
     for template, sql in test:
         if args.check:
             pq = run_sql(spark, catalog, sql)
-            mismatches += _rows(pq.rows) != _rows(spark.sql(sql).collect())
+            mismatches += not same_rows(pq.rows, spark.sql(sql).collect())
             e = pq.explains[fact]
         else:
             e = plan_query(spark, catalog, sql).explains[fact]

@@ -169,7 +169,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from pando_iceberg.bench.harness import BenchOptions, apply_layouts, prepare_dataset, split_for
-    from pando_iceberg.demo import qualify
+    from pando_iceberg.bench.workloads import qualify
     from pando_iceberg.procedures import ProcedureContext
 
     out, b, cfg, spark, catalog = _tpch_bench.start(args, "pando-planning-speed")

@@ -24,7 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _tpch_bench import parser, start  # noqa: E402
-from pando_iceberg.demo import _qualify, _rows, split_workload  # noqa: E402
+from pando_iceberg.bench.harness import same_rows  # noqa: E402
+from pando_iceberg.bench.workloads import qualify, split_workload  # noqa: E402
 from pando_iceberg.expr.iceberg import to_pyiceberg  # noqa: E402
 from pando_iceberg.planner import plan_scan, table_filter  # noqa: E402
 from pando_iceberg.spark.pruned import plan_query, run_sql  # noqa: E402
@@ -70,7 +71,7 @@ def compare(spark, catalog, cfg, args, b: int, report: dict) -> None:
     train, test = split_workload(tpch_workload(args.per_template, seed=args.seed), args.seed)
     for table in ("lineitem", "orders"):
         t0 = time.time()
-        r = rewrite_table(spark, f"pando.{table}", [_qualify(s, "pando") for _, s in train],
+        r = rewrite_table(spark, f"pando.{table}", [qualify(s, "pando") for _, s in train],
                           RewriteOptions(k=args.k, sample_rate=args.sample_rate, min_block_rows=b, seed=args.seed),
                           io_properties=cfg.pyiceberg_properties(), progress=lambda m: print("  ", m, flush=True))
         pando_s = time.time() - t0
@@ -90,10 +91,10 @@ def compare(spark, catalog, cfg, args, b: int, report: dict) -> None:
 
     mismatches = 0
     for i, (template, sql) in enumerate([] if args.no_queries else test, 1):
-        z = plan_query(spark, catalog, _qualify(sql, "zorder"), use_layout=False).explains
-        pq = run_sql(spark, catalog, _qualify(sql, "pando"))
-        plain = _rows(spark.sql(_qualify(sql, "tpch")).collect())
-        same = plain == _rows(pq.rows)
+        z = plan_query(spark, catalog, qualify(sql, "zorder"), use_layout=False).explains
+        pq = run_sql(spark, catalog, qualify(sql, "pando"))
+        plain = spark.sql(qualify(sql, "tpch")).collect()
+        same = same_rows(plain, pq.rows)
         mismatches += not same
         row = {"template": template, "same_result": same}
         for table in ("lineitem", "orders"):

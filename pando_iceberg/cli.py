@@ -186,10 +186,18 @@ def cmd_load_tpch(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .demo import run_demo
+    from .bench.harness import BenchError
+    from .demo import demo_layouts, run_demo
 
-    return run_demo(_config(args), sf=args.sf, as_json=args.json, per_template=args.per_template, k=args.k,
-                    progress=_progress(args))
+    try:
+        demo_layouts(args.k)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    try:
+        return run_demo(_config(args), sf=args.sf, as_json=args.json, per_template=args.per_template, k=args.k,
+                        progress=_progress(args))
+    except BenchError as e:
+        raise CliError(str(e)) from None
 
 
 def cmd_bench(args) -> int:
@@ -289,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_load_tpch)
     s = sub.add_parser("demo", parents=[common], help="the main job on the embedded lakehouse (see README)")
     s.add_argument("--sf", type=float, default=0.1, help="TPC-H scale factor (default 0.1)")
-    s.add_argument("--k", type=int, default=3, help="Pando trees per table (default 3)")
+    s.add_argument("--k", type=int, default=3, help="Pando trees per table, at most (default 3; 1..4)")
     s.add_argument("--per-template", type=int, default=2, help="queries per TPC-H template, half held out (default 2)")
     s.set_defaults(func=cmd_demo)
     s = sub.add_parser("bench", parents=[common],

@@ -21,6 +21,12 @@ def test_every_command_has_help(command):
     assert f"usage: pando {command}" in proc.stdout
 
 
+def test_demo_refuses_a_k_it_cannot_compare_and_names_the_accepted_ones(tmp_path):
+    proc = run("demo", "--k", "7", home=tmp_path / "lh")
+    assert proc.returncode == 2
+    assert "--k must be one of 1, 2, 3, 4, got 7" in proc.stderr
+
+
 def test_init_creates_the_embedded_lakehouse_and_reports_it_as_json(tmp_path):
     proc = run("init", "--json", home=tmp_path / "lh")
     assert proc.returncode == 0, proc.stderr

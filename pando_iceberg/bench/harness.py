@@ -40,7 +40,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
-from ..demo import qualify
+from .workloads import qualify
 
 LAYOUTS = ("arrival", "sort", "zorder", "zorder-ranges", "pando-k1", "pando-k2", "pando-k3", "pando-k4")
 DATASETS = ("tpch", "taxi", "star")

@@ -3,7 +3,7 @@ train half filters most (for Iceberg's z-order baseline).
 
 - TPC-H: :func:`pando_iceberg.workload.tpch_queries.tpch_workload` (22 templates, parameters by
   the TPC-H substitution rules), split 50/50 per template with a fixed seed by
-  :func:`pando_iceberg.demo.split_workload` (the split ``benchmarks/rewrite_tpch.py`` uses).
+  :func:`split_workload` (the split every TPC-H benchmark script uses).
 - taxi: templates with ranges on each correlated column of ``trips`` (and their combinations),
   parameters drawn from a seeded generator, split the same way.
 - star: star-join templates over the dimensions' attributes only (no predicate on the fact;
@@ -17,12 +17,38 @@ import datetime as dt
 import random
 from collections import Counter
 
-from ..demo import qualify, split_workload
 from .datasets import (STAR_AGE_BANDS, STAR_BRANDS_PER_CATEGORY, STAR_CATEGORIES, STAR_CITIES_PER_REGION,
                        STAR_DAYS, STAR_REGIONS, STAR_SEGMENTS, STAR_START, TAXI_DAYS, TAXI_START, TAXI_ZONES,
                        star_brand, star_city)
 
 Split = tuple[list[tuple[int, str]], list[tuple[int, str]]]
+
+
+def split_workload(queries: list[tuple[int, str]], seed: int) -> Split:
+    """Half of each template's queries for training, the other half held out (§8.2)."""
+    rng = random.Random(seed)
+    train, test = [], []
+    by_template: dict[int, list[str]] = {}
+    for t, sql in queries:
+        by_template.setdefault(t, []).append(sql)
+    for t, sqls in sorted(by_template.items()):
+        rng.shuffle(sqls)
+        half = max(1, len(sqls) // 2)
+        train += [(t, s) for s in sqls[:half]]
+        test += [(t, s) for s in sqls[half:]]
+    return train, test
+
+
+def qualify(sql: str, namespace: str) -> str:
+    """``sql`` with every unqualified table name (not a CTE) put in ``namespace``."""
+    from sqlglot import exp, parse_one
+
+    tree = parse_one(sql, read="spark")
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    for t in tree.find_all(exp.Table):
+        if t.name and not t.db and t.name not in ctes:
+            t.set("db", exp.to_identifier(namespace))
+    return tree.sql(dialect="spark")
 
 
 def tpch_split(per_template: int, seed: int, templates: list[int] | None = None) -> Split:

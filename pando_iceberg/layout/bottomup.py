@@ -31,9 +31,10 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .cost import SideMatrix, WeightedPopcount, normalize_queries, pack_query_bits, reach_matrix, side_matrix
+from .ktuple import distinct_ktuples, radices_of
 from .tree import PartitionTree, cut_table
 
-__all__ = ["assign_blocks", "BlockAssignment", "merge_blocks", "route_ktuples", "distinct_ktuples"]
+__all__ = ["assign_blocks", "BlockAssignment", "merge_blocks", "route_ktuples"]
 
 
 def route_ktuples(trees: Sequence[PartitionTree], table: Any, masks: dict[str, np.ndarray] | None = None) -> np.ndarray:
@@ -46,28 +47,6 @@ def route_ktuples(trees: Sequence[PartitionTree], table: Any, masks: dict[str, n
     for t, tree in enumerate(trees):
         out[:, t] = tree.route(masks, n)
     return out
-
-
-def distinct_ktuples(kt: np.ndarray, num_nodes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of an n × k matrix of node ids (sorted) and the inverse index per row.
-
-    Mixed-radix int64 codes when they fit (fast 1-d unique), else a lexicographic unique."""
-    n, k = kt.shape
-    radix = 1
-    for m in num_nodes:
-        radix *= max(1, int(m))
-    if radix < 2**62:
-        code = np.zeros(n, dtype=np.int64)
-        for t in range(k):
-            code = code * int(num_nodes[t]) + kt[:, t]
-        u, inv = np.unique(code, return_inverse=True)
-        out = np.empty((len(u), k), dtype=np.int32)
-        for t in range(k - 1, -1, -1):
-            out[:, t] = u % int(num_nodes[t])
-            u = u // int(num_nodes[t])
-        return out, inv.astype(np.int64).reshape(-1)
-    u, inv = np.unique(kt, axis=0, return_inverse=True)
-    return u.astype(np.int32), inv.astype(np.int64).reshape(-1)
 
 
 @dataclass
@@ -375,7 +354,7 @@ def assign_blocks(
     if sides is None:
         sides = side_matrix(filters, cuts)
     kt = route_ktuples(trees, sample)
-    uniq, inv = distinct_ktuples(kt, [t.num_nodes for t in trees])
+    uniq, inv = distinct_ktuples(kt, radices_of(trees))
     kt_rows = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
     returned = ktuple_returns(trees, uniq, sides, cut_column)
     block_of, stats = merge_blocks(returned, kt_rows, weights, min_block_rows, candidates,

@@ -32,9 +32,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .bottomup import BlockAssignment, distinct_ktuples, route_ktuples
+from .bottomup import BlockAssignment, route_ktuples
 from .cost import (SideMatrix, WeightedPopcount, normalize_queries, pack_query_bits, reach_matrix, scan_matrix,
                    side_matrix, workload_cost)
+from .ktuple import KTupleIndex, distinct_ktuples, radices_of
 from .serialize import layout_from_bytes, layout_to_bytes
 from .tree import Decision, PartitionTree, cut_table
 
@@ -142,7 +143,7 @@ class Layout:
         self._unseen: dict[tuple[int, ...], int] = {}
         self._anc: list[np.ndarray] | None = None
         self._lca: dict[tuple[int, int], np.ndarray] = {}
-        self._code_cache: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._ktuple_index: KTupleIndex | None = None
         self._route_bits: tuple[list[np.ndarray], np.ndarray, np.ndarray, WeightedPopcount] | None = None
         self._plan_from_map()
 
@@ -192,7 +193,7 @@ class Layout:
 
     def _blocks_of(self, kt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Distinct k-tuples of kt, their block, and the inverse index (vectorized)."""
-        uniq, inv = distinct_ktuples(kt, [t.num_nodes for t in self.trees])
+        uniq, inv = distinct_ktuples(kt, radices_of(self.trees))
         blocks = np.full(len(uniq), -1, dtype=np.int32)
         if len(uniq) and len(self.ktuples):
             hit, pos = self._lookup(uniq)
@@ -204,25 +205,9 @@ class Layout:
 
     def _lookup(self, kts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each row of kts: is it a known k-tuple, and its index in ``self.ktuples``."""
-        radices = [max(1, int(t.num_nodes)) for t in self.trees]
-        if float(np.prod(np.asarray(radices, dtype=np.float64))) < 2.0**62:
-            def code(a: np.ndarray) -> np.ndarray:
-                c = np.zeros(len(a), dtype=np.int64)
-                for t, r in enumerate(radices):
-                    c = c * r + a[:, t].astype(np.int64)
-                return c
-
-            if getattr(self, "_code_cache", None) is None or self._code_cache[0] is not self.ktuples:
-                known = code(self.ktuples)
-                order = np.argsort(known, kind="stable")
-                self._code_cache = (self.ktuples, known[order], order)
-            _, sorted_codes, order = self._code_cache
-            q = code(kts)
-            at = np.minimum(np.searchsorted(sorted_codes, q), len(sorted_codes) - 1)
-            hit = sorted_codes[at] == q
-            return hit, np.where(hit, order[at], 0)
-        pos = np.array([self._index.get(tuple(int(x) for x in row), -1) for row in kts], dtype=np.int64)
-        return pos >= 0, np.maximum(pos, 0)
+        if self._ktuple_index is None or self._ktuple_index.known is not self.ktuples:
+            self._ktuple_index = KTupleIndex(self.ktuples, radices_of(self.trees))
+        return self._ktuple_index.lookup(kts)
 
     def route(self, table: Any) -> np.ndarray:
         """Block id per row (int32), vectorized; unseen k-tuples by the nearest-k-tuple rule."""

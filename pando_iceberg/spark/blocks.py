@@ -15,6 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+# The one k-tuple codec (layout/ktuple.py); re-exported here for the rewrite modules.
+from ..layout.ktuple import ktuple_radices, pack_ktuples, unpack_ktuples  # noqa: F401
+
 BLOCK_COL = "_pando_block"
 KTUPLE_COL = "_pando_kt"
 # The row's position in the table as read (Spark's monotonically_increasing_id): a file's rows are
@@ -37,30 +40,6 @@ class LayoutPayload:
         from ..layout import Layout
 
         return Layout.from_bytes(self.layout_bytes, cut_from_json=cut_from_json, literal_keys=self.literal_keys)
-
-
-def ktuple_radices(layout) -> np.ndarray:
-    """Mixed radix to pack a k-tuple of leaf ids into one int64 (node counts per tree)."""
-    radices = np.array([t.num_nodes for t in layout.trees], dtype=np.int64)
-    if float(np.prod(radices.astype(np.float64))) >= 2.0**62:
-        raise ValueError("the trees have too many nodes to pack a k-tuple into 64 bits; lower k or raise min block rows")
-    return radices
-
-
-def pack_ktuples(kt: np.ndarray, radices: np.ndarray) -> np.ndarray:
-    code = np.zeros(len(kt), dtype=np.int64)
-    for t, r in enumerate(radices):
-        code = code * r + kt[:, t].astype(np.int64)
-    return code
-
-
-def unpack_ktuples(codes: np.ndarray, radices: np.ndarray) -> np.ndarray:
-    codes = np.asarray(codes, dtype=np.int64).copy()
-    out = np.zeros((len(codes), len(radices)), dtype=np.int32)
-    for t in range(len(radices) - 1, -1, -1):
-        out[:, t] = codes % radices[t]
-        codes //= radices[t]
-    return out
 
 
 def route_batches(payload: LayoutPayload):

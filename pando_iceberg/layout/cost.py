@@ -13,7 +13,10 @@ The three phases use it in three shapes, all built from the functions below:
   (``topdown.py`` updates that matrix incrementally; its test checks it against ``io_cost``);
 - bottom-up (§6.2): a block's cost depends only on its own k-tuples, so per block and per tree
   one bitset over queries "tree t returns this block for q" suffices (``block_costs``);
-- the simulator and the tests: ``workload_cost`` over a finished layout.
+- a finished layout: ``traverse`` over a ``Forest`` — the one §5 traversal, for the planner
+  (``Layout.blocks_for``: one query, explained by ``TreePlan.reached_leaves``/``decisions``) and
+  for the cost model (``scan_matrix``, ``workload_cost``, ``Layout.scanned``); the phases above
+  take their per-tree reachability from the same ``Forest.reach`` (``reach_matrix``).
 
 One rule beyond the paper keeps planning and truncation exact: a filter whose sides on some cut
 are (False, False) cannot be satisfied by any row (every row is TRUE or NOT-TRUE on every cut),
@@ -28,17 +31,22 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .tree import NOT_TRUE_SIDE, TRUE_SIDE, Decision
+
 __all__ = [
     "WeightedQuery",
     "SideMatrix",
     "normalize_queries",
     "side_matrix",
     "reach_matrix",
-    "returns_matrix",
-    "scanned_blocks",
+    "TreePlan",
+    "Forest",
+    "Traversal",
+    "traverse",
     "scan_matrix",
     "io_cost",
     "workload_cost",
+    "scanned_cost",
     "lower_bound",
     "pack_query_bits",
     "WeightedPopcount",
@@ -107,45 +115,148 @@ def side_matrix(filters: Sequence[Any], cuts: Sequence[Any]) -> SideMatrix:
     return SideMatrix(may_true, may_not)
 
 
+@dataclass
+class TreePlan:
+    """One tree (and optionally its leaf → block sets) as arrays, for ``Forest``."""
+
+    num_nodes: int
+    inner: np.ndarray  # reachable inner nodes, ascending
+    inner_col: np.ndarray  # their cut's column in the side matrix (-1 without ``cut_column``)
+    inner_key: list[str]  # their cut's key
+    true_child: np.ndarray  # per inner node
+    not_true_child: np.ndarray
+    inner_depth: np.ndarray
+    leaves: np.ndarray  # reachable leaves, ascending
+    leaf_blocks: list[np.ndarray]  # per leaf of ``leaves``: the blocks it points to
+
+    @staticmethod
+    def of(tree: Any, cut_column: Mapping[str, int] | None = None,
+           leaf_blocks: Mapping[int, np.ndarray] | None = None) -> "TreePlan":
+        inner = np.asarray(tree.inner_nodes(), dtype=np.int64)
+        leaves = np.asarray(tree.leaves(), dtype=np.int64)
+        keys = [tree.node_cut[n].key for n in inner.tolist()]
+        cols = [cut_column[k] for k in keys] if cut_column is not None else [-1] * len(keys)
+        lb = leaf_blocks or {}
+        return TreePlan(
+            int(tree.num_nodes), inner, np.asarray(cols, dtype=np.int64), keys,
+            np.asarray(tree.true_child, dtype=np.int64)[inner], np.asarray(tree.not_true_child, dtype=np.int64)[inner],
+            np.asarray(tree.depth, dtype=np.int64)[inner], leaves,
+            [np.asarray(lb.get(leaf, ()), dtype=np.int64).reshape(-1) for leaf in leaves.tolist()],
+        )
+
+    def reached_leaves(self, reach: np.ndarray, q: int = 0) -> list[int]:
+        """The leaves query q reaches (``reach``: this tree's Q × nodes), ascending."""
+        return self.leaves[reach[q, self.leaves]].tolist()
+
+    def decisions(self, reach: np.ndarray, sides: SideMatrix, q: int = 0) -> list[Decision]:
+        """Where query q's traversal skipped a child (the explanation of §5): every reached inner
+        node whose cut has a side q cannot take; ascending nodes, TRUE before NOT-TRUE."""
+        reached = reach[q, self.inner]
+        skip_true = reached & ~sides.may_true[q, self.inner_col]
+        skip_not = reached & ~sides.may_not_true[q, self.inner_col]
+        out: list[Decision] = []
+        for i in np.flatnonzero(skip_true | skip_not).tolist():  # the decisions themselves, never rows
+            n, key = int(self.inner[i]), self.inner_key[i]
+            if skip_true[i]:
+                out.append(Decision(n, key, TRUE_SIDE))
+            if skip_not[i]:
+                out.append(Decision(n, key, NOT_TRUE_SIDE))
+        return out
+
+
+class Forest:
+    """The k trees of a layout (and their leaf → block sets) laid out for ``traverse``.
+
+    All trees are walked together, one numpy step per tree LEVEL (node ids grow from parent to
+    child, so parents are decided first), whatever the number of queries, trees or nodes. Built
+    once per leaf → block map and reused for every query (``Layout.forest``)."""
+
+    def __init__(self, plans: Sequence[TreePlan], num_blocks: int = 0):
+        self.plans = list(plans)
+        self.num_blocks = int(num_blocks)
+        sizes = [p.num_nodes for p in self.plans]
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.total_nodes = int(self.offsets[-1])
+        # Edges parent → child, both children of every reachable inner node. The side row of an
+        # edge is 2·column (TRUE) or 2·column + 1 (NOT-TRUE) of the interleaved side matrix.
+        parent, side_row, child, depth = [], [], [], []
+        for p, off in zip(self.plans, self.offsets[:-1].tolist()):
+            for kids, side in ((p.true_child, 0), (p.not_true_child, 1)):
+                parent.append(p.inner + off)
+                side_row.append(2 * p.inner_col + side)
+                child.append(kids + off)
+                depth.append(p.inner_depth)
+        self.levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        if parent and sum(len(x) for x in parent):
+            parent_a, side_a, child_a, depth_a = (np.concatenate(x) for x in (parent, side_row, child, depth))
+            order = np.argsort(depth_a, kind="stable")
+            for i in np.split(order, np.flatnonzero(np.diff(depth_a[order])) + 1):
+                self.levels.append((parent_a[i], side_a[i], child_a[i]))
+        # (leaf, block) pairs of every tree, by tree-major block id t·B + b, for one reduceat.
+        pl, pb = [], []
+        for t, (p, off) in enumerate(zip(self.plans, self.offsets[:-1].tolist())):
+            counts = [len(b) for b in p.leaf_blocks]
+            if sum(counts):
+                pl.append(np.repeat(p.leaves + off, counts))
+                pb.append(np.concatenate(p.leaf_blocks) + t * self.num_blocks)
+        self.pair_leaf = self.pair_start = self.pair_block = np.zeros(0, dtype=np.int64)
+        if pl:
+            leaf_a, block_a = np.concatenate(pl), np.concatenate(pb)
+            by_block = np.argsort(block_a, kind="stable")
+            self.pair_leaf = leaf_a[by_block]
+            self.pair_block, self.pair_start = np.unique(block_a[by_block], return_index=True)
+
+    @staticmethod
+    def of(trees: Sequence[Any], leaf_blocks: Sequence[Mapping[int, np.ndarray]] | None,
+           num_blocks: int, cut_column: Mapping[str, int] | None) -> "Forest":
+        lbs = leaf_blocks if leaf_blocks is not None else [None] * len(trees)
+        return Forest([TreePlan.of(t, cut_column, lb) for t, lb in zip(trees, lbs)], num_blocks)
+
+    def reach(self, sides: SideMatrix) -> np.ndarray:
+        """nodes of all trees × Q bool: does query q reach the node (§5). Unsatisfiable queries
+        reach nothing (module docstring)."""
+        q = sides.num_queries
+        cols = sides.may_true.shape[1]
+        interleaved = np.stack([sides.may_true.T, sides.may_not_true.T], axis=1).reshape(2 * cols, q)  # 2C × Q
+        reach = np.zeros((self.total_nodes, q), dtype=bool)
+        reach[self.offsets[:-1]] = ~sides.unsatisfiable
+        for parent, side_row, child in self.levels:  # tree levels, never rows or queries
+            reach[child] = reach[parent] & interleaved[side_row]
+        return reach
+
+    def returns(self, reach: np.ndarray) -> np.ndarray:
+        """(k·B) × Q bool: tree t returns block b for query q (row t·B + b): the union of the
+        block sets of the leaves it reaches."""
+        out = np.zeros((len(self.plans) * self.num_blocks, reach.shape[1]), dtype=bool)
+        if len(self.pair_leaf):
+            out[self.pair_block] = np.logical_or.reduceat(reach[self.pair_leaf], self.pair_start, axis=0)
+        return out
+
+
+@dataclass
+class Traversal:
+    """The §5 traversal of Q queries over a finished layout (trees + leaf → block sets)."""
+
+    reach: list[np.ndarray]  # per tree: Q × nodes, query q reaches node n
+    returns: list[np.ndarray]  # per tree: Q × B, the tree returns block B for q
+    scanned: np.ndarray  # Q × B, the intersection over trees (§5): q scans B
+
+
+def traverse(forest: Forest, sides: SideMatrix) -> Traversal:
+    """THE §5 traversal: every tree from the root (``Forest.reach``), the union of the reached
+    leaves' blocks per tree (``Forest.returns``), the intersection over trees."""
+    reach = forest.reach(sides)
+    per_tree = [reach[a:b].T for a, b in zip(forest.offsets[:-1].tolist(), forest.offsets[1:].tolist())]
+    k, nb = len(forest.plans), forest.num_blocks
+    returns = forest.returns(reach).reshape(k, nb, sides.num_queries)
+    scanned = np.ascontiguousarray(returns.all(axis=0).T)
+    return Traversal(per_tree, [r.T for r in returns], scanned)
+
+
 def reach_matrix(tree: Any, sides: SideMatrix, cut_column: Mapping[str, int]) -> np.ndarray:
-    """Q × nodes bool: does query q reach node n of ``tree`` in the §5 traversal.
-
-    Node ids grow from parent to child (see ``PartitionTree``), so one pass in id order
-    propagates reachability. Unsatisfiable queries reach nothing (module docstring).
-    """
-    reach = np.zeros((sides.num_queries, tree.num_nodes), dtype=bool)
-    reach[:, 0] = ~sides.unsatisfiable
-    for node in range(tree.num_nodes):
-        cut = tree.node_cut[node]
-        if cut is None:
-            continue
-        c = cut_column[cut.key]
-        reach[:, tree.true_child[node]] = reach[:, node] & sides.may_true[:, c]
-        reach[:, tree.not_true_child[node]] = reach[:, node] & sides.may_not_true[:, c]
-    return reach
-
-
-def returns_matrix(
-    tree: Any, reach: np.ndarray, leaf_blocks: Mapping[int, np.ndarray], num_blocks: int
-) -> np.ndarray:
-    """Q × B bool: tree returns block B for query q (union over the reached leaves, §5)."""
-    out = np.zeros((reach.shape[0], num_blocks), dtype=bool)
-    for leaf in tree.leaves():
-        blocks = leaf_blocks.get(leaf)
-        if blocks is None or len(blocks) == 0:
-            continue
-        hit = reach[:, leaf]
-        if hit.any():
-            out[np.ix_(hit, np.asarray(blocks, dtype=np.int64))] = True
-    return out
-
-
-def scanned_blocks(returns: Sequence[np.ndarray]) -> np.ndarray:
-    """Q × B bool: the intersection over trees (§5: blocks are disjoint, so intersect)."""
-    out = returns[0].copy()
-    for r in returns[1:]:
-        out &= r
-    return out
+    """Q × nodes bool: does query q reach node n of ``tree`` in the §5 traversal (``Forest.reach``
+    of this one tree). Unsatisfiable queries reach nothing (module docstring)."""
+    return Forest.of([tree], None, 0, cut_column).reach(sides).T
 
 
 def io_cost(scanned: np.ndarray, block_rows: np.ndarray, weights: np.ndarray) -> float:
@@ -162,10 +273,7 @@ def scan_matrix(
     cut_column: Mapping[str, int],
 ) -> np.ndarray:
     """Q × B bool: query q scans block B on a finished layout (trees + leaf → block sets)."""
-    return scanned_blocks([
-        returns_matrix(t, reach_matrix(t, sides, cut_column), lb, num_blocks)
-        for t, lb in zip(trees, leaf_blocks)
-    ])
+    return traverse(Forest.of(trees, leaf_blocks, num_blocks, cut_column), sides).scanned
 
 
 def workload_cost(
@@ -180,6 +288,11 @@ def workload_cost(
 ) -> Any:
     """The cost of a workload on a finished layout (trees + leaf → block sets)."""
     scanned = scan_matrix(trees, leaf_blocks, len(block_rows), sides, cut_column)
+    return scanned_cost(scanned, block_rows, weights, per_query=per_query)
+
+
+def scanned_cost(scanned: np.ndarray, block_rows: np.ndarray, weights: np.ndarray, *, per_query: bool = False) -> Any:
+    """The workload's cost from its Q × B scan matrix: ``io_cost``, or rows scanned per query."""
     if per_query:
         return scanned.astype(np.float64) @ np.asarray(block_rows, dtype=np.float64)
     return io_cost(scanned, block_rows, weights)

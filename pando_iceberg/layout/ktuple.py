@@ -18,12 +18,15 @@ lexicographic ``np.unique`` over the rows (the same order).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, Union
 
 import numpy as np
 
-__all__ = ["MAX_CODE", "radices_of", "fits", "ktuple_radices", "pack_ktuples", "unpack_ktuples",
+__all__ = ["MAX_CODE", "Radices", "radices_of", "fits", "ktuple_radices", "pack_ktuples", "unpack_ktuples",
            "distinct_ktuples", "KTupleIndex"]
+
+#: Node counts per tree, as a sequence or an int64 array.
+Radices = Union[Sequence[int], np.ndarray]
 
 #: Codes are < Π radices, which must stay below this bound (int64 with headroom).
 MAX_CODE = 2**62
@@ -37,7 +40,7 @@ def radices_of(trees_or_counts: Any) -> np.ndarray:
     return np.array([max(1, int(c)) for c in counts], dtype=np.int64)
 
 
-def fits(radices: Sequence[int]) -> bool:
+def fits(radices: Radices) -> bool:
     """Whether every k-tuple of these radices packs into one int64 code (< ``MAX_CODE``)."""
     total = 1
     for r in radices:
@@ -49,11 +52,12 @@ def ktuple_radices(trees_or_layout: Any) -> np.ndarray:
     """The radices of a layout (or its trees) for ``pack_ktuples``; raises when codes would not fit."""
     radices = radices_of(trees_or_layout)
     if not fits(radices):
-        raise ValueError("the trees have too many nodes to pack a k-tuple into 64 bits; lower k or raise min block rows")
+        raise ValueError("the trees have too many nodes to pack a k-tuple into 64 bits; "
+                         "lower k or raise min block rows")
     return radices
 
 
-def pack_ktuples(kt: np.ndarray, radices: Sequence[int]) -> np.ndarray:
+def pack_ktuples(kt: np.ndarray, radices: Radices) -> np.ndarray:
     """n × k leaf ids → n int64 codes (the caller checked ``fits``)."""
     kt = np.asarray(kt)
     code = np.zeros(len(kt), dtype=np.int64)
@@ -62,7 +66,7 @@ def pack_ktuples(kt: np.ndarray, radices: Sequence[int]) -> np.ndarray:
     return code
 
 
-def unpack_ktuples(codes: np.ndarray, radices: Sequence[int]) -> np.ndarray:
+def unpack_ktuples(codes: np.ndarray, radices: Radices) -> np.ndarray:
     """n int64 codes → n × k int32 leaf ids (inverse of ``pack_ktuples``)."""
     codes = np.asarray(codes, dtype=np.int64).copy()
     out = np.zeros((len(codes), len(radices)), dtype=np.int32)
@@ -73,11 +77,12 @@ def unpack_ktuples(codes: np.ndarray, radices: Sequence[int]) -> np.ndarray:
     return out
 
 
-def distinct_ktuples(kt: np.ndarray, radices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def distinct_ktuples(kt: np.ndarray, num_nodes: Any) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of an n × k matrix of leaf ids (sorted lexicographically) and the inverse
-    index per row. Packed codes when they fit (fast 1-d unique), else a row-wise unique."""
+    index per row (``num_nodes``: as ``radices_of`` takes it). Packed codes when they fit (fast
+    1-d unique), else a row-wise unique."""
     kt = np.asarray(kt)
-    radices = radices_of(radices)
+    radices = radices_of(num_nodes)
     if fits(radices):
         u, inv = np.unique(pack_ktuples(kt, radices), return_inverse=True)
         return unpack_ktuples(u, radices), inv.astype(np.int64).reshape(-1)
@@ -88,9 +93,9 @@ def distinct_ktuples(kt: np.ndarray, radices: Sequence[int]) -> tuple[np.ndarray
 class KTupleIndex:
     """Position lookup in a fixed K × k array of distinct k-tuples (a layout's k-tuple map)."""
 
-    def __init__(self, known: np.ndarray, radices: Sequence[int]):
+    def __init__(self, known: np.ndarray, num_nodes: Any):
         self.known = np.asarray(known)
-        self.radices = radices_of(radices)
+        self.radices = radices_of(num_nodes)
         self.packed = fits(self.radices)
         if self.packed:
             codes = pack_ktuples(self.known, self.radices)

@@ -28,13 +28,13 @@ blocks many queries then read (held-out queries read 0.695 of the rows, 0.567 by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from .bottomup import BlockAssignment, route_ktuples
-from .cost import (SideMatrix, WeightedPopcount, normalize_queries, pack_query_bits, reach_matrix, scan_matrix,
-                   side_matrix, workload_cost)
+from .cost import (Forest, SideMatrix, WeightedPopcount, normalize_queries, pack_query_bits, reach_matrix,
+                   scanned_cost, side_matrix, traverse)
 from .ktuple import KTupleIndex, distinct_ktuples, radices_of
 from .serialize import layout_from_bytes, layout_to_bytes
 from .tree import Decision, PartitionTree, cut_table
@@ -174,6 +174,7 @@ class Layout:
     def _plan_from_map(self) -> None:
         """Leaf → block sets from the observed (block, k-tuple) pairs, then truncation (§6.2)."""
         obs = self.ktuple_observed
+        self._forests: dict[bool, Forest] = {}
         self.full_leaf_blocks: list[dict[int, np.ndarray]] = []
         self.truncated: list[PartitionTree] = []
         self.leaf_blocks: list[dict[int, np.ndarray]] = []
@@ -412,52 +413,43 @@ class Layout:
     # --- planning (§5) ---------------------------------------------------------------------
 
     def blocks_for(self, filter: Any, *, truncated: bool = True) -> tuple[np.ndarray, ScanExplanation]:
-        """Block ids a filter must scan: per tree the union over reached leaves, then ∩."""
-        cache: dict[str, tuple[bool, bool]] = {}
-
-        def sides(cut: Any) -> tuple[bool, bool]:
-            got = cache.get(cut.key)
-            if got is None:
-                t, n = filter.sides(cut)
-                got = cache[cut.key] = (bool(t), bool(n))
-            return got
-
-        for cut in self.cuts:
-            if sides(cut) == (False, False):
-                empty = np.zeros(0, dtype=np.int32)
-                return empty, ScanExplanation([], empty, self.num_blocks, unsatisfiable_by=cut.key)
-        trees = self.truncated if truncated else self.trees
-        leaf_blocks = self.leaf_blocks if truncated else self.full_leaf_blocks
-        keep = np.ones(self.num_blocks, dtype=bool)
-        scans = []
-        for t, (tree, lb) in enumerate(zip(trees, leaf_blocks)):
-            leaves, decisions = tree.reach(sides)
-            mask = np.zeros(self.num_blocks, dtype=bool)
-            for leaf in leaves:
-                b = lb.get(leaf)
-                if b is not None and len(b):
-                    mask[b] = True
-            keep &= mask
-            scans.append(TreeScan(t, leaves, np.flatnonzero(mask).astype(np.int32), decisions))
-        blocks = np.flatnonzero(keep).astype(np.int32)
+        """Block ids a filter must scan: cost.py's §5 traversal (``traverse``) for this one
+        filter, explained per tree (leaves reached, blocks returned, sides skipped)."""
+        sides = side_matrix([filter], self.cuts)  # one ``filter.sides`` call per cut
+        if sides.unsatisfiable[0]:
+            first = int(np.flatnonzero(~(sides.may_true[0] | sides.may_not_true[0]))[0])
+            empty = np.zeros(0, dtype=np.int32)
+            return empty, ScanExplanation([], empty, self.num_blocks, unsatisfiable_by=self.cuts[first].key)
+        forest = self.forest(truncated)
+        walk = traverse(forest, sides)
+        scans = [
+            TreeScan(t, plan.reached_leaves(walk.reach[t]), np.flatnonzero(walk.returns[t][0]).astype(np.int32),
+                     plan.decisions(walk.reach[t], sides))
+            for t, plan in enumerate(forest.plans)
+        ]
+        blocks = np.flatnonzero(walk.scanned[0]).astype(np.int32)
         notes = [] if self.finalized else ["layout not finalized: leaf → block sets come from the sample only"]
         return blocks, ScanExplanation(scans, blocks, self.num_blocks, notes=notes)
+
+    def forest(self, truncated: bool = True) -> Forest:
+        """The planning trees as cost.py's ``Forest`` (built once per leaf → block map): the
+        truncated trees (§6.2) or the full ones, with their leaf → block sets."""
+        got = self._forests.get(truncated)
+        if got is None:
+            trees, lb = (self.truncated, self.leaf_blocks) if truncated else (self.trees, self.full_leaf_blocks)
+            got = self._forests[truncated] = Forest.of(trees, lb, self.num_blocks, self.cut_index)
+        return got
 
     def scanned(self, queries: Iterable[Any], *, truncated: bool = True) -> np.ndarray:
         """Q × B bool: the blocks each query scans (cost.py's §5 traversal)."""
         filters, _ = normalize_queries(queries)
-        sides = side_matrix(filters, self.cuts)
-        trees = self.truncated if truncated else self.trees
-        lb = self.leaf_blocks if truncated else self.full_leaf_blocks
-        return scan_matrix(trees, lb, self.num_blocks, sides, self.cut_index)
+        return traverse(self.forest(truncated), side_matrix(filters, self.cuts)).scanned
 
     def cost(self, queries: Iterable[Any], *, truncated: bool = True, per_query: bool = False) -> Any:
         """The workload's I/O cost on this layout (cost.py), in rows of ``block_rows``."""
         filters, weights = normalize_queries(queries)
-        sides = side_matrix(filters, self.cuts)
-        trees = self.truncated if truncated else self.trees
-        lb = self.leaf_blocks if truncated else self.full_leaf_blocks
-        return workload_cost(trees, lb, self.block_rows, sides, self.cut_index, weights, per_query=per_query)
+        scanned = traverse(self.forest(truncated), side_matrix(filters, self.cuts)).scanned
+        return scanned_cost(scanned, self.block_rows, weights, per_query=per_query)
 
     # --- serialization (see serialize.py) --------------------------------------------------
 

@@ -14,7 +14,7 @@ maps to truncated leaves by walking up to the nearest truncated leaf.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ NOT_TRUE_SIDE = "NOT-TRUE"
 
 @dataclass(frozen=True)
 class Decision:
-    """A node where a filter skipped one child (§5), kept for explain output."""
+    """A node where a filter skipped one child (§5), kept for explain output (``cost.decisions``)."""
 
     node: int
     cut_key: str
@@ -133,30 +133,6 @@ class PartitionTree:
             if len(t_idx):
                 stack.append((self.true_child[node], t_idx))
         return leaf
-
-    # --- query execution (§5) --------------------------------------------------------------
-
-    def reach(self, sides: Callable[[Any], tuple[bool, bool]]) -> tuple[list[int], list[Decision]]:
-        """Leaves a filter reaches, and where it skipped a side (the explanation)."""
-        leaves: list[int] = []
-        decisions: list[Decision] = []
-        stack = [0]
-        while stack:
-            n = stack.pop()
-            cut = self.node_cut[n]
-            if cut is None:
-                leaves.append(n)
-                continue
-            may_true, may_not = sides(cut)
-            if may_true:
-                stack.append(self.true_child[n])
-            else:
-                decisions.append(Decision(n, cut.key, TRUE_SIDE))
-            if may_not:
-                stack.append(self.not_true_child[n])
-            else:
-                decisions.append(Decision(n, cut.key, NOT_TRUE_SIDE))
-        return sorted(leaves), sorted(decisions, key=lambda d: d.node)
 
     # --- truncation (§6.2, last step) ------------------------------------------------------
 

@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("demo", parents=[common], help="the main job on the embedded lakehouse (see README)")
     s.add_argument("--sf", type=float, default=0.1, help="TPC-H scale factor (default 0.1)")
     s.add_argument("--k", type=int, default=3, help="Pando trees per table, at most (default 3; 1..4)")
-    s.add_argument("--per-template", type=int, default=2, help="queries per TPC-H template, half held out (default 2)")
+    s.add_argument("--per-template", type=int, default=4, help="queries per TPC-H template, half held out (default 4)")
     s.set_defaults(func=cmd_demo)
     s = sub.add_parser("bench", parents=[common],
                        help="Pando vs arrival order, sort and z-order on the same data: files, bytes, time (issue 6)")

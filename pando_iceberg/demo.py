@@ -36,7 +36,7 @@ def demo_layouts(k: int) -> tuple[str, ...]:
     return ("arrival", "sort", "zorder", f"pando-k{k}")
 
 
-def run_demo(cfg: PandoConfig, sf: float = 0.1, as_json: bool = False, per_template: int = 2, k: int = 3,
+def run_demo(cfg: PandoConfig, sf: float = 0.1, as_json: bool = False, per_template: int = 4, k: int = 3,
              seed: int = 42, progress: Callable[[str], None] = lambda m: None) -> int:
     """Exit code: 0, or 1 when any held-out query's result differs from the table as loaded."""
     from .bench.datasets import dataset_namespace

@@ -43,12 +43,20 @@ from typing import Any, Callable
 from .workloads import qualify
 
 LAYOUTS = ("arrival", "sort", "zorder", "zorder-ranges", "pando-k1", "pando-k2", "pando-k3", "pando-k4")
-DATASETS = ("tpch", "taxi", "star")
-LAID_OUT = {"tpch": ("lineitem", "orders"), "taxi": ("trips",), "star": ("sales",)}
-SORT_COLUMN = {"lineitem": "l_shipdate", "orders": "o_orderdate", "trips": "pickup_time", "sales": "date_key"}
+DATASETS = ("tpch", "taxi", "star", "tpcds")
+# tpcds: the fact tables TPC-DS's queries filter (through their dimensions), each sorted on its date key
+LAID_OUT = {"tpch": ("lineitem", "orders"), "taxi": ("trips",), "star": ("sales",),
+            "tpcds": ("store_sales", "catalog_sales", "web_sales", "inventory")}
+SORT_COLUMN = {"lineitem": "l_shipdate", "orders": "o_orderdate", "trips": "pickup_time", "sales": "date_key",
+               "store_sales": "ss_sold_date_sk", "catalog_sales": "cs_sold_date_sk", "web_sales": "ws_sold_date_sk",
+               "inventory": "inv_date_sk"}
 # z-order columns when the workload filters fewer than two columns of the table itself (a star
 # fact is filtered through its dimensions only): its foreign keys.
-ZORDER_FALLBACK = {"sales": ["store_key", "product_key", "customer_key"]}
+ZORDER_FALLBACK = {"sales": ["store_key", "product_key", "customer_key"],
+                   "store_sales": ["ss_sold_date_sk", "ss_item_sk", "ss_customer_sk"],
+                   "catalog_sales": ["cs_sold_date_sk", "cs_item_sk", "cs_bill_customer_sk"],
+                   "web_sales": ["ws_sold_date_sk", "ws_item_sk", "ws_bill_customer_sk"],
+                   "inventory": ["inv_date_sk", "inv_item_sk", "inv_warehouse_sk"]}
 
 
 class BenchError(ValueError):
@@ -70,6 +78,9 @@ class BenchOptions:
     zorder_columns: int = 3
     namespace: str | None = None  # the dataset's namespace (default tpch_sf<SF> / taxi_sf<SF>)
     pando_options: dict[str, str] = field(default_factory=dict)  # more rewrite options, e.g. template-draws
+    # train = test: every query both learned from and measured (labelled in-sample in the report);
+    # tpcds: the extension's 99 queries (or --templates) with TPC-DS's own parameters
+    in_sample: bool = False
 
     def validate(self) -> None:
         if self.dataset not in DATASETS:
@@ -89,6 +100,19 @@ class BenchOptions:
             raise BenchError(f"sample rate must be in (0, 1], got {self.sample_rate}")
         if self.block_rows is not None and self.block_rows < 1:
             raise BenchError(f"block rows must be >= 1, got {self.block_rows}")
+        if self.dataset == "tpcds":
+            from .tpcds import HELD_OUT_TEMPLATES, TpcdsError, check_numbers, check_sf
+
+            try:
+                check_sf(self.sf)
+                if self.templates:
+                    check_numbers(self.templates)
+            except TpcdsError as e:
+                raise BenchError(str(e)) from None
+            bad = [t for t in self.templates or () if t not in HELD_OUT_TEMPLATES]
+            if bad and not self.in_sample:
+                raise BenchError(f"TPC-DS template(s) {', '.join(map(str, bad))} have no held-out parameter draws; "
+                                 f"accepted: {', '.join(map(str, HELD_OUT_TEMPLATES))} (or --in-sample for 1..99)")
 
     @property
     def b(self) -> int:
@@ -219,6 +243,9 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
     tables = LAID_OUT[opts.dataset]
     all_tables = [r.tableName for r in spark.sql(f"SHOW TABLES IN {source_ns}").collect()
                   if not getattr(r, "isTemporary", False)]
+    if opts.dataset == "tpcds":  # 24 tables: copy the ones the queries name (test = train's templates)
+        named = {w for _, sql in train for w in re.findall(r"\w+", sql.lower())}
+        all_tables = [t for t in all_tables if t in named or t in tables]
     out_dir = Path(opts.out)
     layouts: dict[str, dict] = {"arrival": {"namespace": source_ns, "tables": {}}}
     for t in tables:
@@ -395,6 +422,10 @@ def prepare_dataset(spark, catalog, opts: BenchOptions, progress) -> str:
         load_tpch(spark, opts.sf, namespace=ns, progress=progress)
     elif opts.dataset == "star":
         load_star(spark, catalog, opts.sf, seed=opts.seed, namespace=ns, progress=progress)
+    elif opts.dataset == "tpcds":
+        from .tpcds import load_tpcds
+
+        load_tpcds(spark, catalog, opts.sf, namespace=ns, progress=progress)
     else:
         load_taxi(spark, catalog, opts.sf, seed=opts.seed, namespace=ns, progress=progress)
     return ns
@@ -403,8 +434,13 @@ def prepare_dataset(spark, catalog, opts: BenchOptions, progress) -> str:
 def split_for(opts: BenchOptions, per_template: int | None = None, seed: int | None = None):
     from .workloads import star_split, taxi_split, tpch_split
 
+    if opts.dataset == "tpcds":  # its draws need the loaded data: tpcds.bench_split
+        raise BenchError("the tpcds dataset runs in comparison mode only (no --scaling)")
     fn = {"tpch": tpch_split, "taxi": taxi_split, "star": star_split}[opts.dataset]
-    return fn(per_template or opts.per_template, opts.seed if seed is None else seed, opts.templates)
+    train, test = fn(per_template or opts.per_template, opts.seed if seed is None else seed, opts.templates)
+    if opts.in_sample:
+        return train + test, train + test
+    return train, test
 
 
 def run_bench(spark, catalog, cfg, opts: BenchOptions, progress: Callable[[str], None] = lambda m: None) -> dict:
@@ -423,21 +459,42 @@ def run_bench(spark, catalog, cfg, opts: BenchOptions, progress: Callable[[str],
     t0 = time.time()
     source_ns = prepare_dataset(spark, catalog, opts, progress)
     load_s = time.time() - t0
-    train, test = split_for(opts)
+    extra: dict[str, Any] = {}
+    if opts.dataset == "tpcds":
+        from .tpcds import bench_split
+
+        train, test, extra = bench_split(spark, catalog, opts, source_ns, progress)
+    else:
+        train, test = split_for(opts)
+        if opts.in_sample:
+            extra = {"workload": "in-sample: train = test (every query learned from and measured; not held out)"}
     layouts = apply_layouts(ctx, spark, catalog, opts, source_ns, train, progress)
     queries, mismatches = measure_queries(spark, catalog, opts, layouts, test, progress)
-    report = {"options": asdict(opts), "b": opts.b, "namespace": source_ns, "train_queries": len(train),
+    report = {**extra, "options": asdict(opts), "b": opts.b, "namespace": source_ns, "train_queries": len(train),
               "test_queries": len(test), "load_seconds": load_s, "layouts": layouts, "queries": queries,
               "mismatches": mismatches, "wall_seconds": time.time() - t_all,
               "machine": {"nproc": os.cpu_count(), "memory_gib": _memory_gib(), "python": platform.python_version(),
                           "platform": platform.platform()},
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     report["summary"] = rep.summarize(report)
-    stem = f"bench_{opts.dataset}_sf{opts.sf:g}"
+    stem = bench_stem(opts)
     Path(opts.out, f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
     rep.plots(report, Path(opts.out), stem)
-    Path(opts.out, f"{stem}.md").write_text(rep.markdown(report, stem))
+    md = rep.markdown(report, stem)
+    if opts.in_sample:  # said before anything else: these numbers are not held-out numbers
+        title, _, rest = md.partition("\n")
+        md = f"{title} (IN-SAMPLE)\n\n**In-sample run: train = test.** {report['workload']}.\n{rest}"
+    failed = report.get("tpcds_queries", {}).get("failed")
+    if failed:
+        md += "\nTPC-DS queries left out (stage: error):\n\n" + "".join(
+            f"- q{n} ({v['stage']}): {v['error']}\n" for n, v in failed.items())
+    Path(opts.out, f"{stem}.md").write_text(md)
     return report
+
+
+def bench_stem(opts: BenchOptions) -> str:
+    """The report files' stem: ``bench_<dataset>_sf<SF>`` (``_in_sample`` for an in-sample run)."""
+    return f"bench_{opts.dataset}_sf{opts.sf:g}" + ("_in_sample" if opts.in_sample else "")
 
 
 def run_scaling(spark, catalog, cfg, opts: BenchOptions, sfs: list[float], per_templates: list[int],
@@ -493,11 +550,16 @@ def _memory_gib() -> float:
 def add_arguments(p) -> None:
     """``pando bench`` options (also ``benchmarks/bench.py``)."""
     p.add_argument("--dataset", default="tpch", help=f"{' | '.join(DATASETS)} (default tpch)")
-    p.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1; taxi: 6M rows per unit; star: 3M fact rows per unit)")
+    p.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1; taxi: 6M rows per unit; star: 3M "
+                   "fact rows per unit; tpcds: DuckDB's dsdgen, >= 0.01)")
     p.add_argument("--layouts", default=",".join(LAYOUTS), help=f"comma-separated, from {', '.join(LAYOUTS)} "
                    "(default all; arrival is required)")
     p.add_argument("--per-template", type=int, default=8, help="queries per template, half held out (default 8)")
-    p.add_argument("--templates", help="comma-separated template numbers (default all)")
+    p.add_argument("--templates", help="comma-separated template numbers (default all; tpcds: query numbers 1..99 "
+                   "in-sample, the templates with parameter substitution held out)")
+    p.add_argument("--in-sample", action="store_true", help="train = test: measure the queries learned from "
+                   "(labelled in-sample; tpcds: the 99 TPC-DS queries with their own parameters). Default: held-out "
+                   "draws, half of each template's queries for training")
     p.add_argument("--seed", type=int, default=0, help="workload, split and sampling seed (default 0)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per query after one warm-up (default 3; "
                    "0: time the warm-up itself, no extra runs)")
@@ -545,7 +607,8 @@ def options_from_args(args) -> BenchOptions:
                         layouts=tuple(x.strip() for x in args.layouts.split(",") if x.strip()),
                         per_template=args.per_template, seed=args.seed, out=args.out, runs=args.runs,
                         templates=_ints(args.templates, "--templates"), block_rows=args.block_rows,
-                        sample_rate=args.sample_rate, pando_options=_pairs(args.pando_options))
+                        sample_rate=args.sample_rate, pando_options=_pairs(args.pando_options),
+                        in_sample=getattr(args, "in_sample", False))
     opts.validate()
     return opts
 
@@ -571,5 +634,5 @@ def run_from_args(cfg, args, progress: Callable[[str], None] = print) -> int:
             print(Path(opts.out, "scaling.md").read_text())
         else:
             rep = run_bench(spark, catalog, cfg, opts, progress=progress)
-            print(Path(opts.out, f"bench_{opts.dataset}_sf{opts.sf:g}.md").read_text())
+            print(Path(opts.out, f"{bench_stem(opts)}.md").read_text())
     return 0 if rep["mismatches"] == 0 else 1

@@ -298,7 +298,9 @@ def check_queries(spark, catalog, namespace: str, numbers=None, execute: bool = 
                   progress: Callable[[str], None] = lambda m: None) -> QueryCheck:
     """Transpile the queries and try each: ``transpile`` (sqlglot), ``spark`` (analysis, and
     execution when ``execute``), ``planner`` (the product's plan of the query without a layout,
-    when ``plan``). A query is ok when every stage passes; failures are kept with the stage."""
+    when ``plan``) and ``filter`` (Spark analyses each laid-out fact's planned filter, as the bench
+    counts matching rows with it). A query is ok when every stage passes; failures are kept with
+    the stage."""
     from ..spark.pruned import plan_query
 
     wanted = check_numbers(numbers) if numbers is not None else list(QUERY_NUMBERS)
@@ -323,10 +325,193 @@ def check_queries(spark, catalog, namespace: str, numbers=None, execute: bool = 
         out.seconds[n] = time.perf_counter() - t0
         if plan:
             try:
-                plan_query(spark, catalog, sql, use_layout=False)
+                qp = plan_query(spark, catalog, sql, use_layout=False)
             except Exception as e:
                 out.failed[n] = ("planner", _first_line(e))
+                continue
+            try:  # the bench counts each laid-out fact's matching rows with the planner's filter
+                for name, p in qp.plans.items():
+                    if name.split(".")[-1] in LAID_OUT_FACTS and not (p.filter.is_true_expr() and not p.filter.joins):
+                        spark.sql(f"SELECT count(*) FROM {name} WHERE {p.filter.to_sql()}").schema  # noqa: B018
+            except Exception as e:
+                out.failed[n] = ("filter", _first_line(e))
                 continue
         out.ok[n] = sql
         progress(f"TPC-DS q{n}: ok ({out.seconds[n]:.1f}s)")
     return out
+
+
+# ---- held-out draws: the project's own parameter substitution --------------------------------
+#
+# Templates whose parameters are plain literals on dimension columns. Every ``col = literal``,
+# ``col IN (literals)``, ``col BETWEEN a AND b`` (numbers, also ``a AND a + w``) and
+# ``d_date BETWEEN CAST('…' AS DATE) AND CAST('…' AS DATE)`` on a column of :data:`DOMAIN_SQL`
+# gets a new value drawn (seeded) from that column's values in the loaded data; spans keep their
+# width; other literals (zip codes, flags, quantity ranges) stay as the template has them.
+
+HELD_OUT_TEMPLATES = (3, 7, 12, 15, 19, 20, 26, 37, 42, 43, 52, 55, 82, 96, 98)
+
+#: column → the query giving its domain in the data (``{ns}`` is the namespace). Years, dates and
+#: month sequences are those of days with store sales (the facts' date range; years only whole ones:
+#: the sales end on 2003-01-02).
+_SALES_DAYS = "d_date_sk BETWEEN (SELECT min(ss_sold_date_sk) FROM {ns}.store_sales) " \
+              "AND (SELECT max(ss_sold_date_sk) FROM {ns}.store_sales)"
+DOMAIN_SQL = {
+    "d_year": "SELECT d_year FROM {ns}.date_dim WHERE " + _SALES_DAYS + " GROUP BY d_year HAVING count(*) >= 360",
+    "d_moy": "SELECT DISTINCT d_moy FROM {ns}.date_dim",
+    "d_qoy": "SELECT DISTINCT d_qoy FROM {ns}.date_dim",
+    "d_month_seq": "SELECT DISTINCT d_month_seq FROM {ns}.date_dim WHERE " + _SALES_DAYS,
+    "d_date": "SELECT DISTINCT d_date FROM {ns}.date_dim WHERE " + _SALES_DAYS,
+    "i_manufact_id": "SELECT DISTINCT i_manufact_id FROM {ns}.item",
+    "i_manager_id": "SELECT DISTINCT i_manager_id FROM {ns}.item",
+    "i_category": "SELECT DISTINCT i_category FROM {ns}.item",
+    "i_current_price": "SELECT DISTINCT i_current_price FROM {ns}.item",
+    "cd_gender": "SELECT DISTINCT cd_gender FROM {ns}.customer_demographics",
+    "cd_marital_status": "SELECT DISTINCT cd_marital_status FROM {ns}.customer_demographics",
+    "cd_education_status": "SELECT DISTINCT cd_education_status FROM {ns}.customer_demographics",
+    "ca_state": "SELECT DISTINCT ca_state FROM {ns}.customer_address",
+    "s_gmt_offset": "SELECT DISTINCT s_gmt_offset FROM {ns}.store",
+    "s_store_name": "SELECT DISTINCT s_store_name FROM {ns}.store",
+    "hd_dep_count": "SELECT DISTINCT hd_dep_count FROM {ns}.household_demographics",
+    "t_hour": "SELECT DISTINCT t_hour FROM {ns}.time_dim",
+}
+
+
+def load_domains(spark, namespace: str) -> dict[str, list]:
+    """Each substitutable column's non-null values in the loaded data, sorted."""
+    out = {}
+    for col, sql in DOMAIN_SQL.items():
+        values = [r[0] for r in spark.sql(sql.format(ns=namespace)).collect() if r[0] is not None]
+        out[col] = sorted(values)
+    return out
+
+
+def _literal(value):
+    from decimal import Decimal
+
+    from sqlglot import exp
+
+    if isinstance(value, str):
+        return exp.Literal.string(value)
+    if isinstance(value, (Decimal, float)):
+        return exp.Literal.number(format(Decimal(str(value)).normalize(), "f"))
+    return exp.Literal.number(int(value))
+
+
+def _number(node):
+    """A literal number, or ``a + b`` of literal numbers (e.g. ``68 + 30``), as a float; else None."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return float(node.this)
+    if isinstance(node, exp.Add):
+        a, b = _number(node.this), _number(node.expression)
+        return None if a is None or b is None else a + b
+    return None
+
+
+def _date(node):
+    import datetime as dt
+
+    from sqlglot import exp
+
+    if isinstance(node, exp.Cast) and node.to.is_type("date") and isinstance(node.this, exp.Literal):
+        try:
+            return dt.date.fromisoformat(node.this.this)
+        except ValueError:
+            return None
+    return None
+
+
+def substitute(sql: str, domains: dict[str, list], rng) -> tuple[str, int]:
+    """``sql`` (Spark SQL) with its parameters on :data:`DOMAIN_SQL` columns drawn anew from
+    ``domains`` with ``rng`` (a ``random.Random``); returns the query and how many parameters
+    were drawn."""
+    import datetime as dt
+
+    from sqlglot import exp, parse_one
+
+    tree = parse_one(sql, read="spark")
+    drawn = 0
+    for node in list(tree.find_all(exp.EQ, exp.In, exp.Between)):
+        col = node.this
+        if not isinstance(col, exp.Column) or not domains.get(col.name):
+            continue
+        values = domains[col.name]
+        if isinstance(node, exp.EQ) and (isinstance(node.expression, exp.Literal) or (
+                isinstance(node.expression, exp.Neg) and isinstance(node.expression.this, exp.Literal))):
+            node.set("expression", _literal(rng.choice(values)))
+            drawn += 1
+        elif isinstance(node, exp.In) and node.expressions and not node.args.get("query") \
+                and all(isinstance(e, exp.Literal) for e in node.expressions):
+            k = min(len(node.expressions), len(values))
+            node.set("expressions", [_literal(v) for v in rng.sample(values, k)])
+            drawn += 1
+        elif isinstance(node, exp.Between):
+            lo, hi = node.args["low"], node.args["high"]
+            d0, d1 = _date(lo), _date(hi)
+            if d0 is not None and d1 is not None and isinstance(values[0], dt.date):
+                span = (d1 - d0).days
+                starts = [d for d in values if d + dt.timedelta(days=span) <= values[-1]] or values[:1]
+                start = rng.choice(starts)
+                lo.this.set("this", start.isoformat())
+                hi.this.set("this", (start + dt.timedelta(days=span)).isoformat())
+                drawn += 1
+                continue
+            a, b = _number(lo), _number(hi)
+            if a is None or b is None:
+                continue
+            width = b - a
+            nums = [float(v) for v in values]
+            top = max(nums[0], nums[-1] - width)
+            start = rng.randint(math.floor(nums[0]), max(math.floor(nums[0]), math.floor(top)))
+            node.set("low", exp.Literal.number(start))
+            node.set("high", exp.Add(this=exp.Literal.number(start), expression=exp.Literal.number(
+                int(width) if float(width).is_integer() else width)))
+            drawn += 1
+    return tree.sql(dialect="spark"), drawn
+
+
+def held_out_split(domains: dict[str, list], per_template: int, seed: int, templates=None):
+    """``per_template`` draws of each held-out template (:data:`HELD_OUT_TEMPLATES`, or
+    ``templates``), split half/half per template like ``tpch_split`` (unqualified Spark SQL)."""
+    import random
+
+    from .workloads import split_workload
+
+    wanted = check_numbers(templates) if templates else list(HELD_OUT_TEMPLATES)
+    bad = [n for n in wanted if n not in HELD_OUT_TEMPLATES]
+    if bad:
+        raise TpcdsError(f"TPC-DS template(s) {', '.join(map(str, bad))} have no parameter substitution; accepted: "
+                         f"{', '.join(map(str, HELD_OUT_TEMPLATES))} (or the in-sample mode for all 99)")
+    base = spark_queries(numbers=wanted)
+    queries = []
+    for n in wanted:
+        rng = random.Random(f"tpcds-{seed}-{n}")
+        for _ in range(per_template):
+            sql, drawn = substitute(base[n], domains, rng)
+            if not drawn:
+                raise TpcdsError(f"TPC-DS template {n}: no parameter could be drawn")
+            queries.append((n, sql))
+    return split_workload(queries, seed)
+
+
+def bench_split(spark, catalog, opts, namespace: str, progress: Callable[[str], None] = lambda m: None):
+    """The bench's train and test queries for TPC-DS (unqualified Spark SQL) and what to add to the
+    report. In-sample (``opts.in_sample``): the extension's 99 queries (or ``opts.templates``) that
+    Spark analyses and the product plans, train = test; failures listed with their stage.
+    Held-out: :func:`held_out_split` over the data's domains."""
+    if opts.in_sample:
+        progress("TPC-DS in-sample: checking the queries (Spark analysis, the product's planner)")
+        chk = check_queries(spark, catalog, namespace, opts.templates, execute=False, progress=progress)
+        raw = duckdb_queries()
+        queries = [(n, to_spark(raw[n])) for n in sorted(chk.ok)]
+        return queries, queries, {"workload": "in-sample: train = test (TPC-DS's own parameter draw of each query; "
+                                              "not held out)", "tpcds_queries": chk.as_dict()}
+    domains = load_domains(spark, namespace)
+    train, test = held_out_split(domains, opts.per_template, opts.seed, opts.templates)
+    return train, test, {"workload": f"held-out: {opts.per_template} draws per template (parameters drawn from the "
+                                     "data's domains), half train, half test",
+                         "tpcds_templates": sorted({t for t, _ in test})}

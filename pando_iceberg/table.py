@@ -28,6 +28,7 @@ from pyiceberg.expressions import BooleanExpression
 from pyiceberg.table import Table
 
 from .datascan import PandoDataScan, scan
+from .spark.rewrite_common import OptionFields
 from .storage.sidecar import DataFileRef
 
 __all__ = ["BlockView", "Health", "IncrementalMetrics", "LayoutOptions", "LayoutPrediction", "LayoutView",
@@ -48,32 +49,18 @@ class PandoApiError(ValueError):
 # ---- options ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class LayoutOptions:
-    """How a layout is learned and written (the ``options => map(...)`` of the procedures)."""
-
-    k: int = 3
-    sample_rate: float = 0.01
-    seed: int = 42
-    min_block_rows: int = 100_000
-    min_sample_rows: int = 10_000
-    target_file_size_bytes: int | None = None
-    max_ktuples: int = 10_000
-    template_draws: int = 16
-    in_block_order: str = "auto"
-    k_selection: str = "validate"
+class LayoutOptions(OptionFields):
+    """How a layout is learned and written (the ``options => map(...)`` of the procedures): the
+    fields and defaults of ``spark.rewrite_common.OptionFields``, frozen, checked on construction."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name in ("in_block_order", "k_selection"):
-                ok = isinstance(value, str)
-            elif f.name == "sample_rate":
-                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            else:
-                ok = (isinstance(value, int) and not isinstance(value, bool)) or (
-                    value is None and f.name == "target_file_size_bytes")
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            ok = {"str": isinstance(value, str), "float": number, "int": number and isinstance(value, int),
+                  "int | None": value is None or (number and isinstance(value, int))}[str(f.type)]
             if not ok:
-                raise TypeError(f"LayoutOptions.{f.name} must be {_kind(f.name)}, got {value!r}")
+                raise TypeError(f"LayoutOptions.{f.name} must be {_kind(f)}, got {value!r}")
         self.to_rewrite_options()  # validates the ranges, naming the option
 
     def to_rewrite_options(self) -> Any:
@@ -102,10 +89,11 @@ def _option_names() -> dict[str, str]:
     return dict(RewriteOptions.OPTION_NAMES)
 
 
-def _kind(name: str) -> str:
-    return {"in_block_order": "a string ('auto', 'none' or a column)", "k_selection": "'validate' or 'fixed'",
-            "sample_rate": "a number",
-            "target_file_size_bytes": "an integer or None"}.get(name, "an integer")
+def _kind(f: dataclasses.Field[Any]) -> str:
+    by_type = {"str": "a string", "float": "a number", "int | None": "an integer or None"}
+    kind = by_type.get(str(f.type), "an integer")
+    return {"in_block_order": "a string ('auto', 'none' or a column)",
+            "k_selection": "'validate' or 'fixed'"}.get(f.name, kind)
 
 
 # ---- results ----------------------------------------------------------------------------------

@@ -17,9 +17,10 @@ users import from it (``PandoRewriteError``, ``RewriteOptions``, ``collect_arrow
 
 from __future__ import annotations
 
+import inspect
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -41,9 +42,14 @@ class PandoRewriteError(ValueError):
     """The rewrite cannot run with these inputs; the message says what to change."""
 
 
-@dataclass
-class RewriteOptions:
-    """Options of ``rewrite_data_files(strategy => 'pando', options => map(...))``."""
+@dataclass(frozen=True)
+class OptionFields:
+    """The options of learning and writing a layout, with their types and defaults: the ONE
+    definition of the fields of ``RewriteOptions`` (mutable; the procedures' ``options =>
+    map(...)``, read by ``from_map``) and of ``pando_iceberg.LayoutOptions`` (frozen; the options
+    of ``PandoTable.optimize.*``). Adding an option is one field here: its map key is its name
+    with '-' for '_', and both check its value by its type (``int``, ``float``, ``str`` or
+    ``int | None``); ``RewriteOptions.validate`` checks ranges."""
 
     k: int = 3
     sample_rate: float = 0.01
@@ -60,26 +66,47 @@ class RewriteOptions:
     # draws read least (workload/in_block.select_layout); 'fixed': exactly k trees (the paper).
     k_selection: str = "validate"
 
-    OPTION_NAMES = {"k": "k", "sample-rate": "sample_rate", "seed": "seed", "min-block-rows": "min_block_rows",
-                    "min-sample-rows": "min_sample_rows", "target-file-size-bytes": "target_file_size_bytes",
-                    "max-ktuples": "max_ktuples", "template-draws": "template_draws",
-                    "in-block-order": "in_block_order", "k-selection": "k_selection"}
+
+def _with_fields_of(spec: type) -> Callable[[type], type]:
+    """Class decorator, under ``@dataclass``: the fields of the dataclass ``spec`` (types and
+    defaults) become the class's first own fields. This is how a mutable dataclass shares the
+    fields of a frozen one: dataclasses forbid a mutable subclass of a frozen class."""
+
+    def add(cls: type) -> type:
+        own = inspect.get_annotations(cls)
+        cls.__annotations__ = {**{f.name: f.type for f in fields(spec)}, **own}
+        for f in fields(spec):
+            setattr(cls, f.name, field(default=f.default, default_factory=f.default_factory))
+        return cls
+
+    return add
+
+
+@dataclass
+@_with_fields_of(OptionFields)
+class RewriteOptions:
+    """Options of ``rewrite_data_files(strategy => 'pando', options => map(...))``: the fields of
+    ``OptionFields``, mutable."""
+
+    OPTION_NAMES = {f.name.replace("_", "-"): f.name for f in fields(OptionFields)}
 
     @classmethod
     def from_map(cls, options: dict[str, Any] | None) -> "RewriteOptions":
         """Parse Iceberg-style string options, naming any unknown or malformed one."""
         out = cls()
+        types = {f.name: f.type for f in fields(OptionFields)}
         for key, raw in (options or {}).items():
             attr = cls.OPTION_NAMES.get(key)
             if attr is None:
                 raise PandoRewriteError(f"unknown option {key!r}; accepted: {', '.join(sorted(cls.OPTION_NAMES))}")
-            if attr in ("in_block_order", "k_selection"):
+            if types[attr] == "str":
                 setattr(out, attr, str(raw).strip().lower())
                 continue
+            number = types[attr] == "float"
             try:
-                value = float(raw) if attr == "sample_rate" else int(str(raw))
+                value = float(raw) if number else int(str(raw))
             except ValueError:
-                kind = "a number" if attr == "sample_rate" else "an integer"
+                kind = "a number" if number else "an integer"
                 raise PandoRewriteError(f"option {key!r} must be {kind}, got {raw!r}") from None
             setattr(out, attr, value)
         out.validate()

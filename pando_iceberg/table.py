@@ -28,7 +28,7 @@ from pyiceberg.expressions import BooleanExpression
 from pyiceberg.table import Table
 
 from .datascan import PandoDataScan, scan
-from .spark.rewrite_common import OptionFields
+from .spark.rewrite_common import IncrementalFields, OptionFields
 from .storage.sidecar import DataFileRef
 
 __all__ = ["BlockView", "Health", "IncrementalMetrics", "LayoutOptions", "LayoutPrediction", "LayoutView",
@@ -153,15 +153,9 @@ class RewriteMetrics:
 
 
 @dataclass(frozen=True)
-class IncrementalMetrics(RewriteMetrics):
-    """An incremental rewrite: rows outside the layout routed with the stored trees."""
-
-    rows_read: int = 0
-    rows_laid_out: int = 0
-    rows_carried_over: int = 0
-    blocks_extended: int = 0
-    min_block_rows: int = 0
-    committed: bool = True
+class IncrementalMetrics(IncrementalFields, RewriteMetrics):
+    """An incremental rewrite: rows outside the layout routed with the stored trees. The fields
+    of ``RewriteMetrics``, then those of ``spark.rewrite_common.IncrementalFields``."""
 
 
 def _metrics(r: Any, notes: Sequence[str] = ()) -> RewriteMetrics:
@@ -171,9 +165,8 @@ def _metrics(r: Any, notes: Sequence[str] = ()) -> RewriteMetrics:
                   base_snapshot_id=r.base_snapshot_id, seconds=dict(r.seconds),
                   notes=tuple(notes) + tuple(getattr(r, "notes", ())))
     if hasattr(r, "rows_read"):
-        return IncrementalMetrics(**common, rows_read=r.rows_read, rows_laid_out=r.rows_laid_out,
-                                  rows_carried_over=r.rows_carried_over, blocks_extended=r.blocks_extended,
-                                  min_block_rows=r.min_block_rows, committed=r.committed)
+        counts = {f.name: getattr(r, f.name) for f in dataclasses.fields(IncrementalFields)}
+        return IncrementalMetrics(**common, **counts)
     return RewriteMetrics(**common)
 
 

@@ -149,9 +149,11 @@ class RewriteResult:
         return tuple(getattr(self, c) for c in self.COLUMNS)
 
 
-@dataclass
-class IncrementalResult(RewriteResult):
-    """``RewriteResult`` plus what the incremental run did with the rows it read."""
+@dataclass(frozen=True)
+class IncrementalFields:
+    """What an incremental run did with the rows it read: the ONE definition of these fields of
+    ``IncrementalResult`` (mutable, filled in by the run) and of ``pando_iceberg.IncrementalMetrics``
+    (frozen, what ``PandoTable.optimize.incremental`` returns)."""
 
     rows_read: int = 0
     rows_laid_out: int = 0
@@ -159,6 +161,14 @@ class IncrementalResult(RewriteResult):
     blocks_extended: int = 0
     min_block_rows: int = 0
     committed: bool = True
+
+
+@dataclass
+@_with_fields_of(IncrementalFields)
+class IncrementalResult(RewriteResult):
+    """``RewriteResult`` plus what the incremental run did with the rows it read (the fields of
+    ``IncrementalFields``, mutable) and its notes."""
+
     notes: list[str] = field(default_factory=list)
 
 

@@ -4,6 +4,8 @@ the history before it; learning and inspecting add none."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pando_iceberg import (
@@ -142,3 +144,26 @@ def test_bad_input_names_what_is_accepted(pt, catalog):
         pt.optimize.rewrite(WL, where="o_orderdate > date '1995-01-01'")
     assert LayoutOptions.from_map({"k": "2", "sample-rate": "0.5"}) == LayoutOptions(k=2, sample_rate=0.5)
     assert LayoutOptions.from_map(OPTS.to_map()) == OPTS
+
+
+def test_options_and_incremental_counts_are_defined_once():
+    """Issue 18: LayoutOptions/RewriteOptions and IncrementalMetrics/IncrementalResult take their
+    fields and defaults from one definition each; frozen-ness stays as it was."""
+    from pando_iceberg.spark.rewrite import RewriteOptions
+    from pando_iceberg.spark.rewrite_common import IncrementalFields, IncrementalResult, OptionFields
+
+    def spec(cls: type) -> list[tuple[str, object, object]]:
+        return [(f.name, f.type, f.default) for f in dataclasses.fields(cls)]
+
+    assert spec(LayoutOptions) == spec(RewriteOptions) == spec(OptionFields)
+    assert RewriteOptions.OPTION_NAMES == {f.name.replace("_", "-"): f.name for f in dataclasses.fields(OptionFields)}
+    assert "k-selection" in RewriteOptions.OPTION_NAMES and "min-block-rows" in RewriteOptions.OPTION_NAMES
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        OPTS.k = 1  # type: ignore[misc]
+    mutable = RewriteOptions()
+    mutable.k = 1
+    assert mutable.k == 1 and LayoutOptions().to_rewrite_options() == RewriteOptions()
+    assert spec(IncrementalMetrics)[-6:] == spec(IncrementalResult)[-7:-1] == spec(IncrementalFields)
+    assert [f.name for f in dataclasses.fields(IncrementalMetrics)][:10] == \
+        [f.name for f in dataclasses.fields(RewriteMetrics)]
+    assert [f.name for f in dataclasses.fields(IncrementalResult)][-1] == "notes"

@@ -277,10 +277,9 @@ def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: se
     else:
         tasks = found
     if tasks.isEmpty():  # nothing to read (Iceberg refuses to stage an empty task set)
-        reader = spark.read.format("iceberg")
-        if snapshot_id is not None:
-            reader = reader.option("snapshot-id", str(snapshot_id))
-        yield spark.createDataFrame([], reader.load(name).schema)
+        # The table's current schema, as a staged scan has: not the snapshot's (``snapshot-id``
+        # is time travel, under the snapshot's schema: a column renamed since keeps its old name).
+        yield spark.createDataFrame([], spark.read.format("iceberg").load(name).schema)
         return
     set_id = f"pando-{uuid.uuid4().hex}"
     manager = jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()

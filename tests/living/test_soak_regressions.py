@@ -170,3 +170,30 @@ def test_soak_regression_relayout_after_adding_dropping_and_widening_columns(spa
     table = catalog.load_table(name)
     got = read_arrow(table, plan_scan(table, "x2 < 900 AND k < 50")).sort_by("id")
     assert got.column("id").to_pylist() == [r.id for r in before if r.x2 < 900 and r.k < 50]
+
+
+def test_soak_regression_pruned_query_reading_no_file_right_after_renaming_a_column(spark, catalog):
+    """Seed 90, day 54: a column renamed, no snapshot since, then a query whose join pruning kept
+    no file of the fact: the empty DataFrame standing for its scan took the schema of the
+    planned snapshot (``snapshot-id``, Iceberg's time travel: the old name), and Spark failed to
+    resolve the query's new name ("`f`.`quantity` cannot be resolved. Did you mean ...
+    `f`.`qty`"). Now it has the table's current schema, as a staged scan of files has."""
+    from pando_iceberg.spark.pruned import run_sql
+
+    name, dim = "soakreg.t_empty_rename", "soakreg.d_empty_rename"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS soakreg")
+    for t in (name, dim):
+        spark.sql(f"DROP TABLE IF EXISTS {t}")
+    spark.sql(f"CREATE TABLE {name} USING iceberg TBLPROPERTIES ('format-version'='2') AS " + GEN.format(lo=0, hi=3000))
+    spark.sql(f"INSERT INTO {name} " + GEN.format(lo=3000, hi=6000))  # two files
+    spark.sql(f"CREATE TABLE {dim} USING iceberg TBLPROPERTIES ('format-version'='2') AS "
+              "SELECT CAST(id AS INT) AS k, CAST(IF(id < 50, 'low', 'high') AS STRING) AS band FROM range(0, 100)")
+    spark.sql(f"ALTER TABLE {name} RENAME COLUMN x TO x2")  # no snapshot after this
+    for band, staged in (("none", 0), ("low", None)):  # no file of the fact read; some read
+        sql = (f"SELECT count(*) AS n, sum(f.x2) AS s FROM {name} f JOIN {dim} d ON f.k = d.k "
+               f"WHERE d.band = '{band}'")
+        got = run_sql(spark, catalog, sql)
+        assert got.columns == ["n", "s"]
+        assert [tuple(r) for r in got.rows] == [tuple(r) for r in spark.sql(sql).collect()], band
+        if staged is not None:
+            assert got.explains[name].pando_files == staged < got.explains[name].iceberg_files, got.notes

@@ -7,8 +7,9 @@ instead, on the queries of tomorrow.
 3. ``lineitem`` and ``orders`` are copied once per layout and laid out with the real procedures:
    Iceberg's own ``rewrite_data_files`` with a sort (the date each table is filtered by most)
    and with z-order (the columns the training half filters most), each aimed at Pando's file
-   count (Iceberg sizes files by an estimate: bytes are the comparison, files a second one); and ``rewrite_data_files(strategy => 'pando')`` learned on the training half (k trees,
-   one ``replace`` commit per table).
+   count (Iceberg sizes files by an estimate: bytes are the comparison, files a second one);
+   and ``rewrite_data_files(strategy => 'pando')`` learned on the training half (k trees, one
+   ``replace`` commit per table).
 4. Every held-out query runs on every layout (Pando's through its pruned scans) and its result
    is compared with the table as loaded. Bytes, files and Spark seconds per layout are printed,
    with the lower bound (the files the matching rows fill), and a picture of both.

@@ -86,8 +86,8 @@ def summarize(rep: dict) -> dict:
 
 
 def per_template(rep: dict) -> dict[int, dict]:
-    """Template → mean files read per layout, mean lower bound, total Spark seconds per layout
-    (over the template's test queries that filter a laid-out table)."""
+    """Template → mean files and bytes read per layout, mean lower bound, total Spark seconds per
+    layout (over the template's test queries that filter a laid-out table)."""
     out: dict[int, dict] = {}
     for t in sorted({q["template"] for q in rep["queries"]}):
         qs = [q for q in rep["queries"] if q["template"] == t and filtered(q)]
@@ -96,6 +96,7 @@ def per_template(rep: dict) -> dict[int, dict]:
         out[t] = {"n": len(qs), "lb": statistics.mean(_lb(q) for q in qs),
                   "lb_layout": {x: statistics.mean(_lb(q, x) for q in qs) for x in rep["options"]["layouts"]},
                   "files": {x: statistics.mean(_files(q, x) for q in qs) for x in rep["options"]["layouts"]},
+                  "bytes": {x: statistics.mean(_bytes(q, x) for q in qs) for x in rep["options"]["layouts"]},
                   "seconds": {x: sum(q["layouts"][x]["median_s"] for q in qs) for x in rep["options"]["layouts"]}}
     return out
 
@@ -269,19 +270,23 @@ def plots(rep: dict, out: Path, stem: str) -> list[Path]:
         import numpy as np
 
         temps = list(pt)
-        fig, ax = plt.subplots(figsize=(max(8, 0.7 * len(temps) * max(1, len(names)) / 3), 4.5))
+        fig, (ax_b, ax) = plt.subplots(2, 1, figsize=(max(8, 0.7 * len(temps) * max(1, len(names)) / 3), 8),
+                                       sharex=True)
         width = 0.8 / len(names)
         x0 = np.arange(len(temps))
         for i, x in enumerate(names):
+            ax_b.bar(x0 + i * width, [max(pt[t]["bytes"][x] / 1e6, 0.01) for t in temps], width, label=x,
+                     color=colors[i])
             ax.bar(x0 + i * width, [max(pt[t]["files"][x], 0.1) for t in temps], width, label=x, color=colors[i])
         ax.scatter(x0 + 0.4 - width / 2, [max(pt[t]["lb"], 0.1) for t in temps], marker="_", s=200, color="black",
                    label="lower bound", zorder=3)
         ax.set_xticks(x0 + 0.4 - width / 2)
         ax.set_xticklabels([f"Q{t}" if o["dataset"] == "tpch" else f"T{t}" for t in temps], fontsize=8)
-        ax.set_yscale("log")
-        ax.set_ylabel("files read per query (mean, log)")
-        ax.legend(fontsize=7, ncol=4)
-        ax.set_title(f"{o['dataset']} SF {o['sf']:g}: files read per template", fontsize=10)
+        for a, what in ((ax_b, "MB read"), (ax, "files read")):
+            a.set_yscale("log")
+            a.set_ylabel(f"{what} per query (mean, log)")
+            a.legend(fontsize=7, ncol=4)
+            a.set_title(f"{o['dataset']} SF {o['sf']:g}: {what} per held-out template", fontsize=10)
         fig.tight_layout()
         p = out / f"{stem}_templates.png"
         fig.savefig(p, dpi=110)

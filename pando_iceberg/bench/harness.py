@@ -40,16 +40,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
+from .tpcds import DATE_KEYS as TPCDS_DATE_KEYS
+from .tpcds import LAID_OUT_FACTS as TPCDS_FACTS
 from .workloads import qualify
 
 LAYOUTS = ("arrival", "sort", "zorder", "zorder-ranges", "pando-k1", "pando-k2", "pando-k3", "pando-k4")
 DATASETS = ("tpch", "taxi", "star", "tpcds")
 # tpcds: the fact tables TPC-DS's queries filter (through their dimensions), each sorted on its date key
-LAID_OUT = {"tpch": ("lineitem", "orders"), "taxi": ("trips",), "star": ("sales",),
-            "tpcds": ("store_sales", "catalog_sales", "web_sales", "inventory")}
+LAID_OUT = {"tpch": ("lineitem", "orders"), "taxi": ("trips",), "star": ("sales",), "tpcds": TPCDS_FACTS}
 SORT_COLUMN = {"lineitem": "l_shipdate", "orders": "o_orderdate", "trips": "pickup_time", "sales": "date_key",
-               "store_sales": "ss_sold_date_sk", "catalog_sales": "cs_sold_date_sk", "web_sales": "ws_sold_date_sk",
-               "inventory": "inv_date_sk"}
+               **TPCDS_DATE_KEYS}
 # z-order columns when the workload filters fewer than two columns of the table itself (a star
 # fact is filtered through its dimensions only): its foreign keys.
 ZORDER_FALLBACK = {"sales": ["store_key", "product_key", "customer_key"],
@@ -101,18 +101,14 @@ class BenchOptions:
         if self.block_rows is not None and self.block_rows < 1:
             raise BenchError(f"block rows must be >= 1, got {self.block_rows}")
         if self.dataset == "tpcds":
-            from .tpcds import HELD_OUT_TEMPLATES, TpcdsError, check_numbers, check_sf
+            from .tpcds import TpcdsError, check_held_out, check_numbers, check_sf
 
             try:
                 check_sf(self.sf)
                 if self.templates:
-                    check_numbers(self.templates)
+                    check_numbers(self.templates) if self.in_sample else check_held_out(self.templates)
             except TpcdsError as e:
                 raise BenchError(str(e)) from None
-            bad = [t for t in self.templates or () if t not in HELD_OUT_TEMPLATES]
-            if bad and not self.in_sample:
-                raise BenchError(f"TPC-DS template(s) {', '.join(map(str, bad))} have no held-out parameter draws; "
-                                 f"accepted: {', '.join(map(str, HELD_OUT_TEMPLATES))} (or --in-sample for 1..99)")
 
     @property
     def b(self) -> int:

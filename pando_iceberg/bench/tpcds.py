@@ -35,7 +35,8 @@ TPCDS_TABLES = (
 #: The fact tables (written in files of ``file_rows`` rows in generation order).
 FACT_TABLES = ("store_sales", "store_returns", "catalog_sales", "catalog_returns", "web_sales", "web_returns",
                "inventory")
-#: The fact tables ``pando bench`` lays out, and the date key each is sorted on by the sort baseline.
+#: The fact tables ``pando bench`` lays out, and the date key each is sorted on by the sort baseline
+#: (``bench/harness.py``'s ``LAID_OUT`` and ``SORT_COLUMN`` take them from here).
 LAID_OUT_FACTS = ("store_sales", "catalog_sales", "web_sales", "inventory")
 DATE_KEYS = {"store_sales": "ss_sold_date_sk", "catalog_sales": "cs_sold_date_sk", "web_sales": "ws_sold_date_sk",
              "inventory": "inv_date_sk"}
@@ -474,6 +475,17 @@ def substitute(sql: str, domains: dict[str, list], rng) -> tuple[str, int]:
     return tree.sql(dialect="spark"), drawn
 
 
+def check_held_out(templates) -> list[int]:
+    """Template numbers, checked against the ones with held-out parameter draws."""
+    wanted = check_numbers(templates)
+    bad = [n for n in wanted if n not in HELD_OUT_TEMPLATES]
+    if bad:
+        raise TpcdsError(f"TPC-DS template(s) {', '.join(map(str, bad))} have no held-out parameter draws: these "
+                         "templates have no parameter substitution; accepted: "
+                         f"{', '.join(map(str, HELD_OUT_TEMPLATES))} (or --in-sample for 1..99)")
+    return wanted
+
+
 def held_out_split(domains: dict[str, list], per_template: int, seed: int, templates=None):
     """``per_template`` draws of each held-out template (:data:`HELD_OUT_TEMPLATES`, or
     ``templates``), split half/half per template like ``tpch_split`` (unqualified Spark SQL)."""
@@ -481,11 +493,7 @@ def held_out_split(domains: dict[str, list], per_template: int, seed: int, templ
 
     from .workloads import split_workload
 
-    wanted = check_numbers(templates) if templates else list(HELD_OUT_TEMPLATES)
-    bad = [n for n in wanted if n not in HELD_OUT_TEMPLATES]
-    if bad:
-        raise TpcdsError(f"TPC-DS template(s) {', '.join(map(str, bad))} have no parameter substitution; accepted: "
-                         f"{', '.join(map(str, HELD_OUT_TEMPLATES))} (or the in-sample mode for all 99)")
+    wanted = check_held_out(templates) if templates else list(HELD_OUT_TEMPLATES)
     base = spark_queries(numbers=wanted)
     queries = []
     for n in wanted:

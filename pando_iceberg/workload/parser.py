@@ -15,7 +15,12 @@ Pipeline per statement (sqlglot's optimizer does the name resolution):
    no oracle, an equi-join to an undeclared table is kept in both directions: for an inner
    join each direction is a sound semi-join, and ``Workload.join_induced_cuts`` makes a
    literal cut only where ``key_provider.is_unique`` finds the dimension column unique.
-4. a table read several times in one query (self-joins, subqueries) gets the OR of its
+4. a correlated ``[NOT] EXISTS (SELECT .. FROM t WHERE t.x = o.y AND ..)`` conjunct of a WHERE
+   (TPC-H Q4, Q22) is an edge from the subquery's occurrence t to the outer occurrence o,
+   one direction only: the subquery is evaluated only for the outer rows that pass o's
+   filter, and for each of those it sees every t row with ``x = y``, so t's other rows can be
+   skipped whether the subquery exists or not (``t.x IN (SELECT y FROM o WHERE ..)``).
+5. a table read several times in one query (self-joins, subqueries) gets the OR of its
    occurrences' filters: the query reads the rows any occurrence needs.
 Outer joins: predicates on the nullable side are never used for the preserved side, and no
 JoinFilter is made across an outer join.
@@ -541,7 +546,8 @@ class _QueryParser:
                 continue
             refs = _aliases(c, occ, scope)
             if refs is None:
-                report(c, "references a derived table or outer query column that is not a base table")
+                if not self._correlation(c, occ, scope):  # modeled by the outer [NOT] EXISTS (step 4)
+                    report(c, "references a derived table or outer query column that is not a base table")
                 continue
             if len(refs) == 0:
                 if not (isinstance(c, exp.Boolean) and c.this):
@@ -595,9 +601,43 @@ class _QueryParser:
                 found = True
         return found
 
+    @staticmethod
+    def _correlation(c: exp.Expression, occ: dict[str, _Occurrence], scope: Scope) -> tuple | None:
+        """``(inner occurrence, its column, outer alias, outer column)`` when ``c`` is
+        ``inner.x = outer.y`` with ``inner`` a base table of this scope and ``outer`` a table
+        of an enclosing scope (a correlated subquery's join to its outer query)."""
+        if not (isinstance(c, exp.EQ) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column)):
+            return None
+        for inner, outer in ((c.this, c.expression), (c.expression, c.this)):
+            if inner.table in occ and outer.table not in scope.sources and not occ[inner.table].nullable:
+                return occ[inner.table], inner.name.lower(), outer.table, outer.name.lower()
+        return None
+
+    def _exists_edges(self, c: exp.Expression, occ: dict[str, _Occurrence], scope: Scope, edges: list,
+                      occurrences: list[_Occurrence]) -> bool:
+        """Step 4 of the module docstring: the edges of a correlated ``[NOT] EXISTS``."""
+        node = c.this if isinstance(c, exp.Not) else c
+        select = node.this if isinstance(node, exp.Exists) else None
+        if isinstance(select, exp.Subquery):
+            select = select.this
+        inner_scope = next((s for s in scope.subquery_scopes if s.expression is select), None)
+        where = select.args.get("where") if isinstance(select, exp.Select) else None
+        if inner_scope is None or where is None:
+            return False
+        inner_occ = {o.alias: o for o in occurrences if o.scope is inner_scope}
+        found = False
+        for p in split_conjuncts(where.this):
+            hit = self._correlation(p, inner_occ, inner_scope)
+            if hit is not None and hit[2] in occ and not occ[hit[2]].nullable:
+                edges.append((hit[0], hit[1], occ[hit[2]], hit[3]))
+                found = True
+        return found
+
     def _subquery_conjunct(self, c: exp.Expression, occ: dict[str, _Occurrence], scope: Scope, edges: list,
                            semi_joins: list, report: Callable[[Any, str], None],
                            occurrences: list[_Occurrence]) -> None:
+        if self._exists_edges(c, occ, scope, edges, occurrences):
+            return
         # `col IN (SELECT pk FROM dim WHERE p)`: a semi-join, modeled like an FK→PK join.
         if isinstance(c, exp.In) and c.args.get("query") is not None and isinstance(c.this, exp.Column) \
                 and c.this.table in occ:

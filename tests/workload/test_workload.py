@@ -82,6 +82,29 @@ def test_outer_join_safety():
     assert full.filters["db.fact"].is_true_expr() and full.filters["orders"].is_true_expr()
 
 
+def test_correlated_exists_is_a_semi_join_of_the_subquery_table_only():
+    """TPC-H Q4's shape: the subquery's table reads only the rows of the outer rows its filter
+    keeps (workload/parser.py, step 4), for EXISTS and NOT EXISTS; the outer table is not
+    filtered by the subquery, and the correlation is no 'unsupported' predicate."""
+    for neg in ("", "not "):
+        sql = (f"select o_custkey from orders o where o_date >= date '1995-01-01' and {neg}exists "
+               "(select * from fact f where f.f_ok = o.o_orderkey and f_x < 3)")
+        w = parse_workload(sql, SCHEMAS, primary_keys=PKS)
+        q = w.queries[0]
+        fact = q.filters["db.fact"]
+        (j,) = fact.joins
+        assert (j.column, j.dim_table, j.dim_pk) == ("f_ok", "orders", "o_orderkey")
+        assert j.dim_filter.to_sql() == ExprCut("o_date >= date '1995-01-01'", SCHEMAS["orders"]).key
+        assert fact.to_sql().startswith("f_x < 3 AND ")
+        assert q.filters["orders"].joins == []  # one direction only
+        assert not w.unsupported, [u.reason for u in w.unsupported]
+    # not a top-level conjunct (under OR), or correlated by a non-equality: nothing is modeled
+    for sql in ("select * from orders o where o_custkey = 1 or exists (select * from fact f where f.f_ok = o.o_orderkey)",
+                "select * from orders o where exists (select * from fact f where f.f_ok > o.o_orderkey)"):
+        q = parse_workload(sql, SCHEMAS, primary_keys=PKS).queries[0]
+        assert q.filters["db.fact"].joins == []
+
+
 def test_fk_pk_join_filters_nest_along_chains_and_induce_literal_cuts():
     sql = ("select * from fact f join orders o on f.f_ok = o.o_orderkey join customer c on o_custkey = c_custkey "
            "join nation n on c_nationkey = n_nationkey where n_name = 'FRANCE' and o_date >= date '1995-01-01'")

@@ -16,12 +16,14 @@ Pipeline per statement (sqlglot's optimizer does the name resolution):
    join each direction is a sound semi-join, and ``Workload.join_induced_cuts`` makes a
    literal cut only where ``key_provider.is_unique`` finds the dimension column unique.
 4. a correlated ``[NOT] EXISTS (SELECT .. FROM t WHERE t.x = o.y AND ..)`` conjunct of a WHERE
-   (TPC-H Q4, Q22) is an edge from the subquery's occurrence t to the outer occurrence o,
-   one direction only: the subquery is evaluated only for the outer rows that pass o's
-   filter, and for each of those it sees every t row with ``x = y``, so t's other rows can be
-   skipped whether the subquery exists or not (``t.x IN (SELECT y FROM o WHERE ..)``).
+   (TPC-H Q4, Q22), or a comparison with such a scalar subquery (Q17), is an edge from the
+   subquery's occurrence t to the outer occurrence o, one direction only: the outer rows the
+   query keeps all pass o's filter, and for each of those the subquery sees every t row
+   with ``x = y``, so t's other rows can be skipped whatever the subquery computes
+   (``t.x IN (SELECT y FROM o WHERE ..)``).
 5. a table read several times in one query (self-joins, subqueries) gets the OR of its
-   occurrences' filters: the query reads the rows any occurrence needs.
+   occurrences' filters, AND the join filters all of them have: the query reads the rows
+   any occurrence needs.
 Outer joins: predicates on the nullable side are never used for the preserved side, and no
 JoinFilter is made across an outer join.
 """
@@ -613,11 +615,18 @@ class _QueryParser:
                 return occ[inner.table], inner.name.lower(), outer.table, outer.name.lower()
         return None
 
-    def _exists_edges(self, c: exp.Expression, occ: dict[str, _Occurrence], scope: Scope, edges: list,
-                      occurrences: list[_Occurrence]) -> bool:
-        """Step 4 of the module docstring: the edges of a correlated ``[NOT] EXISTS``."""
+    def _correlated_edges(self, c: exp.Expression, occ: dict[str, _Occurrence], scope: Scope, edges: list,
+                          occurrences: list[_Occurrence]) -> bool:
+        """Step 4 of the module docstring: the edges of a correlated ``[NOT] EXISTS`` or of a
+        comparison with a correlated scalar subquery (TPC-H Q17); True for an EXISTS whose
+        edges were found (nothing of it is left unmodeled)."""
         node = c.this if isinstance(c, exp.Not) else c
-        select = node.this if isinstance(node, exp.Exists) else None
+        if isinstance(node, exp.Exists):
+            select = node.this
+        elif isinstance(c, _COMPARISONS):
+            select = next((x for x in (c.this, c.expression) if isinstance(x, exp.Subquery)), None)
+        else:
+            return False
         if isinstance(select, exp.Subquery):
             select = select.this
         inner_scope = next((s for s in scope.subquery_scopes if s.expression is select), None)
@@ -631,12 +640,12 @@ class _QueryParser:
             if hit is not None and hit[2] in occ and not occ[hit[2]].nullable:
                 edges.append((hit[0], hit[1], occ[hit[2]], hit[3]))
                 found = True
-        return found
+        return found and isinstance(node, exp.Exists)
 
     def _subquery_conjunct(self, c: exp.Expression, occ: dict[str, _Occurrence], scope: Scope, edges: list,
                            semi_joins: list, report: Callable[[Any, str], None],
                            occurrences: list[_Occurrence]) -> None:
-        if self._exists_edges(c, occ, scope, edges, occurrences):
+        if self._correlated_edges(c, occ, scope, edges, occurrences):
             return
         # `col IN (SELECT pk FROM dim WHERE p)`: a semi-join, modeled like an FK→PK join.
         if isinstance(c, exp.In) and c.args.get("query") is not None and isinstance(c.this, exp.Column) \
@@ -662,6 +671,9 @@ class _QueryParser:
                     semi_joins.append((occ[c.this.table], c.this.name.lower(), c))
                     return
         report(c, "predicate with a subquery (EXISTS, scalar or correlated) is not a single-table filter")
+
+
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 
 
 def _disjuncts(node: exp.Expression) -> list[exp.Expression]:
@@ -698,7 +710,9 @@ def _strip_qualifiers(node: exp.Expression) -> exp.Expression:
 
 def _union_filters(fs: list[TableFilter], schema: pa.Schema, table: str) -> TableFilter:
     """The filter of a table read through several occurrences: OR of their single-table
-    parts. JoinFilters cannot be OR-ed, so they are dropped (weaker, still sound)."""
-    if any(f.is_true_expr() for f in fs):
-        return TableFilter(None, schema, table=table)
-    return TableFilter(exp.or_(*[exp.paren(f.expr.copy()) for f in fs]), schema, table=table)
+    parts, AND the JoinFilters every occurrence has (``(a AND j) OR (b AND j)`` is
+    ``(a OR b) AND j``: TPC-H Q17's lineitem, joined to part and correlated to it). Other
+    JoinFilters cannot be OR-ed, so they are dropped (weaker, still sound)."""
+    common = [j for j in fs[0].joins if all(any(j.to_sql() == k.to_sql() for k in f.joins) for f in fs[1:])]
+    expr = None if any(f.is_true_expr() for f in fs) else exp.or_(*[exp.paren(f.expr.copy()) for f in fs])
+    return TableFilter(expr, schema, common, table=table)

@@ -133,10 +133,11 @@ def test_outer_join_nullable_side_is_not_pruned(spark, catalog, undeclared):
     assert run_sql(spark, catalog, preserved).rows[0]["n"] == 30_000
 
 
-def test_correlated_exists_prunes_the_fact_and_stays_exact(spark, catalog, undeclared):
+def test_correlated_subqueries_prune_the_fact_and_stay_exact(spark, catalog, undeclared):
     """``[NOT] EXISTS (SELECT .. FROM sales f WHERE f.store_key = s.store_key ..)`` reads only the
     sales of the stores the outer query keeps (workload/parser.py, step 4): fewer fact files,
-    the same rows as the unpruned scan, for EXISTS and NOT EXISTS alike."""
+    the same rows as the unpruned scan, for EXISTS and NOT EXISTS alike; and a correlated
+    scalar subquery over the fact (TPC-H Q17's shape)."""
     ns = undeclared["ns"]
     region = sorted({re.search(r"r_name = '([^']+)'", c.origin.predicate).group(1)
                      for c in _literal_cuts(catalog, f"{ns}.sales") if "r_name" in c.origin.predicate})[0]
@@ -151,6 +152,15 @@ def test_correlated_exists_prunes_the_fact_and_stays_exact(spark, catalog, undec
             ex = pruned.explains[f"{ns}.sales"]
             assert ex.joins and ex.pando_files < ex.total_files, (sql, ex.notes)
             counts[neg, q] = pruned.rows[0]["n"]
+    # TPC-H Q17's shape: the fact read twice, joined to a dimension and correlated to it by a
+    # scalar subquery; both occurrences share the join, so the fact is pruned by it
+    brand = star_brand(2, 3)
+    q17 = (f"SELECT count(*) AS n, sum(f.quantity) AS q FROM {ns}.sales f JOIN {ns}.products p "
+           f"ON f.product_key = p.product_key WHERE p.p_brand = '{brand}' AND f.quantity > "
+           f"(SELECT avg(f2.quantity) FROM {ns}.sales f2 WHERE f2.product_key = p.product_key)")
+    pruned = assert_spark_exact(spark, catalog, q17)
+    ex = pruned.explains[f"{ns}.sales"]
+    assert ex.joins and ex.pando_files < ex.total_files and pruned.rows[0]["n"] > 0, ex.notes
     stores = run_sql(spark, catalog, f"SELECT count(*) AS n {outer}TRUE").rows[0]["n"]
     assert all(counts["", q] + counts["NOT ", q] == stores for q in (40, 120))  # the two split the region's stores
     assert all(counts[neg, q] > 0 for neg in ("", "NOT ") for q in (40, 120))  # both sides non-empty

@@ -105,6 +105,23 @@ def test_correlated_exists_is_a_semi_join_of_the_subquery_table_only():
         assert q.filters["db.fact"].joins == []
 
 
+def test_correlated_scalar_subquery_and_a_join_every_occurrence_shares():
+    """TPC-H Q17's shape: the fact read by the outer query (joined to orders) and by a scalar
+    subquery correlated to orders; the union of the two occurrences keeps the shared join."""
+    sql = ("select count(*) from fact f, orders o where f.f_ok = o.o_orderkey and o_date < date '1995-01-01' "
+           "and f.f_x > (select avg(f2.f_x) from fact f2 where f2.f_ok = o.o_orderkey)")
+    pks = {**PKS, "db.fact": ["f_d"]}  # declared: f_ok is no key of fact, no join back to it
+    w = parse_workload(sql, SCHEMAS, primary_keys=pks)
+    fact = w.queries[0].filters["db.fact"]
+    (j,) = fact.joins
+    assert (j.column, j.dim_table) == ("f_ok", "orders") and fact.is_true_expr()
+    assert j.dim_filter.to_sql() == ExprCut("o_date < date '1995-01-01'", SCHEMAS["orders"]).key
+    # occurrences with different joins: none is kept (the OR of two joins is no join)
+    other = ("select * from fact f, orders o where f.f_ok = o.o_orderkey and o_date < date '1995-01-01' "
+             "union all select * from fact f, orders o where f.f_ok = o.o_orderkey and o_date > date '1996-01-01'")
+    assert parse_workload(other, SCHEMAS, primary_keys=pks).queries[0].filters["db.fact"].joins == []
+
+
 def test_fk_pk_join_filters_nest_along_chains_and_induce_literal_cuts():
     sql = ("select * from fact f join orders o on f.f_ok = o.o_orderkey join customer c on o_custkey = c_custkey "
            "join nation n on c_nationkey = n_nationkey where n_name = 'FRANCE' and o_date >= date '1995-01-01'")

@@ -20,7 +20,8 @@ Pipeline per statement (sqlglot's optimizer does the name resolution):
    subquery's occurrence t to the outer occurrence o, one direction only: the outer rows the
    query keeps all pass o's filter, and for each of those the subquery sees every t row
    with ``x = y``, so t's other rows can be skipped whatever the subquery computes
-   (``t.x IN (SELECT y FROM o WHERE ..)``).
+   (``t.x IN (SELECT y FROM o WHERE ..)``); and to every occurrence o is equi-joined with on y
+   (Q21: ``l2.l_orderkey = l1.l_orderkey = o_orderkey``).
 5. a table read several times in one query (self-joins, subqueries) gets the OR of its
    occurrences' filters, AND the join filters all of them have: the query reads the rows
    any occurrence needs.
@@ -542,7 +543,8 @@ class _QueryParser:
         if select.args.get("having") is not None:
             report(select.args["having"].this, "HAVING filters groups, not table rows")
 
-        for c, origin in conjuncts:
+        # subquery conjuncts last: a correlation reaches along this scope's equi-joins (step 4)
+        for c, origin in sorted(conjuncts, key=lambda co: _has_subquery(co[0])):
             if _has_subquery(c):
                 self._subquery_conjunct(c, occ, scope, edges, semi_joins, report, occurrences)
                 continue
@@ -638,7 +640,11 @@ class _QueryParser:
         for p in split_conjuncts(where.this):
             hit = self._correlation(p, inner_occ, inner_scope)
             if hit is not None and hit[2] in occ and not occ[hit[2]].nullable:
-                edges.append((hit[0], hit[1], occ[hit[2]], hit[3]))
+                t, x, o, y = hit[0], hit[1], occ[hit[2]], hit[3]
+                # t.x = o.y, and o.y = b.z by this scope's inner equi-joins: t.x = b.z too
+                # (TPC-H Q21: l2.l_orderkey = l1.l_orderkey = o_orderkey)
+                edges += [(t, x, o, y)] + [(t, x, b, z) for a, col, b, z in list(edges)
+                                           if a is o and col == y and b.scope is scope and b is not t]
                 found = True
         return found and isinstance(node, exp.Exists)
 

@@ -161,6 +161,14 @@ def test_correlated_subqueries_prune_the_fact_and_stay_exact(spark, catalog, und
     pruned = assert_spark_exact(spark, catalog, q17)
     ex = pruned.explains[f"{ns}.sales"]
     assert ex.joins and ex.pando_files < ex.total_files and pruned.rows[0]["n"] > 0, ex.notes
+    # TPC-H Q21's shape: correlated to the fact's own outer occurrence, joined to the stores
+    q21 = (f"SELECT count(*) AS n, sum(f1.quantity) AS q FROM {ns}.sales f1 JOIN {ns}.stores s "
+           f"ON f1.store_key = s.store_key JOIN {ns}.regions r ON s.region_key = r.region_key "
+           f"WHERE r.r_name = '{region}' AND NOT EXISTS (SELECT 1 FROM {ns}.sales f2 "
+           f"WHERE f2.store_key = f1.store_key AND f2.date_key = f1.date_key AND f2.sale_id <> f1.sale_id)")
+    pruned = assert_spark_exact(spark, catalog, q21)
+    ex = pruned.explains[f"{ns}.sales"]
+    assert ex.joins and ex.pando_files < ex.total_files and pruned.rows[0]["n"] > 0, ex.notes
     stores = run_sql(spark, catalog, f"SELECT count(*) AS n {outer}TRUE").rows[0]["n"]
     assert all(counts["", q] + counts["NOT ", q] == stores for q in (40, 120))  # the two split the region's stores
     assert all(counts[neg, q] > 0 for neg in ("", "NOT ") for q in (40, 120))  # both sides non-empty

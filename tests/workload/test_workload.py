@@ -116,6 +116,12 @@ def test_correlated_scalar_subquery_and_a_join_every_occurrence_shares():
     (j,) = fact.joins
     assert (j.column, j.dim_table) == ("f_ok", "orders") and fact.is_true_expr()
     assert j.dim_filter.to_sql() == ExprCut("o_date < date '1995-01-01'", SCHEMAS["orders"]).key
+    # TPC-H Q21's shape: correlated to the fact's own outer occurrence, which is joined to
+    # orders: the subquery's rows are those of the orders the outer query keeps
+    q21 = ("select * from fact f1, orders o where f1.f_ok = o.o_orderkey and o_date < date '1995-01-01' "
+           "and exists (select * from fact f2 where f2.f_ok = f1.f_ok and f2.f_x <> f1.f_x)")
+    (j21,) = parse_workload(q21, SCHEMAS, primary_keys=pks).queries[0].filters["db.fact"].joins
+    assert j21.to_sql() == j.to_sql()
     # occurrences with different joins: none is kept (the OR of two joins is no join)
     other = ("select * from fact f, orders o where f.f_ok = o.o_orderkey and o_date < date '1995-01-01' "
              "union all select * from fact f, orders o where f.f_ok = o.o_orderkey and o_date > date '1996-01-01'")

@@ -99,7 +99,8 @@ def test_correlated_exists_is_a_semi_join_of_the_subquery_table_only():
         assert q.filters["orders"].joins == []  # one direction only
         assert not w.unsupported, [u.reason for u in w.unsupported]
     # not a top-level conjunct (under OR), or correlated by a non-equality: nothing is modeled
-    for sql in ("select * from orders o where o_custkey = 1 or exists (select * from fact f where f.f_ok = o.o_orderkey)",
+    for sql in ("select * from orders o where o_custkey = 1 or "
+                "exists (select * from fact f where f.f_ok = o.o_orderkey)",
                 "select * from orders o where exists (select * from fact f where f.f_ok > o.o_orderkey)"):
         q = parse_workload(sql, SCHEMAS, primary_keys=PKS).queries[0]
         assert q.filters["db.fact"].joins == []

@@ -550,7 +550,7 @@ class _QueryParser:
                 continue
             refs = _aliases(c, occ, scope)
             if refs is None:
-                if not self._correlation(c, occ, scope):  # modeled by the outer [NOT] EXISTS (step 4)
+                if not self._correlation(c, occ, scope):  # the outer query's subquery conjunct has it (step 4)
                     report(c, "references a derived table or outer query column that is not a base table")
                 continue
             if len(refs) == 0:
@@ -629,9 +629,7 @@ class _QueryParser:
             select = next((x for x in (c.this, c.expression) if isinstance(x, exp.Subquery)), None)
         else:
             return False
-        if isinstance(select, exp.Subquery):
-            select = select.this
-        inner_scope = next((s for s in scope.subquery_scopes if s.expression is select), None)
+        select, inner_scope = _subquery_scope(select, scope)
         where = select.args.get("where") if isinstance(select, exp.Select) else None
         if inner_scope is None or where is None:
             return False
@@ -657,8 +655,7 @@ class _QueryParser:
         if isinstance(c, exp.In) and c.args.get("query") is not None and isinstance(c.this, exp.Column) \
                 and c.this.table in occ:
             sub = c.args["query"]
-            select = sub.this if isinstance(sub, exp.Subquery) else sub
-            inner_scope = next((s for s in scope.subquery_scopes if s.expression is select), None)
+            select, inner_scope = _subquery_scope(sub, scope)
             if inner_scope is not None and isinstance(select, exp.Select) and len(select.expressions) == 1:
                 proj = select.expressions[0].unalias() if isinstance(select.expressions[0], exp.Alias) \
                     else select.expressions[0]
@@ -680,6 +677,12 @@ class _QueryParser:
 
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+
+
+def _subquery_scope(node: exp.Expression | None, scope: Scope) -> tuple[exp.Expression | None, Scope | None]:
+    """A subquery's SELECT (``node`` unwrapped from its Subquery) and its scope under ``scope``."""
+    select = node.this if isinstance(node, exp.Subquery) else node
+    return select, next((s for s in scope.subquery_scopes if s.expression is select), None)
 
 
 def _disjuncts(node: exp.Expression) -> list[exp.Expression]:

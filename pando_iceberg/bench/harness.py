@@ -12,8 +12,9 @@ Layouts (``--layouts``):
 - ``zorder-ranges``: the stronger baseline (issue 17, :mod:`.baselines`): the z-order columns
   plus the dates the train half filters (DATE and DECIMAL usable), each mapped to quantile range
   ids first, as Delta's z-order does, interleaved, and written as exactly Pando k=3's file count;
-- ``pando-k1`` … ``pando-k4``: ``CALL pando.system.rewrite_data_files(strategy => 'pando')``
-  learned on the train half with k trees.
+- ``pando-k1`` … ``pando-k4``: ``PandoTable(...).optimize.rewrite(workload, options=...)`` (the
+  verb behind ``CALL pando.system.rewrite_data_files(strategy => 'pando')``) learned on the train
+  half with k trees.
 
 All use the same target block size b (default 100,000 rows × SF): Pando's ``min-block-rows``,
 and for sort/z-order a ``target-file-size-bytes`` calibrated (at most one extra rewrite) so that
@@ -198,18 +199,6 @@ def _files_stats(spark, name: str) -> dict[str, int]:
     return {"files": int(r[0]), "bytes": int(r[1]), "rows": int(r[2]), "max_file_rows": int(r[3])}
 
 
-def _phases(notes: list[str]) -> dict[str, float]:
-    out = {}
-    for n in notes:
-        k, sep, v = n.rpartition(": ")
-        if sep and v.endswith("s"):
-            try:
-                out[k] = float(v[:-1])
-            except ValueError:
-                pass
-    return out
-
-
 def _sidecar_bytes(catalog, name: str) -> int:
     from ..storage.paths import sidecar_path
     from ..storage.pointer import layout_pointer
@@ -231,8 +220,10 @@ def _trees_kept(catalog, name: str) -> int | None:
 
 
 def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train, progress) -> dict[str, dict]:
-    """Copy the dataset per layout and lay out its tables with the real procedures."""
+    """Copy the dataset per layout and lay out its tables: Pando with the Python verbs, the sort and
+    z-order with Iceberg's own ``rewrite_data_files`` procedure."""
     from ..procedures import call
+    from ..table import LayoutOptions, PandoTable
     from ..tpch import copy_table
     from .workloads import filtered_columns
 
@@ -272,11 +263,12 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 info["tables"][t] = {**_files_stats(spark, name), "rewrite_seconds": 0.0, "blocks": 0, "phases": {},
                                      "statement": "none: no train query reads the table (left as copied)"}
                 continue
-            if layout.startswith("pando"):
-                stmt = (f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', "
-                        f"workload => '{wfile}', options => map('k', '{k}', 'min-block-rows', '{opts.b}', "
-                        f"'sample-rate', '{opts.sample_rate}', 'seed', '{opts.seed}'"
-                        + "".join(f", '{k}', '{v}'" for k, v in opts.pando_options.items()) + "))")
+            if layout.startswith("pando"):  # the Python verbs (issue 18), as a user's job calls them
+                options = LayoutOptions.from_map({"k": str(k), "min-block-rows": str(opts.b),
+                                                  "sample-rate": str(opts.sample_rate), "seed": str(opts.seed),
+                                                  **opts.pando_options})
+                stmt = (f"PandoTable(catalog, {name!r}, spark=spark).optimize.rewrite({str(wfile)!r}, "
+                        f"options=LayoutOptions.from_map({options.to_map()!r}))")
             else:
                 if layout == "sort":
                     order_by = f"{SORT_COLUMN[t]} ASC NULLS LAST"
@@ -300,7 +292,10 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                             f"'target-file-size-bytes', '{target}'))")
                 progress(f"{layout}: {stmt}")
                 t0 = time.perf_counter()
-                result = call(ctx, stmt)
+                if layout.startswith("pando"):
+                    metrics = PandoTable(catalog, name, spark=spark).optimize.rewrite(str(wfile), options=options)
+                else:
+                    call(ctx, stmt)
                 seconds = time.perf_counter() - t0
                 stats = _files_stats(spark, name)
                 if not layout.startswith("pando"):
@@ -310,9 +305,8 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 target = max(1024, int(target * stats["files"] / want))
             entry = {**stats, "rewrite_seconds": seconds, "statement": stmt, "attempts": attempt + 1}
             if layout.startswith("pando"):
-                row = dict(zip(result.names, result.rows[0]))
-                phases = _phases(result.notes)
-                entry.update(blocks=row["block_count"], trees=_trees_kept(catalog, name), phases=phases,
+                phases = dict(metrics.seconds)
+                entry.update(blocks=metrics.blocks, trees=_trees_kept(catalog, name), phases=phases,
                              optimizer_seconds=phases.get("sampling", 0.0) + phases.get("optimizing", 0.0),
                              sidecar_bytes=_sidecar_bytes(catalog, name))
                 if layout == "pando-k3" or t not in pando_files:  # sort/zorder files sized like Pando's

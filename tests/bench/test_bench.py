@@ -91,6 +91,9 @@ def test_bench_tpch_arrival_vs_pando_end_to_end(spark, catalog, lakehouse_cfg, t
         tbl = catalog.load_table(f"tpch_pando_k2.{t}")
         assert tbl.properties.get("pando.layout-id") and tbl.current_snapshot().summary.operation.value == "replace"
         assert pando["tables"][t]["sidecar_bytes"] > 0 and pando["tables"][t]["blocks"] >= 1
+        # laid out by the verb: its metrics' phases, and the call a user would write to repeat it
+        assert {"sampling", "optimizing", "writing", "commit"} <= set(pando["tables"][t]["phases"])
+        assert pando["tables"][t]["statement"].startswith(f"PandoTable(catalog, 'tpch_pando_k2.{t}', spark=spark)")
     # Q6 filters lineitem only by its own columns: the Pando layout prunes below the whole table
     q6 = next(q for q in rep["queries"] if q["template"] == 6)
     assert q6["layouts"]["pando-k2"]["tables"]["lineitem"]["files"] < pando["tables"]["lineitem"]["files"]

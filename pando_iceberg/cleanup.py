@@ -25,13 +25,14 @@ metadata is read, so a rewrite committing meanwhile is seen as referenced, never
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import urlparse
 
 from .storage.paths import list_sidecars, sidecar_dir
 
-__all__ = ["Leftover", "CleanupReport", "find_leftovers", "cleanup_table", "DEFAULT_OLDER_THAN_MINUTES"]
+__all__ = ["DEFAULT_OLDER_THAN_MINUTES", "CleanupReport", "Leftover", "cleanup_table", "find_leftovers"]
 
 DEFAULT_OLDER_THAN_MINUTES = 60.0
 DATA_PREFIX = "pando-"
@@ -228,7 +229,7 @@ def apply_cleanup(report: CleanupReport, io: Any) -> CleanupReport:
                 emptied.add(f"{report.location}/data/{DATA_PREFIX}{x.layout_id}")
         except FileNotFoundError:
             x.action = "deleted"  # gone already (another cleanup)
-        except Exception as e:  # noqa: BLE001 - reported per file
+        except Exception as e:
             x.action = f"failed: {type(e).__name__}: {e}"
     for d in sorted(emptied):
         _remove_dir_if_empty(io, d)
@@ -244,7 +245,7 @@ def _remove_dir_if_empty(io: Any, location: str) -> None:
                 if f.type == FileType.File]
         if not left and fs.get_file_info(path).type == FileType.Directory:
             fs.delete_dir(path)
-    except Exception:  # noqa: BLE001 - an empty directory left behind is harmless
+    except Exception:
         pass
 
 

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
 
 from . import __version__
 from .config import ConfigError, PandoConfig, load_config
@@ -85,9 +85,7 @@ class _Context:
         return self.ctx
 
     def __exit__(self, et, ev, tb):
-        from .spark.session import stop_spark
-
-        from .spark.session import as_spark_sql_error
+        from .spark.session import as_spark_sql_error, stop_spark
 
         spark = self.ctx._spark
         if spark is not None:
@@ -341,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"pando: configuration error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except Exception as e:  # noqa: BLE001 - the CLI's contract is a message and an exit code
+    except Exception as e:
         if os.environ.get("PANDO_DEBUG"):
             raise
         code, msg = _classify(e)

@@ -21,8 +21,8 @@ query; its report (JSON, Markdown, PNGs) is written under ``<home>/demo``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .config import PandoConfig
 from .output import emit

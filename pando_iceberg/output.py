@@ -6,7 +6,8 @@ import datetime
 import decimal
 import json
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def jsonable(v: Any) -> Any:

@@ -16,12 +16,13 @@ Matplotlib runs on the Agg backend: no display is needed, nothing global is swit
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["draw_layout", "block_colors", "shorten"]
+__all__ = ["block_colors", "draw_layout", "shorten"]
 
 #: Shown per tree before deeper subtrees collapse into "… N more nodes".
 MAX_DEPTH = 6
@@ -250,7 +251,7 @@ def _grid(layout: Any) -> tuple[list[int], list[int], np.ndarray, list[list[int]
         flat = ri[ok] * len(cols) + ci[ok]
         # majority block per cell, weighted by the block's rows (k ≥ 3: several k-tuples per cell)
         pairs, counts = np.unique(np.stack([flat, blocks[ok]], axis=1), axis=0, return_counts=True)
-        for (f, b), cnt in zip(pairs, counts):
+        for f, b in pairs:
             cell_blocks[int(f)].append(int(b))
         best: dict[int, tuple[int, int]] = {}
         for (f, b), cnt in zip(pairs, counts):

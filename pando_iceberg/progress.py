@@ -18,9 +18,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
-__all__ = ["Progress", "Step", "progress_step", "spark_job_progress", "format_duration"]
+__all__ = ["Progress", "Step", "format_duration", "progress_step", "spark_job_progress"]
 
 BAR_WIDTH = 20
 SPINNER = "|/-\\"
@@ -28,7 +29,7 @@ SPINNER = "|/-\\"
 
 def format_duration(seconds: float) -> str:
     """``mm:ss``, or ``h:mm:ss`` from an hour on."""
-    s = max(0, int(round(seconds)))
+    s = max(0, round(seconds))
     h, rem = divmod(s, 3600)
     m, s = divmod(rem, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
@@ -44,7 +45,7 @@ def _is_tty(stream: Any) -> bool:
 class Step:
     """One long step: a single line rewritten in place (``\\r``) as ``advance`` is called."""
 
-    def __init__(self, progress: "Progress", name: str, total: int | None):
+    def __init__(self, progress: Progress, name: str, total: int | None):
         self.progress = progress
         self.name = name
         self.total = None if total is None else max(0, int(total))
@@ -57,7 +58,7 @@ class Step:
 
     # --- context manager --------------------------------------------------------------------
 
-    def __enter__(self) -> "Step":
+    def __enter__(self) -> Step:
         self._start = self.progress.clock()
         self._draw(force=True)
         return self
@@ -97,7 +98,7 @@ class Step:
             return f"{self.name} {spin} {self.done} {format_duration(elapsed)}{suffix}"
         total = self.total
         frac = 1.0 if total == 0 else min(1.0, self.done / total)
-        filled = int(round(frac * BAR_WIDTH))
+        filled = round(frac * BAR_WIDTH)
         bar = "#" * filled + "." * (BAR_WIDTH - filled)
         if self.done >= total:
             eta = "ETA 00:00"
@@ -149,7 +150,7 @@ class _QuietStep:
     def __init__(self, say: Callable[[str], None], name: str):
         self.say, self.name, self.done = say, name, 0
 
-    def __enter__(self) -> "_QuietStep":
+    def __enter__(self) -> _QuietStep:
         self.say(self.name)
         return self
 

@@ -42,16 +42,17 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["PROFILES", "SoakProfile", "SoakReport", "Soak", "run_soak", "rewrite_worker_main"]
+__all__ = ["PROFILES", "Soak", "SoakProfile", "SoakReport", "rewrite_worker_main", "run_soak"]
 
 FACTS = ("sales", "sales_p")  # the star fact laid out whole, and its copy partitioned by year
 PARTITION_FIELDS = {"year": "truncate(10000, date_key)", "month": "truncate(100, date_key)",
@@ -216,8 +217,16 @@ class Soak:
     # ---- queries -----------------------------------------------------------------------------
 
     def queries(self, fact: str, n: int, rng: random.Random) -> list[Query]:
-        from .bench.datasets import (STAR_AGE_BANDS, STAR_BRANDS_PER_CATEGORY, STAR_CATEGORIES, STAR_CITIES_PER_REGION,
-                                     STAR_REGIONS, STAR_SEGMENTS, star_brand, star_city)
+        from .bench.datasets import (
+            STAR_AGE_BANDS,
+            STAR_BRANDS_PER_CATEGORY,
+            STAR_CATEGORIES,
+            STAR_CITIES_PER_REGION,
+            STAR_REGIONS,
+            STAR_SEGMENTS,
+            star_brand,
+            star_city,
+        )
 
         st = self.facts[fact]
         q, a, d = st.names["quantity"], st.names["amount"], st.names["discount"]
@@ -592,7 +601,7 @@ class Soak:
             fact = rng.choice(FACTS)
             try:
                 done = self.data_op(op, fact)
-            except Exception as e:  # noqa: BLE001 - a failed operation is a finding, the soak goes on
+            except Exception as e:
                 self.report.fail(day, f"{op} on {fact} failed: {_short(e)}")
                 done = True
             if done:
@@ -610,7 +619,7 @@ class Soak:
                 fact = "sales_p" if op == "runbook_partitions" else "sales" if op.startswith("runbook") else rng.choice(FACTS)
                 try:
                     self.maintenance(op, fact)
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     self.report.fail(day, f"{op} on {fact} failed: {_short(e)}", self.known(fact, e))
                 self.report.ops[op] += 1
             if kill:  # the partitioned rewrite has no SAMPLING/OPTIMIZING test hooks: the whole-table fact
@@ -676,7 +685,7 @@ class Soak:
             full = plan_scan(table, query.filter, use_layout=False)
             got = read_arrow(table, pruned).sort_by("sale_id")
             want = read_arrow(table, full).sort_by("sale_id")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             if concurrent and _expired(self.catalog.load_table(self.t(fact)), table.metadata.current_snapshot_id):
                 return  # its snapshot was expired meanwhile: files may be gone, not a wrong result
             self.report.queries_checked += 1
@@ -696,7 +705,7 @@ class Soak:
         try:
             got = [tuple(r) for r in run_sql(self.spark, self.catalog, query.sql).rows]
             want = [tuple(r) for r in self.sql(query.sql).collect()]
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             self.report.wrong_results += 1
             self.report.fail(self.day, f"spark {fact} [{query.template}]: {_short(e)}\n    {query.sql}")
             return
@@ -933,7 +942,7 @@ def _now_literal() -> str:
 def _short(e: BaseException) -> str:
     try:
         text = str(e)
-    except Exception:  # noqa: BLE001 - py4j errors need the JVM to render
+    except Exception:
         text = ""
     first = text.strip().splitlines()[0] if text.strip() else ""
     return f"{type(e).__name__}: {first[:400]}"

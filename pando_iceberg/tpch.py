@@ -49,7 +49,7 @@ def expected_row_count(table: str, sf: float) -> int | None:
         return 25
     if table == "lineitem":
         return LINEITEM_ROWS.get(sf)
-    return int(math.floor(_BASE_ROWS[table] * sf))
+    return math.floor(_BASE_ROWS[table] * sf)
 
 
 def tpchgen_executable() -> str:

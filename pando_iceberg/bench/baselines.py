@@ -15,7 +15,7 @@ all usable, so the z-order baseline's columns plus dates are clustered together.
 from __future__ import annotations
 
 import math
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa

@@ -24,7 +24,7 @@ from ..spark.session import refresh_table
 #: Rows of the taxi table per unit of scale: like TPC-H lineitem (6M rows at SF 1).
 TAXI_ROWS_PER_SF = 6_000_000
 TAXI_ZONES = 265
-TAXI_START = dt.datetime(2023, 1, 1, tzinfo=dt.timezone.utc)
+TAXI_START = dt.datetime(2023, 1, 1, tzinfo=dt.UTC)
 TAXI_DAYS = 365
 
 TAXI_SCHEMA = pa.schema([
@@ -48,7 +48,7 @@ def dataset_namespace(dataset: str, sf: float) -> str:
 
 
 def taxi_rows(sf: float) -> int:
-    return max(1000, int(round(TAXI_ROWS_PER_SF * sf)))
+    return max(1000, round(TAXI_ROWS_PER_SF * sf))
 
 
 def generate_taxi(rows: int, seed: int = 0) -> pa.Table:
@@ -149,7 +149,7 @@ STAR_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "O
 
 
 def star_rows(sf: float) -> int:
-    return max(1000, int(round(STAR_ROWS_PER_SF * sf)))
+    return max(1000, round(STAR_ROWS_PER_SF * sf))
 
 
 def star_brand(category: int, brand: int) -> str:

@@ -36,10 +36,11 @@ import math
 import re
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .tpcds import DATE_KEYS as TPCDS_DATE_KEYS
 from .tpcds import LAID_OUT_FACTS as TPCDS_FACTS

@@ -17,9 +17,21 @@ import datetime as dt
 import random
 from collections import Counter
 
-from .datasets import (STAR_AGE_BANDS, STAR_BRANDS_PER_CATEGORY, STAR_CATEGORIES, STAR_CITIES_PER_REGION,
-                       STAR_DAYS, STAR_REGIONS, STAR_SEGMENTS, STAR_START, TAXI_DAYS, TAXI_START, TAXI_ZONES,
-                       star_brand, star_city)
+from .datasets import (
+    STAR_AGE_BANDS,
+    STAR_BRANDS_PER_CATEGORY,
+    STAR_CATEGORIES,
+    STAR_CITIES_PER_REGION,
+    STAR_DAYS,
+    STAR_REGIONS,
+    STAR_SEGMENTS,
+    STAR_START,
+    TAXI_DAYS,
+    TAXI_START,
+    TAXI_ZONES,
+    star_brand,
+    star_city,
+)
 
 Split = tuple[list[tuple[int, str]], list[tuple[int, str]]]
 

@@ -14,7 +14,8 @@ Cuts and filters are duck-typed (see ``pando_iceberg.expr``): a cut has ``.key``
 has ``.sides(cut) -> (may_true, may_not_true)``.
 """
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .bottomup import BlockAssignment, assign_blocks, merge_blocks, route_ktuples
 from .cost import (
@@ -34,23 +35,22 @@ from .tree import Decision, KTuple, PartitionTree, cut_table
 Block = int  #: a block id: blocks are numbered 0..B-1; a block is written as files of about b rows
 
 __all__ = [
+    "FORMAT_VERSION",
+    "SUPPORTED_VERSIONS",
     "Block",
     "BlockAssignment",
     "Decision",
-    "FORMAT_VERSION",
     "KTuple",
     "Layout",
     "LayoutFormatError",
     "ObservedKTuples",
     "PartitionTree",
-    "SUPPORTED_VERSIONS",
     "ScanExplanation",
     "SideMatrix",
     "TreeScan",
     "WeightedQuery",
     "assign_blocks",
     "build_layout",
-    "top_down_threshold",
     "build_trees",
     "cut_table",
     "evaluate_cuts",
@@ -60,6 +60,7 @@ __all__ = [
     "normalize_queries",
     "route_ktuples",
     "side_matrix",
+    "top_down_threshold",
     "workload_cost",
 ]
 

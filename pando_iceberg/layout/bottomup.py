@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from .cost import SideMatrix, WeightedPopcount, normalize_queries, pack_query_bi
 from .ktuple import distinct_ktuples, radices_of
 from .tree import PartitionTree, cut_table
 
-__all__ = ["assign_blocks", "BlockAssignment", "merge_blocks", "route_ktuples"]
+__all__ = ["BlockAssignment", "assign_blocks", "merge_blocks", "route_ktuples"]
 
 
 def route_ktuples(trees: Sequence[PartitionTree], table: Any, masks: dict[str, np.ndarray] | None = None) -> np.ndarray:
@@ -226,7 +227,7 @@ class _Merger:
 
     def _merge_all(self, step: Any) -> None:
         while self.heap:
-            d, _, _, i, j, vi, vj = heapq.heappop(self.heap)
+            _, _, _, i, j, vi, vj = heapq.heappop(self.heap)
             if not self._small(i) or self.version[i] != vi:
                 continue  # stale: i merged or grew since
             lst = self.cand[i]

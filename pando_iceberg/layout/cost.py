@@ -26,31 +26,32 @@ so it scans nothing. Such queries are "unsatisfiable" and reach no node at all.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from .tree import NOT_TRUE_SIDE, TRUE_SIDE, Decision
 
 __all__ = [
-    "WeightedQuery",
-    "SideMatrix",
-    "normalize_queries",
-    "side_matrix",
-    "reach_matrix",
-    "TreePlan",
     "Forest",
+    "SideMatrix",
     "Traversal",
-    "traverse",
-    "scan_matrix",
-    "io_cost",
-    "workload_cost",
-    "scanned_cost",
-    "lower_bound",
-    "pack_query_bits",
+    "TreePlan",
     "WeightedPopcount",
+    "WeightedQuery",
     "block_costs",
+    "io_cost",
+    "lower_bound",
+    "normalize_queries",
+    "pack_query_bits",
+    "reach_matrix",
+    "scan_matrix",
+    "scanned_cost",
+    "side_matrix",
+    "traverse",
+    "workload_cost",
 ]
 
 
@@ -131,7 +132,7 @@ class TreePlan:
 
     @staticmethod
     def of(tree: Any, cut_column: Mapping[str, int] | None = None,
-           leaf_blocks: Mapping[int, np.ndarray] | None = None) -> "TreePlan":
+           leaf_blocks: Mapping[int, np.ndarray] | None = None) -> TreePlan:
         inner = np.asarray(tree.inner_nodes(), dtype=np.int64)
         leaves = np.asarray(tree.leaves(), dtype=np.int64)
         keys = [tree.node_cut[n].key for n in inner.tolist()]
@@ -208,7 +209,7 @@ class Forest:
 
     @staticmethod
     def of(trees: Sequence[Any], leaf_blocks: Sequence[Mapping[int, np.ndarray]] | None,
-           num_blocks: int, cut_column: Mapping[str, int] | None) -> "Forest":
+           num_blocks: int, cut_column: Mapping[str, int] | None) -> Forest:
         lbs = leaf_blocks if leaf_blocks is not None else [None] * len(trees)
         return Forest([TreePlan.of(t, cut_column, lb) for t, lb in zip(trees, lbs)], num_blocks)
 

@@ -18,15 +18,25 @@ lexicographic ``np.unique`` over the rows (the same order).
 
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_CODE", "Radices", "radices_of", "fits", "ktuple_radices", "pack_ktuples", "unpack_ktuples",
-           "distinct_ktuples", "KTupleIndex"]
+__all__ = [
+    "MAX_CODE",
+    "KTupleIndex",
+    "Radices",
+    "distinct_ktuples",
+    "fits",
+    "ktuple_radices",
+    "pack_ktuples",
+    "radices_of",
+    "unpack_ktuples",
+]
 
 #: Node counts per tree, as a sequence or an int64 array.
-Radices = Union[Sequence[int], np.ndarray]
+Radices = Sequence[int] | np.ndarray
 
 #: Codes are < Π radices, which must stay below this bound (int64 with headroom).
 MAX_CODE = 2**62

@@ -27,14 +27,24 @@ blocks many queries then read (held-out queries read 0.695 of the rows, 0.567 by
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from .bottomup import BlockAssignment, route_ktuples
-from .cost import (Forest, SideMatrix, WeightedPopcount, normalize_queries, pack_query_bits, reach_matrix,
-                   scanned_cost, side_matrix, traverse)
+from .cost import (
+    Forest,
+    SideMatrix,
+    WeightedPopcount,
+    normalize_queries,
+    pack_query_bits,
+    reach_matrix,
+    scanned_cost,
+    side_matrix,
+    traverse,
+)
 from .ktuple import KTupleIndex, distinct_ktuples, radices_of
 from .serialize import layout_from_bytes, layout_to_bytes
 from .tree import Decision, PartitionTree, cut_table
@@ -51,7 +61,7 @@ class ObservedKTuples:
     rows: np.ndarray  # P int64
 
     @staticmethod
-    def combine(parts: Iterable["ObservedKTuples"]) -> "ObservedKTuples":
+    def combine(parts: Iterable[ObservedKTuples]) -> ObservedKTuples:
         parts = list(parts)
         if not parts:
             raise ValueError("ObservedKTuples.combine needs at least one part")
@@ -150,7 +160,7 @@ class Layout:
     # --- construction ----------------------------------------------------------------------
 
     @classmethod
-    def from_assignment(cls, assignment: BlockAssignment) -> "Layout":
+    def from_assignment(cls, assignment: BlockAssignment) -> Layout:
         """The layout of the sample (not finalized: leaf maps come from the sample only)."""
         return cls(assignment.trees, assignment.ktuples, assignment.ktuple_block, assignment.block_rows,
                    workload_sides=assignment.sides, workload_weights=assignment.weights)
@@ -355,7 +365,7 @@ class Layout:
         return self._memoized(kts, lambda u: self.ktuple_block[np.argmin(self._nearest_scores(u), axis=1)],
                               8_000_000 // max(1, len(self.ktuples)))
 
-    def finalize(self, observed: ObservedKTuples | Iterable[tuple[int, Sequence[int]]]) -> "Layout":
+    def finalize(self, observed: ObservedKTuples | Iterable[tuple[int, Sequence[int]]]) -> Layout:
         """Replace the sample's leaf → block sets by those of the full routed data (§7).
 
         ``observed``: what routing the FULL table produced (``observed_ktuples`` combined over
@@ -462,7 +472,7 @@ class Layout:
         data: bytes,
         cut_from_json: Callable[[dict, Any], Any] | None = None,
         literal_keys: Any = None,
-    ) -> "Layout":
+    ) -> Layout:
         return layout_from_bytes(data, cls, cut_from_json=cut_from_json, literal_keys=literal_keys)
 
 
@@ -490,5 +500,5 @@ def _group(leaves: np.ndarray, blocks: np.ndarray) -> dict[int, np.ndarray]:
     pairs = np.unique(np.stack([leaves.astype(np.int64), blocks.astype(np.int64)], axis=1), axis=0)
     ids, starts = np.unique(pairs[:, 0], return_index=True)
     ends = np.append(starts[1:], len(pairs))
-    return {int(l): pairs[s:e, 1].astype(np.int32) for l, s, e in zip(ids, starts, ends)}
+    return {int(leaf): pairs[s:e, 1].astype(np.int32) for leaf, s, e in zip(ids, starts, ends)}
 

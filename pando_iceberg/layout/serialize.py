@@ -30,14 +30,15 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import zstandard
 
 from .tree import PartitionTree
 
-__all__ = ["LayoutFormatError", "layout_to_bytes", "layout_from_bytes", "MAGIC", "FORMAT_VERSION", "SUPPORTED_VERSIONS"]
+__all__ = ["FORMAT_VERSION", "MAGIC", "SUPPORTED_VERSIONS", "LayoutFormatError", "layout_from_bytes", "layout_to_bytes"]
 
 MAGIC = b"PNDL"
 FORMAT_VERSION = 2

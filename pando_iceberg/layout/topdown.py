@@ -25,15 +25,16 @@ leaf's two children are computed fresh from their rows.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from .cost import SideMatrix, normalize_queries, side_matrix
 from .tree import PartitionTree
 
-__all__ = ["build_trees", "TopDown", "evaluate_cuts"]
+__all__ = ["TopDown", "build_trees", "evaluate_cuts"]
 
 
 def evaluate_cuts(cuts: Sequence[Any], table: Any) -> np.ndarray:

@@ -13,12 +13,13 @@ maps to truncated leaves by walking up to the nearest truncated leaf.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["PartitionTree", "Decision", "KTuple", "cut_table"]
+__all__ = ["Decision", "KTuple", "PartitionTree", "cut_table"]
 
 #: A k-tuple (§6.2): the leaf node id a row reaches in each of the k non-truncated trees.
 KTuple = tuple[int, ...]
@@ -58,7 +59,7 @@ class PartitionTree:
         if not self.is_leaf(node):
             raise ValueError(f"node {node} is already cut by {self.node_cut[node].key}")
         t, f = self.num_nodes, self.num_nodes + 1
-        for child in (t, f):
+        for _ in (t, f):
             self.node_cut.append(None)
             self.true_child.append(-1)
             self.not_true_child.append(-1)
@@ -105,7 +106,7 @@ class PartitionTree:
                 return n
         raise ValueError(f"node {node} is below no leaf")  # pragma: no cover - structural bug
 
-    def copy(self) -> "PartitionTree":
+    def copy(self) -> PartitionTree:
         return PartitionTree(
             list(self.node_cut), list(self.true_child), list(self.not_true_child),
             list(self.parent), list(self.depth),
@@ -138,7 +139,7 @@ class PartitionTree:
 
     def truncate(
         self, leaf_blocks: Mapping[int, np.ndarray]
-    ) -> tuple["PartitionTree", dict[int, np.ndarray]]:
+    ) -> tuple[PartitionTree, dict[int, np.ndarray]]:
         """Collapse every cut whose two children point to the same block set, bottom-up.
 
         A collapsed node becomes a leaf pointing to that set; repeated until all siblings
@@ -171,7 +172,7 @@ class PartitionTree:
         }
 
     @classmethod
-    def from_arrays(cls, arrays: Mapping[str, Sequence[int]], cuts: Sequence[Any]) -> "PartitionTree":
+    def from_arrays(cls, arrays: Mapping[str, Sequence[int]], cuts: Sequence[Any]) -> PartitionTree:
         """Rebuild and validate (ids in range, parents before children, consistent links)."""
         cut_ids = [int(x) for x in arrays["cut"]]
         t = [int(x) for x in arrays["true"]]

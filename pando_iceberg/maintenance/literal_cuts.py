@@ -42,18 +42,18 @@ into one new version-2 sidecar; then the pointer moves as above.
 from __future__ import annotations
 
 import dataclasses
-
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from ..spark import iceberg_jvm as jv
-from ..spark.session import refresh_table
 from ..spark.incremental import current_layout, write_successor_sidecar
 from ..spark.rewrite import PandoRewriteError, SparkKeyProvider, arrow_schema_of, collect_arrow
+from ..spark.session import refresh_table
 
 REFRESH_COLUMNS = [("cut", "string"), ("dim_table", "string"), ("mode", "string"), ("from_snapshot", "bigint"),
                    ("to_snapshot", "bigint"), ("keys_before", "bigint"), ("keys_added", "bigint"),

@@ -75,8 +75,7 @@ def _month(months: int) -> dt.date:
 def partition_predicate(spec, schema, values) -> str | None:
     """Spark SQL selecting exactly the rows of one partition (pyiceberg spec, schema, partition
     Record), or None when a transform cannot be inverted to a range (bucket, truncate)."""
-    from pyiceberg.transforms import (DayTransform, HourTransform, IdentityTransform, MonthTransform,
-                                      YearTransform)
+    from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
 
     parts = []
     for pos, field in enumerate(spec.fields):

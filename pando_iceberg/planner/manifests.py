@@ -25,9 +25,10 @@ import os
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestFile

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from sqlglot import exp
 
 from ..config import PandoConfig
 from ..spark.session import refresh_table
-from .parse import ProcedureCall, ProcedureError, parse_call
+from .parse import ProcedureError, parse_call
 from .registry import REGISTRY, Param, Result, lookup, procedure
 
 
@@ -122,9 +122,7 @@ def current_sidecar(table, required: bool = True):
     """The sidecar of the pyiceberg ``table``'s current layout (whole-table or per partition); with
     ``required``, a ProcedureError naming what to do (and the pending layout, if any) when it has
     none, else None."""
-    from ..storage.paths import sidecar_path
     from ..storage.pointer import layout_pointer
-    from ..storage.sidecar import LayoutSidecar
 
     pointer = layout_pointer(table.properties)
     if pointer is None:
@@ -446,4 +444,4 @@ def refresh_literal_cuts(ctx: ProcedureContext, table: str) -> Result:
     return Result(REFRESH_COLUMNS, [c.row() for c in r.cuts], notes=[note, f"{r.seconds:.1f}s"])
 
 
-__all__ = ["ProcedureContext", "REGISTRY", "call", "explain_result"]
+__all__ = ["REGISTRY", "ProcedureContext", "call", "explain_result"]

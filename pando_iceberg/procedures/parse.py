@@ -4,6 +4,7 @@ literals, ``map(k, v, ...)`` and ``array(...)``."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,7 +94,7 @@ def _quote_argument_names(body: str) -> str:
     """Back-quote every ``name =>`` so keywords (``table``, ``where``) parse as argument names."""
     tokens = sqlglot.tokenize(body, read="spark")
     out, last = [], 0
-    for tok, nxt in zip(tokens, tokens[1:]):
+    for tok, nxt in itertools.pairwise(tokens):
         if nxt.token_type == TokenType.FARROW and tok.token_type not in (TokenType.STRING, TokenType.NUMBER):
             out.append(body[last:tok.start])
             out.append(f"`{tok.text.strip('`')}`")

@@ -3,8 +3,9 @@ binding with errors that list what is valid, typed result rows."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .parse import ProcedureCall, ProcedureError
 

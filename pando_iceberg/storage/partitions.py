@@ -32,14 +32,30 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import SidecarError
 from .paths import check_layout_id, sidecar_path
-from .puffin import FOOTER_CHECKSUM_PROPERTY, PuffinBlob, blob_payload, encode_puffin, parse_footer, read_bytes, \
-    verify_footer_checksum
-from .sidecar import P_BASE_SNAPSHOT, P_CREATED_BY, P_FORMAT_VERSION, P_LAYOUT_ID, P_TABLE_UUID, LayoutSidecar, \
-    created_by, norm_uuid, write_sidecar_file
+from .puffin import (
+    FOOTER_CHECKSUM_PROPERTY,
+    PuffinBlob,
+    blob_payload,
+    encode_puffin,
+    parse_footer,
+    read_bytes,
+    verify_footer_checksum,
+)
+from .sidecar import (
+    P_BASE_SNAPSHOT,
+    P_CREATED_BY,
+    P_FORMAT_VERSION,
+    P_LAYOUT_ID,
+    P_TABLE_UUID,
+    LayoutSidecar,
+    created_by,
+    norm_uuid,
+    write_sidecar_file,
+)
 
 PARTITIONED_FORMAT_VERSION = 2
 BLOB_PARTITION_LAYOUT = "pando-partition-layout-v1"
@@ -58,7 +74,7 @@ class PartitionEntry:
     _layout: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def of(cls, partition: str, spec_id: int, sidecar: LayoutSidecar, layout: Any = None) -> "PartitionEntry":
+    def of(cls, partition: str, spec_id: int, sidecar: LayoutSidecar, layout: Any = None) -> PartitionEntry:
         return cls(partition, int(spec_id), sidecar.layout_id, sidecar.to_bytes(), sidecar, layout)
 
     @property
@@ -146,7 +162,7 @@ class PartitionedLayoutSidecar:
 
     @classmethod
     def read(cls, io: Any, location: str, expected_layout_id: str | None = None,
-             expected_table_uuid: Any = None) -> "PartitionedLayoutSidecar":
+             expected_table_uuid: Any = None) -> PartitionedLayoutSidecar:
         try:
             sc = cls.from_bytes(read_bytes(location, io), expected_layout_id=expected_layout_id,
                                 expected_table_uuid=expected_table_uuid)
@@ -157,7 +173,7 @@ class PartitionedLayoutSidecar:
 
     @classmethod
     def from_bytes(cls, data: bytes, *, expected_layout_id: str | None = None,
-                   expected_table_uuid: Any = None) -> "PartitionedLayoutSidecar":
+                   expected_table_uuid: Any = None) -> PartitionedLayoutSidecar:
         data = bytes(data)
         footer = parse_footer(data)
         props = footer.properties

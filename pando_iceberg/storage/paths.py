@@ -39,16 +39,16 @@ from urllib.parse import urlparse
 from .errors import SidecarError
 
 __all__ = [
+    "LAYOUT_ID_PATTERN",
     "SIDECAR_DIR_SUFFIX",
     "SIDECAR_NAME_PATTERN",
-    "LAYOUT_ID_PATTERN",
     "SidecarFile",
-    "check_sidecar_name",
     "check_layout_id",
+    "check_sidecar_name",
+    "delete_sidecar",
+    "list_sidecars",
     "sidecar_dir",
     "sidecar_path",
-    "list_sidecars",
-    "delete_sidecar",
 ]
 
 SIDECAR_DIR_SUFFIX = ".pando"

@@ -20,8 +20,8 @@ No pando property at all → no layout (``None``). Some present, some missing, o
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from .errors import SidecarError
 from .paths import LAYOUT_ID_PATTERN, SIDECAR_NAME_PATTERN, check_layout_id, check_sidecar_name, sidecar_path

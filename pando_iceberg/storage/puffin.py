@@ -34,30 +34,31 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import zstandard
 
 from .errors import SidecarError
 
 __all__ = [
-    "MAGIC",
-    "CODEC_ZSTD",
     "CHECKSUM_PROPERTY",
+    "CODEC_ZSTD",
     "FOOTER_CHECKSUM_PROPERTY",
-    "PuffinBlob",
+    "MAGIC",
     "BlobMetadata",
-    "PuffinFooter",
+    "PuffinBlob",
     "PuffinContents",
-    "encode_puffin",
-    "write_puffin",
-    "parse_footer",
+    "PuffinFooter",
     "blob_payload",
+    "encode_puffin",
+    "parse_footer",
+    "read_bytes",
     "read_puffin",
     "read_puffin_file",
-    "read_bytes",
     "verify_footer_checksum",
+    "write_puffin",
 ]
 
 MAGIC = b"PFA1"

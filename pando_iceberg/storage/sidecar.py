@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import SidecarError
 from .paths import check_layout_id, sidecar_path
@@ -48,10 +49,10 @@ from .puffin import (
 )
 
 __all__ = [
-    "SIDECAR_FORMAT_VERSION",
+    "BLOB_BLOCK_FILES",
     "BLOB_LAYOUT",
     "BLOB_LITERAL_CUT",
-    "BLOB_BLOCK_FILES",
+    "SIDECAR_FORMAT_VERSION",
     "DataFileRef",
     "LayoutSidecar",
     "new_layout_id",
@@ -104,7 +105,7 @@ class DataFileRef:
         return {"path": self.path, "record_count": self.record_count, "file_size_in_bytes": self.file_size_in_bytes}
 
     @staticmethod
-    def from_json(d: Any, where: str) -> "DataFileRef":
+    def from_json(d: Any, where: str) -> DataFileRef:
         if not isinstance(d, dict):
             raise SidecarError(f"{where}: a data file entry must be an object, got {type(d).__name__}")
         path, rc, size = d.get("path"), d.get("record_count"), d.get("file_size_in_bytes")
@@ -143,7 +144,7 @@ class LayoutSidecar:
     def from_layout(cls, layout: Any, *, layout_id: str, table_uuid: Any,
                     block_files: Mapping[int, list[DataFileRef]], base_snapshot_id: int | None,
                     base_sequence_number: int | None = None,
-                    properties: Mapping[str, str] | None = None) -> "LayoutSidecar":
+                    properties: Mapping[str, str] | None = None) -> LayoutSidecar:
         """Serialize ``layout`` and collect its literal cuts' key sets (any cut with
         ``keys_to_bytes()``)."""
         keys: dict[str, bytes] = {}
@@ -226,7 +227,7 @@ class LayoutSidecar:
 
     @classmethod
     def read(cls, io: Any, location: str, expected_layout_id: str | None = None,
-             expected_table_uuid: Any = None) -> "LayoutSidecar":
+             expected_table_uuid: Any = None) -> LayoutSidecar:
         """Read and fully verify the sidecar at ``location`` (a full path: build it with
         ``sidecar_path(table.location(), pointer.sidecar)``)."""
         data = read_bytes(location, io)
@@ -239,7 +240,7 @@ class LayoutSidecar:
 
     @classmethod
     def from_bytes(cls, data: bytes, *, expected_layout_id: str | None = None,
-                   expected_table_uuid: Any = None) -> "LayoutSidecar":
+                   expected_table_uuid: Any = None) -> LayoutSidecar:
         data = bytes(data)
         footer = parse_footer(data)
         props = footer.properties

@@ -26,8 +26,9 @@ read or skipped as a whole by the trees, and min/max pruning is sound on its own
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,9 +40,20 @@ from pando_iceberg.expr.evaluate import arrow_kind
 from pando_iceberg.expr.values import render
 from pando_iceberg.workload.templates import range_columns, to_line, typed_value
 
-__all__ = ["MAX_FILE_FACTOR", "MIN_GAIN", "BlockFiles", "InBlockOrder", "block_files", "files_per_block",
-           "file_rows_per_block",
-           "choose_in_block_order", "files_cost", "zone_columns", "LayoutChoice", "select_layout"]
+__all__ = [
+    "MAX_FILE_FACTOR",
+    "MIN_GAIN",
+    "BlockFiles",
+    "InBlockOrder",
+    "LayoutChoice",
+    "block_files",
+    "choose_in_block_order",
+    "file_rows_per_block",
+    "files_cost",
+    "files_per_block",
+    "select_layout",
+    "zone_columns",
+]
 
 MAX_FILE_FACTOR = 1.3
 MIN_GAIN = 0.005

@@ -22,7 +22,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -49,17 +50,17 @@ def is_log_file(source: str) -> bool:
 def parse_instant(value: str | dt.datetime, now: dt.datetime | None = None, what: str = "since") -> dt.datetime:
     """An aware UTC datetime from an ISO-8601 instant or a duration back from ``now``."""
     if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     text = str(value).strip()
     m = _DURATION_RE.match(text)
     if m and m.group(2).lower() in _UNITS:
-        now = now or dt.datetime.now(dt.timezone.utc)
+        now = now or dt.datetime.now(dt.UTC)
         return now - dt.timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2).lower()])
     try:
         parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise PandoWorkloadError(f"{what} {text!r} is not a time: accepted {_ACCEPTED_WINDOW}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def read_query_log(source: str, *, since: str | dt.datetime | None = None, until: str | dt.datetime | None = None,
@@ -126,8 +127,8 @@ def _iceberg_literal(table: Any, instant: dt.datetime) -> str:
 
     ftype = table.schema().find_field("timestamp").field_type
     if isinstance(ftype, TimestampType):  # without zone: the log's wall clock is UTC
-        return instant.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat()
-    return instant.astimezone(dt.timezone.utc).isoformat()
+        return instant.astimezone(dt.UTC).replace(tzinfo=None).isoformat()
+    return instant.astimezone(dt.UTC).isoformat()
 
 
 def _select(table: pa.Table, source: str, lo: dt.datetime | None, hi: dt.datetime | None) -> list[tuple[str, float]]:

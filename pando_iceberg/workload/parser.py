@@ -45,7 +45,7 @@ from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from pando_iceberg.expr import Cut, CutOrigin, ExprCut, JoinFilter, LiteralCut, PandoExprError, TableFilter
+from pando_iceberg.expr import Cut, CutOrigin, JoinFilter, LiteralCut, PandoExprError, TableFilter
 from pando_iceberg.expr import keys as keyset
 from pando_iceberg.expr.filters import split_conjuncts  # one definition of "split an AND"
 
@@ -473,7 +473,7 @@ class _QueryParser:
             per_table.setdefault(o.table, []).append(occ_filter(o, frozenset()))
         for table, fs in per_table.items():
             filters[table] = fs[0] if len(fs) == 1 else _union_filters(fs, self.schemas[table], table)
-        for o, col, sub in semi_joins:
+        for _, _, sub in semi_joins:
             report(sub, "IN (subquery) on a non-primary-key column is not modeled as a join filter")
         join_edges = [JoinEdge(a.table, col, b.table, dim_col) for a, col, b, dim_col in edges]
         return WorkloadQuery(sql, 1.0, filters, sorted(per_table), join_edges, per_table), problems

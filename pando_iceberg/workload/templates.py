@@ -43,9 +43,10 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,8 +58,16 @@ from pando_iceberg.expr.bind import DIALECT
 from pando_iceberg.expr.evaluate import arrow_kind
 from pando_iceberg.expr.values import TypedValue, add_months, days_to_date, fold, render
 
-__all__ = ["Template", "TemplateWorkload", "group_templates", "template_key", "expected_workload", "range_columns",
-           "to_line", "typed_value"]
+__all__ = [
+    "Template",
+    "TemplateWorkload",
+    "expected_workload",
+    "group_templates",
+    "range_columns",
+    "template_key",
+    "to_line",
+    "typed_value",
+]
 
 _RANGE_OPS = (exp.LT, exp.LTE, exp.GT, exp.GTE)
 _POINT_OPS = (exp.EQ, exp.NEQ)
@@ -226,8 +235,8 @@ def to_line(v: Any, kind: str) -> Any:
         return (v - dt.date(1970, 1, 1)).days
     if kind.startswith("timestamp") and isinstance(v, dt.datetime):
         if v.tzinfo is None:
-            v = v.replace(tzinfo=dt.timezone.utc)
-        return int((v - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) / dt.timedelta(microseconds=1))
+            v = v.replace(tzinfo=dt.UTC)
+        return int((v - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) / dt.timedelta(microseconds=1))
     if kind == "decimal" and not isinstance(v, Decimal):
         return Decimal(str(v))
     return v
@@ -302,7 +311,7 @@ class _Generator:
             self.groups.append(_Group([(path, col, ix)], role, kind))
         self._merge_lockstep()
         for g in self.groups:
-            for path, col, _ in g.members:
+            for _, col, _ in g.members:
                 template.parameters[col] = g.role
 
     # -- what the training draws say

@@ -231,5 +231,43 @@ def test_the_graph_is_the_real_one() -> None:
     assert ("pando_iceberg.layout", "pando_iceberg.layout.layout") in edges  # an __init__'s re-export
 
 
-if __name__ == "__main__":  # pragma: no cover - a quick report: python tests/test_package_structure.py
-    raise SystemExit(pytest.main([__file__, "-q"]))
+def layer_graph(edges: list[Import]) -> dict[str, set[str]]:
+    """Subpackage → the subpackages it imports (``pando_iceberg.spark.rewrite`` is ``spark``; a
+    top-level module is itself): the package's layers at a glance."""
+    def layer(module: str) -> str:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else "(package)"
+
+    out: dict[str, set[str]] = {}
+    for e in edges:
+        a, b = layer(e.source), layer(e.target)
+        out.setdefault(a, set())
+        if a != b:
+            out[a].add(b)
+    return out
+
+
+def test_the_subpackages_form_layers() -> None:
+    """No cycle between subpackages either (``planner`` → ``storage`` → ``layout`` → ``expr``, ...)."""
+    layers = layer_graph(package_imports())
+    assert {"expr", "layout", "planner", "spark", "storage", "workload"} <= set(layers)
+    assert "expr" in layers["layout"] and layers["expr"] == set()  # expr is the bottom layer
+    edges = [Import(a, b, None, 0) for a, targets in layers.items() for b in targets]
+    cycles = import_cycles(edges)
+    assert not cycles, f"subpackages importing each other: {cycles}"
+    assert layer_graph([Import("p.a.x", "p.b.y", None, 1), Import("p.a.x", "p.a.z", None, 1)]) == {"a": {"b"}}
+
+
+if __name__ == "__main__":  # pragma: no cover - a quick report
+    # python tests/test_package_structure.py           the checks
+    # python tests/test_package_structure.py --graph   the import graph between subpackages, and its cycles
+    import sys
+
+    if "--graph" not in sys.argv:
+        raise SystemExit(pytest.main([__file__, "-q"]))
+    all_edges = package_imports()
+    for source, targets in sorted(layer_graph(all_edges).items()):
+        print(f"{source:>12} → {', '.join(sorted(targets)) or '-'}")
+    found = import_cycles(all_edges)
+    print(f"{len(module_names())} modules, {len({(e.source, e.target) for e in all_edges})} import edges, "
+          f"{len(found)} module cycle(s)" + "".join(f"\n  {', '.join(c)}" for c in found))

@@ -290,6 +290,7 @@ class _Merger:
 def merge_blocks(
     returned: np.ndarray, rows: np.ndarray, weights: np.ndarray, min_block_rows: float, candidates: int = 8,
     *, trees: Sequence[PartitionTree] | None = None, ktuples: np.ndarray | None = None, progress: Any = None,
+    split_oversized: bool = True,
 ) -> tuple[np.ndarray, dict]:
     """Merge k-tuples into blocks (§6.2 steps 2-5).
 
@@ -297,6 +298,8 @@ def merge_blocks(
     rows: K sample rows per k-tuple. Returns the block id of every k-tuple (blocks numbered
     in order of their smallest k-tuple) and statistics. With ``trees`` and ``ktuples``
     (K × k leaf ids), equal-Δ merges are ordered by tree proximity (see ``_Merger``).
+    ``split_oversized`` (with ``trees`` and ``ktuples``): then split blocks of ≥ 2b rows where the
+    workload gains (``_split_oversized``; False: the paper's greedy alone).
     """
     k, nk, _ = returned.shape
     bits = np.stack([pack_query_bits(returned[t]) for t in range(k)]) if nk else np.zeros((k, 0, 1), np.uint64)
@@ -304,21 +307,99 @@ def merge_blocks(
     if trees is not None and ktuples is not None and nk:
         proximity = _TreeProximity(trees)
         cover = np.asarray(ktuples, dtype=np.int64).T  # k × K: a k-tuple's covering node = its leaf
-    merger = _Merger(bits, rows, WeightedPopcount(weights), float(min_block_rows), candidates, cover, proximity)
+    weigh = WeightedPopcount(weights)
+    pristine = bits.copy()  # the merger ORs merged blocks' bits in place
+    merger = _Merger(bits, rows, weigh, float(min_block_rows), candidates, cover, proximity)
+    groups: list[np.ndarray] = []
+    splits = 0
     if nk:
         merger.run(progress)
+        groups = [np.asarray(merger.members[s], dtype=np.int64) for s in np.flatnonzero(merger.alive)]
+        if split_oversized and trees is not None and ktuples is not None:
+            groups, splits = _split_oversized(groups, pristine, rows, weigh, float(min_block_rows), trees,
+                                              np.asarray(ktuples))
     block_of = np.empty(nk, dtype=np.int32)
-    slots = np.flatnonzero(merger.alive) if nk else np.array([], dtype=np.int64)
-    for b, slot in enumerate(slots):
-        block_of[merger.members[slot]] = b
+    groups.sort(key=lambda g: int(g.min()))
+    for b, members in enumerate(groups):
+        block_of[members] = b
     stats = {
         "ktuples": nk,
-        "blocks": len(slots),
+        "blocks": len(groups),
         "merges": merger.merges,
         "full_recomputes": merger.full_recomputes,
-        "cost": float(merger.cost[slots].sum()) if nk else 0.0,
+        "split_blocks": splits,
+        "cost": float(sum(_group_cost(pristine, rows, weigh, g) for g in groups)),
     }
     return block_of, stats
+
+
+def _group_cost(bits: np.ndarray, rows: np.ndarray, weigh: WeightedPopcount, members: np.ndarray) -> float:
+    """cost.py's cost of one block made of k-tuples ``members``: rows × Σ w_q over the queries
+    that every tree returns it for (R_t = OR over its k-tuples, scan = AND over t)."""
+    scan = np.bitwise_or.reduce(bits[0][members], axis=0)
+    for t in range(1, bits.shape[0]):
+        scan &= np.bitwise_or.reduce(bits[t][members], axis=0)
+    return float(rows[members].sum()) * float(weigh(scan[None, :])[0])
+
+
+def _leaf_order(tree: PartitionTree) -> np.ndarray:
+    """Node id → rank of the node in a depth-first walk (TRUE child first): leaves close in the
+    tree get close ranks, and every subtree is one run of ranks."""
+    rank = np.zeros(tree.num_nodes, dtype=np.int64)
+    stack, r = [0], 0
+    while stack:
+        n = stack.pop()
+        rank[n] = r
+        r += 1
+        if tree.node_cut[n] is not None:
+            stack.append(tree.not_true_child[n])
+            stack.append(tree.true_child[n])
+    return rank
+
+
+def _split_oversized(groups: list[np.ndarray], bits: np.ndarray, rows: np.ndarray, weigh: WeightedPopcount,
+                     b: float, trees: Sequence[PartitionTree], ktuples: np.ndarray) -> tuple[list[np.ndarray], int]:
+    """Blocks of ≥ 2b rows split in two where the workload gains (beyond the paper's §6.2).
+
+    The greedy merge lets a small block join its cheapest partner even when that partner already
+    has ≥ b rows, so blocks end up well above b (≈ 1.8 b on TPC-H). For such a block, its
+    k-tuples are ordered by their leaf in tree t (depth-first, so a subtree is one run) and cut
+    at the point, over every t, that minimizes the cost of the two parts, both keeping ≥ b rows.
+    A part is scanned only by queries that scan the block (its R_t ⊆ the block's), so the cost
+    never rises; the split is taken only when it falls (some training query skips a part), and
+    the parts are split again while they hold ≥ 2b rows. Prefix and suffix ORs of the packed
+    query bitsets give every cut point's cost at once."""
+    ranks = [_leaf_order(t) for t in trees]
+    out: list[np.ndarray] = []
+    splits = 0
+    todo = list(groups)
+    while todo:
+        members = todo.pop()
+        total = int(rows[members].sum())
+        if len(members) < 2 or total < 2 * b:
+            out.append(members)
+            continue
+        best_cost, best = _group_cost(bits, rows, weigh, members), None
+        for t, rank in enumerate(ranks):
+            order = members[np.argsort(rank[ktuples[members, t]], kind="stable")]
+            left_rows = np.cumsum(rows[order])[:-1]  # rows left of cut point i (after position i)
+            ok = np.flatnonzero((left_rows >= b) & (total - left_rows >= b))
+            if not len(ok):
+                continue
+            pre = np.bitwise_or.accumulate(bits[:, order], axis=1)  # k × n × W
+            suf = np.bitwise_or.accumulate(bits[:, order[::-1]], axis=1)[:, ::-1]
+            left = np.bitwise_and.reduce(pre[:, ok], axis=0)
+            right = np.bitwise_and.reduce(suf[:, ok + 1], axis=0)
+            cost = left_rows[ok] * weigh(left) + (total - left_rows[ok]) * weigh(right)
+            i = int(np.argmin(cost))
+            if cost[i] < best_cost - 1e-9 * max(1.0, best_cost):
+                best_cost, best = float(cost[i]), (order[: ok[i] + 1], order[ok[i] + 1 :])
+        if best is None:
+            out.append(members)
+            continue
+        splits += 1
+        todo.extend(best)
+    return out, splits
 
 
 def ktuple_returns(

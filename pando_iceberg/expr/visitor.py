@@ -33,6 +33,7 @@ __all__ = [
     "NEGATE",
     "NF",
     "NODE_KINDS",
+    "NONDETERMINISTIC",
     "NT",
     "F",
     "Kind",
@@ -79,6 +80,11 @@ class Kind(enum.Enum):
     CAST = "cast"  # CAST, TRY_CAST (and sqlglot's DATE '...' / TIMESTAMP '...' literals)
     CASE = "case"
     IF = "if"
+    # known and refused by bind.py, each with its own reason
+    SUBQUERY = "subquery"  # (SELECT ...), EXISTS (...)
+    UDF = "udf"  # a function sqlglot does not know
+    NONDETERMINISTIC = "nondeterministic"  # rand(), current_date, ...
+    NULL_SAFE_EQ = "null_safe_eq"  # <=>
     # anything else: each stage says what it does with it (error, opaque atom, AlwaysTrue)
     OTHER = "other"
 
@@ -88,6 +94,12 @@ COMPARISON_OPS: dict[type[exp.Expression], str] = {
 ARITHMETIC_OPS: dict[type[exp.Expression], str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}
 DATE_PARTS: dict[type[exp.Expression], str] = {
     exp.Year: "YEAR", exp.Month: "MONTH", exp.Day: "DAY", exp.DayOfMonth: "DAY", exp.Quarter: "QUARTER"}
+
+# Expressions whose value changes between evaluations: a cut made of them would route rows
+# differently from how the query later filters them.
+NONDETERMINISTIC: tuple[type[exp.Expression], ...] = (
+    exp.Rand, exp.Randn, exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentTime, exp.Uuid,
+    *(getattr(exp, n) for n in ("CurrentDatetime", "Unixtime") if hasattr(exp, n)))
 
 # The accepted node set. A subclass of a listed class has its kind (as with isinstance);
 # `kind_of` refines the classes marked below by their arguments.
@@ -121,6 +133,12 @@ NODE_KINDS: dict[type[exp.Expression], Kind] = {
     exp.Cast: Kind.CAST,
     exp.Case: Kind.CASE,
     exp.If: Kind.IF,
+    exp.Subquery: Kind.SUBQUERY,
+    exp.Select: Kind.SUBQUERY,
+    exp.Exists: Kind.SUBQUERY,
+    exp.Anonymous: Kind.UDF,
+    **dict.fromkeys(NONDETERMINISTIC, Kind.NONDETERMINISTIC),
+    exp.NullSafeEQ: Kind.NULL_SAFE_EQ,
 }
 
 # Kind by exact class, filled on first sight of a class from its MRO (a subclass of a
@@ -261,6 +279,18 @@ class PredicateVisitor(Generic[A, R]):
         return self.visit_other(node, arg)
 
     def visit_if(self, node: exp.Expression, arg: A) -> R:
+        return self.visit_other(node, arg)
+
+    def visit_subquery(self, node: exp.Expression, arg: A) -> R:
+        return self.visit_other(node, arg)
+
+    def visit_udf(self, node: exp.Expression, arg: A) -> R:
+        return self.visit_other(node, arg)
+
+    def visit_nondeterministic(self, node: exp.Expression, arg: A) -> R:
+        return self.visit_other(node, arg)
+
+    def visit_null_safe_eq(self, node: exp.Expression, arg: A) -> R:
         return self.visit_other(node, arg)
 
 

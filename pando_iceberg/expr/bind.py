@@ -13,7 +13,9 @@ reasoning in `sides.py` rely on.
 from __future__ import annotations
 
 import re
+import typing
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 import pyarrow as pa
 import sqlglot
@@ -30,16 +32,12 @@ from pando_iceberg.expr.values import (
     parse_timestamp,
     render,
 )
+from pando_iceberg.expr.visitor import PredicateVisitor, kind_of
 
 DIALECT = "spark"
 
-# Expressions whose value changes between evaluations: a cut made of them would route rows
-# differently from how the query later filters them.
-_NONDETERMINISTIC = (exp.Rand, exp.Randn, exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentTime,
-                     exp.Uuid) + tuple(getattr(exp, n) for n in ("CurrentDatetime", "Unixtime") if hasattr(exp, n))
-
-_FLIP = {exp.LT: exp.GT, exp.GT: exp.LT, exp.LTE: exp.GTE, exp.GTE: exp.LTE, exp.EQ: exp.EQ, exp.NEQ: exp.NEQ}
-_CMP = tuple(_FLIP)
+_FLIP: dict[type[exp.Expression], type[exp.Expression]] = {
+    exp.LT: exp.GT, exp.GT: exp.LT, exp.LTE: exp.GTE, exp.GTE: exp.LTE, exp.EQ: exp.EQ, exp.NEQ: exp.NEQ}
 
 _ACCEPTED = {
     "int": "integer or decimal numbers (a double literal compares as double), integer strings",
@@ -59,7 +57,7 @@ _ACCEPTED_TEXT = {
 }
 
 
-class _Binder:
+class _Binder(PredicateVisitor[None, exp.Expression]):
     def __init__(self, schema: pa.Schema, table: str | None):
         self.schema = schema
         self.table = table
@@ -82,76 +80,96 @@ class _Binder:
     # -------------------------------------------------------------- the walk
 
     def bind(self, node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Paren):
-            return self.bind(node.this)
+        return self.visit(node, None)
+
+    def visit(self, node: exp.Expression, arg: None) -> exp.Expression:
         if node.args.get("negate"):  # sqlglot spells `s NOT LIKE p` as Like(negate=True)
             positive = node.copy()
             positive.set("negate", None)
             return self.bind(exp.Not(this=positive))
-        if isinstance(node, _NONDETERMINISTIC):
-            raise self.fail(f"non-deterministic expression {node.sql(DIALECT)} cannot be a cut")
-        if isinstance(node, (exp.Subquery, exp.Select, exp.Exists)) or (
-                isinstance(node, exp.In) and node.args.get("query") is not None):
-            raise self.fail(f"subquery {node.sql(DIALECT)} is not a single-table predicate")
-        if isinstance(node, exp.Anonymous):
-            raise self.fail(f"unknown function (UDF?) {node.sql(DIALECT)}: its semantics are not modeled")
-        if isinstance(node, exp.Column):
-            name = node.name.lower()
-            if name not in self.by_lower:
-                raise self.fail(f"unknown column {node.sql(DIALECT)!r}; columns are: {', '.join(self.schema.names)}")
-            t = self.schema.field(self.by_lower[name]).type
-            if arrow_kind(t) is None:
-                raise self.fail(f"column {name!r} has type {t}, which predicates cannot use "
-                                "(accepted: integers, floats, decimals, strings, booleans, dates, timestamps)")
-            return exp.Column(this=exp.to_identifier(name))
-        if isinstance(node, exp.Interval):
-            self.literal_of(node)  # validates the interval; it is bound by its parent
-            return node
-        if True:
-            try:
-                const = fold(node)
-            except PandoExprError as e:
-                raise self.fail(str(e)) from None
-            if const is not None:
-                if const.kind == "null":
-                    self.check_typed_literals(node)
-                if const.kind == "interval":
-                    return node
-                return render(const)
-        if isinstance(node, exp.TsOrDsToDate):  # sqlglot's wrapper in year(d), month(d), ...
-            return self.bind(node.this)
-        if isinstance(node, exp.Not):
-            inner = self.bind(node.this)
-            if isinstance(inner, exp.Not):  # NOT NOT p ≡ p in three-valued logic
-                return inner.this
-            return exp.Not(this=inner)
-        if isinstance(node, _CMP):
-            return self.bind_comparison(node)
-        if isinstance(node, exp.Between):
-            term = self.bind(node.this)
-            low, high = self.literal_of(node.args["low"]), self.literal_of(node.args["high"])
-            if low is None or high is None:
-                lo_b, hi_b = self.bind(node.args["low"]), self.bind(node.args["high"])
-                return exp.Between(this=term, low=lo_b, high=hi_b)
-            term, (low, high) = self.coerce(term, [low, high], node)
-            return exp.Between(this=term, low=render(low, compared_to_float=True),
-                               high=render(high, compared_to_float=True))
-        if isinstance(node, exp.In):
-            term = self.bind(node.this)
-            values = [self.literal_of(e) for e in node.expressions]
-            if any(v is None for v in values):
-                raise self.fail(f"IN list must hold literals: {node.sql(DIALECT)}")
-            term, typed = self.coerce(term, values, node)  # type: ignore[arg-type]
-            return exp.In(this=term, expressions=[render(v, compared_to_float=True) for v in sort_values(typed)])
-        if isinstance(node, exp.Like):
-            term = self.bind(node.this)
-            pattern = self.literal_of(node.expression)
-            if pattern is None or pattern.kind != "string" or self.kind_of(term) != "string":
-                raise self.fail(f"LIKE needs a string expression and a string literal pattern: {node.sql(DIALECT)}")
-            return exp.Like(this=term, expression=exp.Literal.string(pattern.value))
-        if isinstance(node, exp.NullSafeEQ):
-            raise self.fail(f"null-safe equality {node.sql(DIALECT)} is not supported")
-        # Everything else: bind the children, then let the evaluator type-check it.
+        result: exp.Expression = self._methods[kind_of(node)](self, node, arg)
+        return result
+
+    def visit_nondeterministic(self, node: exp.Expression, arg: None) -> exp.Expression:
+        raise self.fail(f"non-deterministic expression {node.sql(DIALECT)} cannot be a cut")
+
+    def visit_subquery(self, node: exp.Expression, arg: None) -> exp.Expression:
+        raise self.fail(f"subquery {node.sql(DIALECT)} is not a single-table predicate")
+
+    def visit_in_subquery(self, node: exp.Expression, arg: None) -> exp.Expression:
+        return self.visit_subquery(node, arg)
+
+    def visit_udf(self, node: exp.Expression, arg: None) -> exp.Expression:
+        raise self.fail(f"unknown function (UDF?) {node.sql(DIALECT)}: its semantics are not modeled")
+
+    def visit_null_safe_eq(self, node: exp.Expression, arg: None) -> exp.Expression:
+        raise self.fail(f"null-safe equality {node.sql(DIALECT)} is not supported")
+
+    def visit_column(self, node: exp.Expression, arg: None) -> exp.Expression:
+        name = node.name.lower()
+        if name not in self.by_lower:
+            raise self.fail(f"unknown column {node.sql(DIALECT)!r}; columns are: {', '.join(self.schema.names)}")
+        t = self.schema.field(self.by_lower[name]).type
+        if arrow_kind(t) is None:
+            raise self.fail(f"column {name!r} has type {t}, which predicates cannot use "
+                            "(accepted: integers, floats, decimals, strings, booleans, dates, timestamps)")
+        return exp.Column(this=exp.to_identifier(name))
+
+    def visit_interval(self, node: exp.Expression, arg: None) -> exp.Expression:
+        self.literal_of(node)  # validates the interval; it is bound by its parent
+        return node
+
+    def visit_to_date(self, node: exp.Expression, arg: None) -> exp.Expression:
+        return self.bind(node.this)  # sqlglot's wrapper in year(d), month(d), ...
+
+    def visit_not(self, node: exp.Expression, arg: None) -> exp.Expression:
+        inner = self.bind(node.this)
+        if isinstance(inner, exp.Not):  # NOT NOT p ≡ p in three-valued logic
+            positive: exp.Expression = inner.this
+            return positive
+        return exp.Not(this=inner)
+
+    def visit_comparison(self, node: exp.Expression, arg: None) -> exp.Expression:
+        return self.bind_comparison(node)
+
+    def visit_between(self, node: exp.Expression, arg: None) -> exp.Expression:
+        term = self.bind(node.this)
+        low, high = self.literal_of(node.args["low"]), self.literal_of(node.args["high"])
+        if low is None or high is None:
+            lo_b, hi_b = self.bind(node.args["low"]), self.bind(node.args["high"])
+            return exp.Between(this=term, low=lo_b, high=hi_b)
+        term, (low, high) = self.coerce(term, [low, high], node)
+        return exp.Between(this=term, low=render(low, compared_to_float=True),
+                           high=render(high, compared_to_float=True))
+
+    def visit_in(self, node: exp.Expression, arg: None) -> exp.Expression:
+        term = self.bind(node.this)
+        values = [v for v in (self.literal_of(e) for e in node.expressions) if v is not None]
+        if len(values) != len(node.expressions):
+            raise self.fail(f"IN list must hold literals: {node.sql(DIALECT)}")
+        term, typed = self.coerce(term, values, node)
+        return exp.In(this=term, expressions=[render(v, compared_to_float=True) for v in sort_values(typed)])
+
+    def visit_like(self, node: exp.Expression, arg: None) -> exp.Expression:
+        term = self.bind(node.this)
+        pattern = self.literal_of(node.expression)
+        if pattern is None or pattern.kind != "string" or self.kind_of(term) != "string":
+            raise self.fail(f"LIKE needs a string expression and a string literal pattern: {node.sql(DIALECT)}")
+        return exp.Like(this=term, expression=exp.Literal.string(pattern.value))
+
+    def visit_other(self, node: exp.Expression, arg: None) -> exp.Expression:
+        """Constants (literal-only terms) fold to one typed literal; anything else has its
+        children bound, then the evaluator type-checks it."""
+        try:
+            const = fold(node)
+        except PandoExprError as e:
+            raise self.fail(str(e)) from None
+        if const is not None:
+            if const.kind == "null":
+                self.check_typed_literals(node)
+            if const.kind == "interval":
+                return node
+            return render(const)
         out = node.copy()
         for key, value in list(out.args.items()):
             if isinstance(value, exp.Expression) and not isinstance(value, (exp.DataType, exp.Var, exp.Identifier)):
@@ -280,7 +298,7 @@ def _coerce_value(v: TypedValue, kind: str) -> TypedValue | None:
     return None
 
 
-def value_sort_key(v: TypedValue):
+def value_sort_key(v: TypedValue) -> tuple[int, Any]:
     """A total order on literals of one kind (NULL last, NaN above every double)."""
     import math
 
@@ -335,7 +353,7 @@ def parse_predicate(sql: str | exp.Expression, table: str | None = None) -> exp.
     if len(statements) > 1:
         raise PandoExprError(f"{where}predicate {sql!r} holds {len(statements)} statements; "
                              f"{PREDICATE_HELP} (combine conditions with AND / OR, not ';')")
-    return statements[0]
+    return typing.cast(exp.Expression, statements[0])
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -23,6 +23,7 @@ from sqlglot import exp
 
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.values import NUMERIC_KINDS, TypedValue, fold
+from pando_iceberg.expr.visitor import ARITHMETIC_OPS, COMPARISON_OPS, DATE_PARTS, PredicateVisitor, kind_of
 
 _I64_MAX = 2**63 - 1
 
@@ -433,10 +434,6 @@ def _like(term: Vec, pattern: str, escape: str | None = None) -> Vec:
     return Vec("bool", res.fill_null(False).to_numpy(zero_copy_only=False) & term.valid, term.valid.copy())
 
 
-_CMP_OPS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
-_DATE_PARTS = {exp.Year: "YEAR", exp.Month: "MONTH", exp.Day: "DAY", exp.DayOfMonth: "DAY", exp.Quarter: "QUARTER"}
-
-
 def _unwrap_date_arg(node: exp.Expression) -> exp.Expression:
     return node.this if isinstance(node, exp.TsOrDsToDate) else node
 
@@ -450,108 +447,149 @@ def int_arg(node: exp.Expression | None, what: str) -> int | None:
     return int(v.value)
 
 
-def eval_node(node: exp.Expression, ctx: Context) -> Vec:
-    """Evaluate a canonical (bound) expression."""
-    n = ctx.n
-    const = fold(node)
-    if const is not None:
-        return literal_vec(const, n)
-    if isinstance(node, exp.Paren):
-        return eval_node(node.this, ctx)
-    if isinstance(node, exp.Column):
-        return ctx.column(node.name)
-    if type(node) in _CMP_OPS:
-        return compare(_CMP_OPS[type(node)], eval_node(node.this, ctx), eval_node(node.expression, ctx))
-    if isinstance(node, exp.And):
-        return logic_and(_bool_of(eval_node(node.this, ctx), "AND operand"),
-                         _bool_of(eval_node(node.expression, ctx), "AND operand"))
-    if isinstance(node, exp.Or):
-        return logic_or(_bool_of(eval_node(node.this, ctx), "OR operand"),
-                        _bool_of(eval_node(node.expression, ctx), "OR operand"))
-    if isinstance(node, exp.Not):
-        return logic_not(_bool_of(eval_node(node.this, ctx), "NOT operand"))
-    if isinstance(node, exp.Is):
-        inner = eval_node(node.this, ctx)
-        if isinstance(node.expression, exp.Null):
-            return Vec("bool", ~inner.valid, np.ones(n, dtype=bool))
+_NULL_VALUE = TypedValue("null", None)
+
+
+class _Evaluator(PredicateVisitor[Context, Vec]):
+    """A canonical (bound) expression over the rows of a Context, vectorized. Literals,
+    TRUE / FALSE / NULL and literal-only terms are folded first (values.py); kinds this
+    visitor has no method for are not supported."""
+
+    def visit(self, node: exp.Expression, arg: Context) -> Vec:
+        const = fold(node)
+        if const is not None:
+            return literal_vec(const, arg.n)
+        result: Vec = self._methods[kind_of(node)](self, node, arg)
+        return result
+
+    def visit_other(self, node: exp.Expression, arg: Context) -> Vec:
+        raise PandoExprError(f"unsupported expression {node.sql('spark')!r} ({type(node).__name__}); accepted: "
+                             "comparisons, BETWEEN, IN lists, LIKE, IS [NOT] NULL, AND / OR / NOT, + - * /, "
+                             "CAST, CASE WHEN, IF, year / month / day / quarter (EXTRACT), substring, length, abs")
+
+    # ------------------------------------------------ boolean structure and predicates
+
+    def visit_and(self, node: exp.Expression, arg: Context) -> Vec:
+        return logic_and(_bool_of(self.visit(node.this, arg), "AND operand"),
+                         _bool_of(self.visit(node.expression, arg), "AND operand"))
+
+    def visit_or(self, node: exp.Expression, arg: Context) -> Vec:
+        return logic_or(_bool_of(self.visit(node.this, arg), "OR operand"),
+                        _bool_of(self.visit(node.expression, arg), "OR operand"))
+
+    def visit_not(self, node: exp.Expression, arg: Context) -> Vec:
+        return logic_not(_bool_of(self.visit(node.this, arg), "NOT operand"))
+
+    def visit_comparison(self, node: exp.Expression, arg: Context) -> Vec:
+        return compare(COMPARISON_OPS[type(node)], self.visit(node.this, arg), self.visit(node.expression, arg))
+
+    def visit_is_null(self, node: exp.Expression, arg: Context) -> Vec:
+        inner = self.visit(node.this, arg)
+        return Vec("bool", ~inner.valid, np.ones(arg.n, dtype=bool))
+
+    def visit_is(self, node: exp.Expression, arg: Context) -> Vec:
+        self.visit(node.this, arg)  # its errors come first
         raise PandoExprError(f"unsupported IS predicate {node.sql('spark')}")
-    if isinstance(node, exp.Between):
-        term = eval_node(node.this, ctx)
-        return logic_and(compare(">=", term, eval_node(node.args["low"], ctx)),
-                         compare("<=", term, eval_node(node.args["high"], ctx)))
-    if isinstance(node, exp.In):
-        if node.args.get("query") is not None:
-            raise PandoExprError("IN (subquery) is not a single-table predicate")
-        values = [fold(e) for e in node.expressions]
-        if any(v is None for v in values):
+
+    def visit_between(self, node: exp.Expression, arg: Context) -> Vec:
+        term = self.visit(node.this, arg)
+        return logic_and(compare(">=", term, self.visit(node.args["low"], arg)),
+                         compare("<=", term, self.visit(node.args["high"], arg)))
+
+    def visit_in(self, node: exp.Expression, arg: Context) -> Vec:
+        values = [v for v in (fold(e) for e in node.expressions) if v is not None]
+        if len(values) != len(node.expressions):
             raise PandoExprError(f"IN list must hold literals: {node.sql('spark')}")
-        return _in_list(eval_node(node.this, ctx), values)  # type: ignore[arg-type]
-    if isinstance(node, exp.Like):
+        return _in_list(self.visit(node.this, arg), values)
+
+    def visit_in_subquery(self, node: exp.Expression, arg: Context) -> Vec:
+        raise PandoExprError("IN (subquery) is not a single-table predicate")
+
+    def visit_like(self, node: exp.Expression, arg: Context) -> Vec:
         pattern = fold(node.expression)
         if pattern is None or pattern.kind != "string":
             raise PandoExprError(f"LIKE pattern must be a string literal: {node.sql('spark')}")
-        return _like(eval_node(node.this, ctx), pattern.value)
-    if isinstance(node, exp.Escape) and isinstance(node.this, exp.Like):
+        return _like(self.visit(node.this, arg), pattern.value)
+
+    def visit_like_escape(self, node: exp.Expression, arg: Context) -> Vec:
         pattern, esc = fold(node.this.expression), fold(node.expression)
         if pattern is None or esc is None or pattern.kind != "string" or esc.kind != "string":
             raise PandoExprError(f"LIKE pattern must be a string literal: {node.sql('spark')}")
-        return _like(eval_node(node.this.this, ctx), pattern.value, esc.value)
-    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
-        op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}[type(node)]
+        return _like(self.visit(node.this.this, arg), pattern.value, esc.value)
+
+    # ------------------------------------------------ terms
+
+    def visit_column(self, node: exp.Expression, arg: Context) -> Vec:
+        return arg.column(node.name)
+
+    def visit_arithmetic(self, node: exp.Expression, arg: Context) -> Vec:
+        op = ARITHMETIC_OPS[type(node)]
         b_const = fold(node.expression)
         if b_const is not None and b_const.kind == "interval":
-            a = eval_node(node.this, ctx)
+            a = self.visit(node.this, arg)
             iv = b_const.value if op == "+" else -b_const.value
             if a.kind == "date" and not iv.months and not iv.micros:
                 return Vec("date", a.data + iv.days, a.valid)
             if a.kind in ("timestamp", "timestamp_ntz") and not iv.months:
                 return Vec(a.kind, a.data + iv.days * 86_400_000_000 + iv.micros, a.valid)
             raise PandoExprError(f"unsupported interval arithmetic on a column: {node.sql('spark')}")
-        return arith(op, eval_node(node.this, ctx), eval_node(node.expression, ctx))
-    if isinstance(node, exp.Neg):
-        a = eval_node(node.this, ctx)
+        return arith(op, self.visit(node.this, arg), self.visit(node.expression, arg))
+
+    def visit_neg(self, node: exp.Expression, arg: Context) -> Vec:
+        a = self.visit(node.this, arg)
         if a.kind not in NUMERIC_KINDS:
             raise PandoExprError(f"cannot negate a {a.kind} value")
         return Vec(a.kind, -a.data, a.valid, a.scale)
-    if isinstance(node, exp.Abs):
-        a = eval_node(node.this, ctx)
+
+    def visit_abs(self, node: exp.Expression, arg: Context) -> Vec:
+        a = self.visit(node.this, arg)
         if a.kind not in NUMERIC_KINDS:
             raise PandoExprError(f"abs needs a number, got a {a.kind} value")
         return Vec(a.kind, np.abs(a.data) if a.data.dtype != object else np.array([abs(x) for x in a.data],
                    dtype=object), a.valid, a.scale)
-    if isinstance(node, exp.Extract):
-        return _date_part(node.this.name.upper(), eval_node(node.expression, ctx))
-    if type(node) in _DATE_PARTS:
-        return _date_part(_DATE_PARTS[type(node)], eval_node(_unwrap_date_arg(node.this), ctx))
-    if isinstance(node, exp.Substring):
+
+    def visit_extract(self, node: exp.Expression, arg: Context) -> Vec:
+        return _date_part(node.this.name.upper(), self.visit(node.expression, arg))
+
+    def visit_date_part(self, node: exp.Expression, arg: Context) -> Vec:
+        return _date_part(DATE_PARTS[type(node)], self.visit(_unwrap_date_arg(node.this), arg))
+
+    def visit_substring(self, node: exp.Expression, arg: Context) -> Vec:
         pos = int_arg(node.args.get("start"), "substring position")
-        return _substring(eval_node(node.this, ctx), 1 if pos is None else pos,
+        return _substring(self.visit(node.this, arg), 1 if pos is None else pos,
                           int_arg(node.args.get("length"), "substring length"))
-    if isinstance(node, exp.Length):
-        a = eval_node(node.this, ctx)
+
+    def visit_length(self, node: exp.Expression, arg: Context) -> Vec:
+        a = self.visit(node.this, arg)
         if a.kind != "string":
             raise PandoExprError(f"length needs a string, got a {a.kind} value")
         return Vec("int", pc.utf8_length(a.data).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
                    a.valid)
-    if isinstance(node, (exp.Cast, exp.TryCast)):
-        return _cast(eval_node(node.this, ctx), node.args["to"])
-    if isinstance(node, exp.Case):
+
+    def visit_cast(self, node: exp.Expression, arg: Context) -> Vec:
+        return _cast(self.visit(node.this, arg), node.args["to"])
+
+    def visit_case(self, node: exp.Expression, arg: Context) -> Vec:
         if node.this is not None:
             raise PandoExprError("CASE <expr> WHEN ... is not supported; use CASE WHEN <predicate>")
-        branches = [(_bool_of(eval_node(b.this, ctx), "CASE condition"), eval_node(b.args["true"], ctx))
+        branches = [(_bool_of(self.visit(b.this, arg), "CASE condition"), self.visit(b.args["true"], arg))
                     for b in node.args["ifs"]]
         default = node.args.get("default")
-        return _case(branches, eval_node(default, ctx) if default is not None else literal_vec(TypedValue("null", None), n))
-    if isinstance(node, exp.If):
-        cond = _bool_of(eval_node(node.this, ctx), "IF condition")
+        return _case(branches, self.visit(default, arg) if default is not None else literal_vec(_NULL_VALUE, arg.n))
+
+    def visit_if(self, node: exp.Expression, arg: Context) -> Vec:
+        cond = _bool_of(self.visit(node.this, arg), "IF condition")
         other = node.args.get("false")
-        return _case([(cond, eval_node(node.args["true"], ctx))],
-                     eval_node(other, ctx) if other is not None else literal_vec(TypedValue("null", None), n))
-    if isinstance(node, exp.Boolean):
-        return literal_vec(TypedValue("bool", bool(node.this)), n)
-    raise PandoExprError(f"unsupported expression {node.sql('spark')!r} ({type(node).__name__}); accepted: "
-                         "comparisons, BETWEEN, IN lists, LIKE, IS [NOT] NULL, AND / OR / NOT, + - * /, "
-                         "CAST, CASE WHEN, IF, year / month / day / quarter (EXTRACT), substring, length, abs")
+        return _case([(cond, self.visit(node.args["true"], arg))],
+                     self.visit(other, arg) if other is not None else literal_vec(_NULL_VALUE, arg.n))
+
+
+_EVALUATOR = _Evaluator()
+
+
+def eval_node(node: exp.Expression, ctx: Context) -> Vec:
+    """Evaluate a canonical (bound) expression."""
+    return _EVALUATOR.visit(node, ctx)
 
 
 def evaluate_predicate(node: exp.Expression, table: pa.Table | pa.RecordBatch) -> np.ndarray:

@@ -14,23 +14,24 @@ from sqlglot import exp
 
 from pando_iceberg.expr import keys as keyset
 from pando_iceberg.expr.bind import DIALECT, bind, parse_predicate
-from pando_iceberg.expr.cuts import Cut, CutOrigin, ExprCut, LiteralCut
+from pando_iceberg.expr.cuts import Cut, ExprCut, LiteralCut
 from pando_iceberg.expr.domain import Domain, Span
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.evaluate import evaluate_predicate
 from pando_iceberg.expr.sides import (
     NT,
-    T,
     UNKNOWN,
     AtomTable,
     CompiledDnf,
     Sides,
+    T,
     TooComplex,
     dnf_satisfiable,
     keyed_dnf,
     schema_fingerprint,
     to_dnf,
 )
+from pando_iceberg.expr.visitor import Kind, kind_of
 
 
 def same_table(a: str, b: str) -> bool:
@@ -48,7 +49,7 @@ class JoinFilter:
     column: str
     dim_table: str
     dim_pk: str
-    dim_filter: "TableFilter"
+    dim_filter: TableFilter
     dim_keys: Any = None
     key_source: str | None = field(default=None, compare=False)
 
@@ -72,7 +73,7 @@ class TableFilter:
                  joins: list[JoinFilter] | tuple = (), table: str | None = None):
         self.schema = schema
         self.table = table
-        if expr is None or (isinstance(expr, exp.Boolean) and expr.this):
+        if expr is None or (isinstance(expr, exp.Expression) and kind_of(expr) is Kind.TRUE):
             self.expr: exp.Expression = exp.true()
         else:
             if schema is None:
@@ -100,22 +101,21 @@ class TableFilter:
     # -------------------------------------------------------------- construction
 
     @classmethod
-    def true(cls, schema: pa.Schema | None = None, table: str | None = None) -> "TableFilter":
+    def true(cls, schema: pa.Schema | None = None, table: str | None = None) -> TableFilter:
         return cls(None, schema, table=table)
 
     @classmethod
     def from_sql(cls, sql: str | exp.Expression, schema: pa.Schema, table: str | None = None,
-                 schemas: dict[str, pa.Schema] | None = None) -> "TableFilter":
+                 schemas: dict[str, pa.Schema] | None = None) -> TableFilter:
         """Parse a filter. Top-level conjuncts `col IN (SELECT pk FROM dim WHERE p)` become
         JoinFilters (their dimension schema is looked up in `schemas`)."""
         node = parse_predicate(sql, table)
         plain, joins = [], []
         for conj in split_conjuncts(node):
-            sub = conj.args.get("query") if isinstance(conj, exp.In) else None
-            if sub is None:
+            if kind_of(conj) is not Kind.IN_SUBQUERY:
                 plain.append(conj)
                 continue
-            joins.append(_join_from_subquery(conj, sub, schemas or {}, table))
+            joins.append(_join_from_subquery(conj, conj.args["query"], schemas or {}, table))
         expr = exp.and_(*plain) if plain else None
         return cls(expr, schema, joins, table)
 
@@ -138,7 +138,7 @@ class TableFilter:
         return self._memo_key
 
     def is_true_expr(self) -> bool:
-        return isinstance(self.expr, exp.Boolean) and bool(self.expr.this)
+        return kind_of(self.expr) is Kind.TRUE
 
     def __repr__(self) -> str:
         return f"TableFilter({self.to_sql()!r})"
@@ -157,9 +157,9 @@ class TableFilter:
         OR group stays one cut; a negation is cut by its positive form (same two sides)."""
         out: dict[str, ExprCut] = {}
         for conj in self.conjuncts():
-            while isinstance(conj, exp.Not) and not isinstance(conj.this, (exp.And, exp.Or)):
+            while kind_of(conj) is Kind.NOT and kind_of(conj.this) not in (Kind.AND, Kind.OR):
                 conj = conj.this
-            if isinstance(conj, exp.Boolean) or (isinstance(conj, exp.Not) and isinstance(conj.this, exp.Boolean)):
+            if kind_of(conj) in (Kind.TRUE, Kind.FALSE):
                 continue
             cut = ExprCut(conj, self.schema, self.table)  # type: ignore[arg-type]
             out.setdefault(cut.key, cut)
@@ -326,7 +326,7 @@ class TableFilter:
             self._dim_schemas = out
         return dict(self._dim_schemas)
 
-    def filter_sides(self, other: "TableFilter") -> Sides:
+    def filter_sides(self, other: TableFilter) -> Sides:
         """Like sides(), with a whole filter (expr AND joins) of the same table as the cut.
         Memoized per `other` (literal cuts of one origin are compared with every query's
         dimension filter)."""
@@ -341,7 +341,7 @@ class TableFilter:
             self._as_cut = ExprCut(self.expr, self.schema, self.table, bound=True)  # type: ignore[arg-type]
         return self._as_cut
 
-    def _compute_filter_sides(self, other: "TableFilter") -> Sides:
+    def _compute_filter_sides(self, other: TableFilter) -> Sides:
         if not self._satisfiable_with(()):
             return Sides(False, False)
         if other.is_true_expr():
@@ -393,9 +393,10 @@ def _origin_filter(cut: LiteralCut, dim_filter: TableFilter) -> TableFilter:
 
 def split_conjuncts(node: exp.Expression) -> list[exp.Expression]:
     """The terms of a conjunction (nested ANDs and parentheses flattened); ``[node]`` otherwise."""
-    if isinstance(node, exp.Paren):
+    kind = kind_of(node)
+    if kind is Kind.PAREN:
         return split_conjuncts(node.this)
-    if isinstance(node, exp.And):
+    if kind is Kind.AND:
         return split_conjuncts(node.this) + split_conjuncts(node.expression)
     return [node]
 
@@ -429,5 +430,5 @@ def _join_from_subquery(conj: exp.In, sub: exp.Expression, schemas: dict[str, pa
     return JoinFilter(conj.this.name, dim, select.expressions[0].name, dim_filter)
 
 
-__all__ = ["TableFilter", "JoinFilter", "same_table"]
+__all__ = ["JoinFilter", "TableFilter", "same_table"]
 _ = (field, sqlglot)

@@ -81,10 +81,10 @@ from sqlglot import exp
 from pando_iceberg.expr.filters import TableFilter
 from pando_iceberg.expr.sides import like_prefix
 from pando_iceberg.expr.values import TypedValue, fold
+from pando_iceberg.expr.visitor import COMPARISON_OPS, PolarityVisitor, T
 
 __all__ = ["to_pyiceberg"]
 
-_CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 # The operator that is TRUE exactly where `op` is FALSE (both operands non-NULL).
 _NEGATED = {"=": "<>", "<>": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _INT_RANGE = {IntegerType: (-(2**31), 2**31 - 1), LongType: (-(2**63), 2**63 - 1)}
@@ -97,49 +97,55 @@ def to_pyiceberg(filter: TableFilter, iceberg_schema: Schema) -> BooleanExpressi
     if filter.is_true_expr():
         return AlwaysTrue()
     fields = {f.name.lower(): f for f in iceberg_schema.fields}
-    return _Mapper(fields).visit(filter.expr, True)
+    return _Mapper(fields).visit(filter.expr, T)
 
 
-class _Mapper:
+class _Mapper(PolarityVisitor[BooleanExpression]):
+    """An expression satisfied by every row on which the node has the polarity, T (TRUE)
+    or F (FALSE)."""
+
     def __init__(self, fields: dict[str, NestedField]):
         self.fields = fields
 
-    def visit(self, node: exp.Expression, truth: bool) -> BooleanExpression:
-        """An expression satisfied by every row on which `node` is `truth` (TRUE or FALSE)."""
-        if isinstance(node, exp.Paren):
-            return self.visit(node.this, truth)
-        if isinstance(node, exp.Not):
-            return self.visit(node.this, not truth)
-        if isinstance(node, (exp.And, exp.Or)):
-            left, right = self.visit(node.this, truth), self.visit(node.expression, truth)
-            # AND is TRUE when both parts are, FALSE when either is; OR the other way round.
-            return And(left, right) if isinstance(node, exp.And) == truth else Or(left, right)
-        if isinstance(node, exp.Boolean):
-            return AlwaysTrue() if bool(node.this) == truth else AlwaysFalse()
-        if isinstance(node, exp.Null):
-            return AlwaysFalse()
-        if type(node) in _CMP:
-            op = _CMP[type(node)]
-            return self.compare(node.this, op if truth else _NEGATED[op], fold(node.expression))
-        if isinstance(node, exp.Between):
-            low = self.compare(node.this, ">=" if truth else "<", fold(node.args["low"]))
-            high = self.compare(node.this, "<=" if truth else ">", fold(node.args["high"]))
-            return And(low, high) if truth else Or(low, high)
-        if isinstance(node, exp.In) and node.args.get("query") is None:
-            return self.in_list(node.this, [fold(e) for e in node.expressions], truth)
-        if isinstance(node, exp.Like):
-            return self.like(node.this, fold(node.expression), truth)
-        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
-            field = self.field_of(node.this)
-            if field is None:
-                return AlwaysTrue()
-            return IsNull(field.name) if truth else NotNull(field.name)
-        if isinstance(node, exp.Column):
-            field = self.field_of(node)
-            if field is None or not isinstance(field.field_type, BooleanType):
-                return AlwaysTrue()
-            return EqualTo(field.name, BooleanLiteral(truth))
+    def visit_all(self, left: BooleanExpression, right: BooleanExpression) -> BooleanExpression:
+        return And(left, right)
+
+    def visit_any(self, left: BooleanExpression, right: BooleanExpression) -> BooleanExpression:
+        return Or(left, right)
+
+    def visit_constant(self, holds: bool) -> BooleanExpression:
+        return AlwaysTrue() if holds else AlwaysFalse()
+
+    def visit_other(self, node: exp.Expression, arg: str) -> BooleanExpression:
         return AlwaysTrue()
+
+    def visit_comparison(self, node: exp.Expression, arg: str) -> BooleanExpression:
+        op = COMPARISON_OPS[type(node)]
+        return self.compare(node.this, op if arg == T else _NEGATED[op], fold(node.expression))
+
+    def visit_between(self, node: exp.Expression, arg: str) -> BooleanExpression:
+        truth = arg == T
+        low = self.compare(node.this, ">=" if truth else "<", fold(node.args["low"]))
+        high = self.compare(node.this, "<=" if truth else ">", fold(node.args["high"]))
+        return And(low, high) if truth else Or(low, high)
+
+    def visit_in(self, node: exp.Expression, arg: str) -> BooleanExpression:
+        return self.in_list(node.this, [fold(e) for e in node.expressions], arg == T)
+
+    def visit_like(self, node: exp.Expression, arg: str) -> BooleanExpression:
+        return self.like(node.this, fold(node.expression), arg == T)
+
+    def visit_is_null(self, node: exp.Expression, arg: str) -> BooleanExpression:
+        field = self.field_of(node.this)
+        if field is None:
+            return AlwaysTrue()
+        return IsNull(field.name) if arg == T else NotNull(field.name)
+
+    def visit_column(self, node: exp.Expression, arg: str) -> BooleanExpression:
+        field = self.field_of(node)
+        if field is None or not isinstance(field.field_type, BooleanType):
+            return AlwaysTrue()
+        return EqualTo(field.name, BooleanLiteral(arg == T))
 
     def field_of(self, term: exp.Expression) -> NestedField | None:
         if not isinstance(term, exp.Column):

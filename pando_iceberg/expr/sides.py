@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -39,6 +40,17 @@ from pando_iceberg.expr.domain import Domain, Span, is_discrete, key_of
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.evaluate import Context, eval_node
 from pando_iceberg.expr.values import fold
+from pando_iceberg.expr.visitor import (
+    ALLOWED,
+    COMPARISON_OPS,
+    NT,
+    F,
+    Kind,
+    PolarityVisitor,
+    PredicateVisitor,
+    T,
+    kind_of,
+)
 
 DIALECT = "spark"
 
@@ -53,11 +65,6 @@ class Sides(NamedTuple):
 
 UNKNOWN = Sides(True, True)
 
-T, F, NT, NF = "T", "F", "NT", "NF"
-_NEGATE = {T: F, F: T, NT: NF, NF: NT}
-# Truth values an atom may take under each polarity ("N" = NULL).
-_ALLOWED = {T: frozenset("T"), F: frozenset("F"), NT: frozenset("FN"), NF: frozenset("TN")}
-
 
 class TooComplex(Exception):
     pass
@@ -67,32 +74,42 @@ Literal = tuple[exp.Expression, str]
 Dnf = list[list[Literal]]
 
 
+class _DnfBuilder(PolarityVisitor[Dnf]):
+    """The DNF of a node having a polarity: every atom (a node that is not boolean
+    structure) becomes one literal (atom, polarity)."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+
+    def visit_all(self, left: Dnf, right: Dnf) -> Dnf:
+        if len(left) * len(right) > self.cap:
+            raise TooComplex()
+        out = [a + b for a in left for b in right]
+        if len(out) > self.cap:
+            raise TooComplex()
+        return out
+
+    def visit_any(self, left: Dnf, right: Dnf) -> Dnf:
+        out = left + right
+        if len(out) > self.cap:
+            raise TooComplex()
+        return out
+
+    def visit_constant(self, holds: bool) -> Dnf:
+        return [[]] if holds else []
+
+    def visit_other(self, node: exp.Expression, arg: str) -> Dnf:
+        return [[(node, arg)]]
+
+
+_DNF_BUILDERS = {MAX_CONJUNCTIONS: _DnfBuilder(MAX_CONJUNCTIONS)}
+
+
 def to_dnf(node: exp.Expression, polarity: str = T, cap: int = MAX_CONJUNCTIONS) -> Dnf:
     """Conjunctions (lists of literals) whose disjunction is equivalent to `node` having
     `polarity`. [] = never, [[]] = always. Raises TooComplex above `cap` conjunctions."""
-    if isinstance(node, exp.Paren):
-        return to_dnf(node.this, polarity, cap)
-    if isinstance(node, exp.Not):
-        return to_dnf(node.this, _NEGATE[polarity], cap)
-    if isinstance(node, (exp.And, exp.Or)):
-        # AND is TRUE / NOT-FALSE when all parts are; FALSE / NOT-TRUE when any part is.
-        all_parts = (polarity in (T, NF)) == isinstance(node, exp.And)
-        left, right = to_dnf(node.this, polarity, cap), to_dnf(node.expression, polarity, cap)
-        if not all_parts:
-            out = left + right
-        else:
-            if len(left) * len(right) > cap:
-                raise TooComplex()
-            out = [a + b for a in left for b in right]
-        if len(out) > cap:
-            raise TooComplex()
-        return out
-    if isinstance(node, exp.Boolean):
-        truth = "T" if node.this else "F"
-        return [[]] if truth in _ALLOWED[polarity] else []
-    if isinstance(node, exp.Null):
-        return [[]] if "N" in _ALLOWED[polarity] else []
-    return [[(node, polarity)]]
+    builder = _DNF_BUILDERS.get(cap) or _DnfBuilder(cap)
+    return builder.visit(node, polarity)
 
 
 KeyedDnf = list[list[tuple[str, exp.Expression, str]]]
@@ -181,20 +198,22 @@ _REL_TRUTH = {
 }
 _FLIP_TRUTH = {"T": "F", "F": "T", "N": "N"}
 
-# Expressions that are NULL whenever any input is NULL (so a non-NULL result proves all
-# their columns non-NULL). CASE, IF, COALESCE, IS, AND, OR are not in this list.
-_NULL_INTOLERANT = (exp.Column, exp.Literal, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Abs,
-                    exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Like, exp.Extract, exp.Year,
-                    exp.Month, exp.Day, exp.DayOfMonth, exp.Quarter, exp.Substring, exp.Length, exp.Cast,
-                    exp.TryCast, exp.Between, exp.In, exp.Not, exp.Paren, exp.Var, exp.DataType,
-                    exp.DataTypeParam, exp.Identifier, exp.Interval, exp.TsOrDsToDate)
+# Kinds of expressions that are NULL whenever any input is NULL (so a non-NULL result proves
+# all their columns non-NULL), and the non-expression parts of such nodes (type names, units).
+# CASE, IF, COALESCE, IS, AND, OR are not in this list; nor is an IN list holding NULL.
+_NULL_INTOLERANT_KINDS = frozenset({
+    Kind.COLUMN, Kind.LITERAL, Kind.ARITHMETIC, Kind.NEG, Kind.ABS, Kind.COMPARISON, Kind.LIKE, Kind.EXTRACT,
+    Kind.DATE_PART, Kind.SUBSTRING, Kind.LENGTH, Kind.CAST, Kind.BETWEEN, Kind.IN, Kind.IN_SUBQUERY, Kind.NOT,
+    Kind.PAREN, Kind.INTERVAL, Kind.TO_DATE})
+_NULL_INTOLERANT_PARTS = (exp.Var, exp.DataType, exp.DataTypeParam, exp.Identifier)
 
 
 def null_intolerant(node: exp.Expression) -> bool:
     for n in node.walk():
-        if not isinstance(n, _NULL_INTOLERANT):
+        kind = kind_of(n)
+        if kind not in _NULL_INTOLERANT_KINDS and not isinstance(n, _NULL_INTOLERANT_PARTS):
             return False
-        if isinstance(n, exp.In) and any(isinstance(e, exp.Null) for e in n.expressions):
+        if kind is Kind.IN and any(isinstance(e, exp.Null) for e in n.expressions):
             return False
     return True
 
@@ -203,7 +222,6 @@ def _columns(node: exp.Expression) -> frozenset[str]:
     return frozenset(c.name for c in node.find_all(exp.Column))
 
 
-_CMP_OPS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 _PAIR_BASE = {"<": ("<", False), "<=": ("<=", False), "=": ("=", False),
               ">=": ("<", True), ">": ("<=", True), "<>": ("=", True)}
 
@@ -253,13 +271,13 @@ def like_prefix(pattern: str) -> tuple[str, str]:
     return "".join(prefix), "exact"
 
 
-def schema_fingerprint(schema: pa.Schema) -> tuple:
+def schema_fingerprint(schema: pa.Schema) -> tuple[Any, ...]:
     """What atom classification depends on: the column names and types."""
     return tuple((f.name, f.type) for f in schema)
 
 
 _MAX_SHARED_TABLES = 64
-_SHARED_TABLES: dict[tuple, "AtomTable"] = {}
+_SHARED_TABLES: dict[tuple[Any, ...], AtomTable] = {}
 _SHARED_LOCK = threading.Lock()
 
 
@@ -288,7 +306,7 @@ class AtomTable:
         self._column_terms: dict[str, tuple[str, str]] = {}
 
     @staticmethod
-    def shared(schema: pa.Schema) -> "AtomTable":
+    def shared(schema: pa.Schema) -> AtomTable:
         key = schema_fingerprint(schema)
         table = _SHARED_TABLES.get(key)
         if table is None or len(table._cache) > AtomTable.MAX_ATOMS:
@@ -331,72 +349,97 @@ class AtomTable:
             self._cache[key] = atom
         return atom
 
-    def compile(self, dnf: "KeyedDnf") -> "CompiledDnf":
+    def compile(self, dnf: KeyedDnf) -> CompiledDnf:
         """A keyed DNF with each literal's atom classified."""
         return [[(self.classify(node, key), pol) for key, node, pol in conj] for conj in dnf]
 
-    def _constraint(self, term: exp.Expression, t: Domain, f: Domain, exact: bool = True) -> Constraint:
+    def constraint(self, term: exp.Expression, t: Domain, f: Domain, exact: bool = True) -> Constraint:
         return Constraint(term.sql(DIALECT), self.kind(term), t, f, exact, _columns(term),
                           isinstance(term, exp.Column), null_intolerant(term))
 
     def _classify(self, node: exp.Expression) -> Constraint | Pair | Opaque:
-        opaque = Opaque(node.sql(DIALECT), _columns(node), null_intolerant(node))
-        if type(node) in _CMP_OPS:
-            op = _CMP_OPS[type(node)]
-            lit = fold(node.expression)
-            if lit is None:
-                if fold(node.this) is not None:
-                    return opaque
-                base, negated = _PAIR_BASE[op]
-                return Pair(node.this.sql(DIALECT), node.expression.sql(DIALECT), base, negated, _columns(node),
-                            (self.kind(node.this), self.kind(node.expression)),
-                            (null_intolerant(node.this), null_intolerant(node.expression)),
-                            (_columns(node.this), _columns(node.expression)))
-            kind = self.kind(node.this)
+        return _CLASSIFIER.visit(node, self)
+
+
+Atom = Constraint | Pair | Opaque
+
+
+class _AtomClassifier(PredicateVisitor[AtomTable, Atom]):
+    """An atom of a DNF (a node that is not boolean structure) as a constraint on a term,
+    a comparison of two terms, or an opaque atom compared by its canonical SQL. The
+    argument is the atom table (it knows the terms' kinds)."""
+
+    def visit_other(self, node: exp.Expression, arg: AtomTable) -> Atom:
+        return Opaque(node.sql(DIALECT), _columns(node), null_intolerant(node))
+
+    def visit_paren(self, node: exp.Expression, arg: AtomTable) -> Atom:
+        return self.visit_other(node, arg)  # DNFs hold no parentheses; one is opaque here
+
+    def visit_comparison(self, node: exp.Expression, arg: AtomTable) -> Atom:
+        op = COMPARISON_OPS[type(node)]
+        lit = fold(node.expression)
+        if lit is None:
+            if fold(node.this) is not None:
+                return self.visit_other(node, arg)
+            base, negated = _PAIR_BASE[op]
+            return Pair(node.this.sql(DIALECT), node.expression.sql(DIALECT), base, negated, _columns(node),
+                        (arg.kind(node.this), arg.kind(node.expression)),
+                        (null_intolerant(node.this), null_intolerant(node.expression)),
+                        (_columns(node.this), _columns(node.expression)))
+        kind = arg.kind(node.this)
+        if lit.kind == "null":
+            return arg.constraint(node.this, Domain.empty(), Domain.empty())
+        return arg.constraint(node.this, *_cmp_domains(op, key_of(lit, kind)))
+
+    def visit_between(self, node: exp.Expression, arg: AtomTable) -> Atom:
+        lo, hi = fold(node.args["low"]), fold(node.args["high"])
+        if lo is None or hi is None:
+            return self.visit_other(node, arg)
+        kind = arg.kind(node.this)
+        t, f = Domain.non_null(), Domain.empty()
+        for op, lit in ((">=", lo), ("<=", hi)):
             if lit.kind == "null":
-                return self._constraint(node.this, Domain.empty(), Domain.empty())
-            return self._constraint(node.this, *_cmp_domains(op, key_of(lit, kind)))
-        if isinstance(node, exp.Between):
-            lo, hi = fold(node.args["low"]), fold(node.args["high"])
-            if lo is None or hi is None:
-                return opaque
-            kind = self.kind(node.this)
-            t, f = Domain.non_null(), Domain.empty()
-            for op, lit in ((">=", lo), ("<=", hi)):
-                if lit.kind == "null":
-                    t = Domain.empty()
-                else:
-                    ti, fi = _cmp_domains(op, key_of(lit, kind))
-                    t, f = t.intersect(ti), f.union(fi)
-            return self._constraint(node.this, t, f)
-        if isinstance(node, exp.In) and node.args.get("query") is None:
-            values = [fold(e) for e in node.expressions]
-            if any(v is None for v in values):
-                return opaque
-            kind = self.kind(node.this)
-            t = Domain.points([key_of(v, kind) for v in values if v.kind != "null"])  # type: ignore[union-attr]
-            has_null = any(v.kind == "null" for v in values)  # type: ignore[union-attr]
-            f = Domain.empty() if has_null else Domain(t.complement().spans, False)
-            return self._constraint(node.this, t, f)
-        if isinstance(node, exp.Like):
-            pattern = fold(node.expression)
-            if pattern is None or pattern.kind != "string":
-                return opaque
-            prefix, shape = like_prefix(pattern.value)
-            if shape == "exact":
-                t = Domain.points([prefix])
+                t = Domain.empty()
             else:
-                succ = _string_successor(prefix)
-                t = Domain((Span(prefix, True, succ, False) if succ is not None else Span(prefix, True, None, False),),
-                           False)
-            if shape == "general":
-                return self._constraint(node.this, t, Domain.non_null(), exact=False)
-            return self._constraint(node.this, t, Domain(t.complement().spans, False))
-        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
-            return self._constraint(node.this, Domain.only_null(), Domain.non_null())
-        if isinstance(node, exp.Column) and self.kind(node) == "bool":
-            return self._constraint(node, Domain.points([1]), Domain.points([0]))
-        return opaque
+                ti, fi = _cmp_domains(op, key_of(lit, kind))
+                t, f = t.intersect(ti), f.union(fi)
+        return arg.constraint(node.this, t, f)
+
+    def visit_in(self, node: exp.Expression, arg: AtomTable) -> Atom:
+        values = [v for v in (fold(e) for e in node.expressions) if v is not None]
+        if len(values) != len(node.expressions):
+            return self.visit_other(node, arg)
+        kind = arg.kind(node.this)
+        t = Domain.points([key_of(v, kind) for v in values if v.kind != "null"])
+        has_null = any(v.kind == "null" for v in values)
+        f = Domain.empty() if has_null else Domain(t.complement().spans, False)
+        return arg.constraint(node.this, t, f)
+
+    def visit_like(self, node: exp.Expression, arg: AtomTable) -> Atom:
+        pattern = fold(node.expression)
+        if pattern is None or pattern.kind != "string":
+            return self.visit_other(node, arg)
+        prefix, shape = like_prefix(pattern.value)
+        if shape == "exact":
+            t = Domain.points([prefix])
+        else:
+            succ = _string_successor(prefix)
+            t = Domain((Span(prefix, True, succ, False) if succ is not None else Span(prefix, True, None, False),),
+                       False)
+        if shape == "general":
+            return arg.constraint(node.this, t, Domain.non_null(), exact=False)
+        return arg.constraint(node.this, t, Domain(t.complement().spans, False))
+
+    def visit_is_null(self, node: exp.Expression, arg: AtomTable) -> Atom:
+        return arg.constraint(node.this, Domain.only_null(), Domain.non_null())
+
+    def visit_column(self, node: exp.Expression, arg: AtomTable) -> Atom:
+        if arg.kind(node) == "bool":
+            return arg.constraint(node, Domain.points([1]), Domain.points([0]))
+        return self.visit_other(node, arg)
+
+
+_CLASSIFIER = _AtomClassifier()
 
 
 # ---------------------------------------------------------------- satisfiability
@@ -423,12 +466,12 @@ class _State:
                 self.non_null |= atom.term_columns
         elif isinstance(atom, Pair):
             rels = frozenset(r for r, truth in _REL_TRUTH[atom.op].items()
-                             if (_FLIP_TRUTH[truth] if atom.negated else truth) in _ALLOWED[polarity])
+                             if (_FLIP_TRUTH[truth] if atom.negated else truth) in ALLOWED[polarity])
             key = (atom.left, atom.right)
             self.relations[key] = self.relations.get(key, frozenset(_REL_TRUTH["<"])) & rels
             self.pair_info[key] = atom
         else:
-            allowed = _ALLOWED[polarity]
+            allowed = ALLOWED[polarity]
             self.truths[atom.key] = self.truths.get(atom.key, frozenset("TFN")) & allowed
             if "N" not in allowed and atom.null_intolerant:
                 self.non_null |= atom.columns
@@ -441,16 +484,16 @@ class _State:
                 return False
             pair = self.pair_info[key]
             if "NULL" not in rels:  # both operands are non-NULL
-                for term, kind in zip(key, pair.kinds):
+                for term, kind in zip(key, pair.kinds, strict=True):
                     self.restrict(term, kind, Domain.non_null())
-                for cols, tolerant in zip(pair.side_columns, pair.null_intolerant):
+                for cols, tolerant in zip(pair.side_columns, pair.null_intolerant, strict=True):
                     if tolerant:
                         self.non_null |= cols
         names = self.atoms.names
         for col in self.non_null:
             if col in names:
                 self.restrict(*self.atoms.column_term(col), Domain.non_null())
-        for term, (kind, dom) in self.domains.items():
+        for kind, dom in self.domains.values():
             if dom.is_empty(is_discrete(kind)):
                 return False
         # A pair that must be NULL while both operands are non-NULL is empty.
@@ -464,7 +507,7 @@ CompiledDnf = list[list[tuple["Constraint | Pair | Opaque", str]]]
 
 
 def conjunction_satisfiable(atoms: AtomTable, literals: list[tuple[Constraint | Pair | Opaque, str]],
-                            extra: list[tuple[str, str, Domain]] = ()) -> bool:
+                            extra: Sequence[tuple[str, str, Domain]] = ()) -> bool:
     """Is the conjunction of classified literals (atom, polarity) satisfiable?"""
     state = _State(atoms)
     for atom, polarity in literals:
@@ -475,7 +518,7 @@ def conjunction_satisfiable(atoms: AtomTable, literals: list[tuple[Constraint | 
 
 
 def dnf_satisfiable(atoms: AtomTable, left: CompiledDnf, right: CompiledDnf,
-                    extra: list[tuple[str, str, Domain]] = ()) -> bool:
+                    extra: Sequence[tuple[str, str, Domain]] = ()) -> bool:
     """Is (OR left) AND (OR right) satisfiable (soundly: True unless proven empty)?"""
     if len(left) * len(right) > MAX_CONJUNCTIONS * MAX_CONJUNCTIONS:
         return True

@@ -18,19 +18,20 @@ from typing import Any
 from sqlglot import exp
 
 from pando_iceberg.expr.errors import PandoExprError
+from pando_iceberg.expr.visitor import ARITHMETIC_OPS, PredicateVisitor
 
 # The Spark session time zone that literals without an offset are read in. The Spark
 # pipeline of this project runs with spark.sql.session.timeZone=UTC.
-SESSION_TIME_ZONE = dt.timezone.utc
+SESSION_TIME_ZONE = dt.UTC
 
 EPOCH_DATE = dt.date(1970, 1, 1)
-EPOCH_TS = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+EPOCH_TS = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 # Kinds of values (and of vectors in evaluate.py). "timestamp" is an instant (Spark
 # TIMESTAMP, Arrow timestamp with a zone) held as UTC microseconds; "timestamp_ntz" is a
 # wall-clock time (Spark TIMESTAMP_NTZ, Arrow timestamp without zone) in microseconds.
 NUMERIC_KINDS = ("int", "decimal", "float")
-KINDS = NUMERIC_KINDS + ("string", "bool", "date", "timestamp", "timestamp_ntz", "null")
+KINDS = (*NUMERIC_KINDS, "string", "bool", "date", "timestamp", "timestamp_ntz", "null")
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Interval:
     days: int = 0
     micros: int = 0
 
-    def __neg__(self) -> "Interval":
+    def __neg__(self) -> Interval:
         return Interval(-self.months, -self.days, -self.micros)
 
 
@@ -121,12 +122,12 @@ def parse_timestamp(text: str, *, ntz: bool) -> int | None:
             hours, minutes = (int(digits), 0) if len(digits) <= 2 else (int(digits[:-2]), int(digits[-2:]))
             tz = dt.timezone(sign * dt.timedelta(hours=hours, minutes=minutes))
         else:
-            tz = dt.timezone.utc
+            tz = dt.UTC
     aware = base.replace(tzinfo=tz)
     if ntz and not zone:
-        instant = base.replace(tzinfo=dt.timezone.utc)  # wall clock as-is
+        instant = base.replace(tzinfo=dt.UTC)  # wall clock as-is
     elif ntz:
-        instant = aware.astimezone(SESSION_TIME_ZONE).replace(tzinfo=dt.timezone.utc)
+        instant = aware.astimezone(SESSION_TIME_ZONE).replace(tzinfo=dt.UTC)
     else:
         instant = aware
     delta = instant - EPOCH_TS
@@ -226,7 +227,7 @@ def cast_value(v: TypedValue, to: exp.DataType) -> TypedValue:
             if not d.is_finite():
                 return NULL
             q = d.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
-            if len(q.as_tuple().digits) - max(0, -q.as_tuple().exponent) > precision - scale and q != 0:
+            if len(q.as_tuple().digits) - max(0, -int(q.as_tuple().exponent)) > precision - scale and q != 0:
                 return NULL  # overflow ⇒ NULL in non-ANSI Spark
             return TypedValue("decimal", q)
     elif name in _STRING_TYPES:
@@ -263,7 +264,7 @@ def value_to_text(v: TypedValue) -> str:
     return str(v.value)
 
 
-def _interval_of(node: exp.Interval) -> Interval:
+def _interval_of(node: exp.Expression) -> Interval:
     amount_node = node.this
     amount = fold(amount_node) if amount_node is not None else None
     if amount is None or amount.kind not in ("int", "string", "decimal"):
@@ -337,28 +338,37 @@ def _arith(a: TypedValue, b: TypedValue, op: str) -> TypedValue:
             return NULL if b.value == 0 else TypedValue("float", a.value / b.value)
         raise PandoExprError("decimal division is not supported (Spark rounds its result type)")
     kind = "decimal" if "decimal" in (a.kind, b.kind) else "int"
-    x, y = (Decimal(a.value), Decimal(b.value)) if kind == "decimal" else (a.value, b.value)
-    return TypedValue(kind, {"+": x + y, "-": x - y, "*": x * y}[op])
+    p, q = (Decimal(a.value), Decimal(b.value)) if kind == "decimal" else (a.value, b.value)
+    return TypedValue(kind, {"+": p + q, "-": p - q, "*": p * q}[op])
 
 
-def fold(node: exp.Expression) -> TypedValue | None:
-    """Fold a literal-only expression to a TypedValue, or None if it references columns
-    (or anything else that is not a constant)."""
-    if isinstance(node, exp.Paren):
-        return fold(node.this)
-    if isinstance(node, exp.Literal):
+class _Folder(PredicateVisitor[None, TypedValue | None]):
+    """A literal-only term as a TypedValue; None for anything that is not a constant."""
+
+    def visit_other(self, node: exp.Expression, arg: None) -> TypedValue | None:
+        return None
+
+    def visit_literal(self, node: exp.Expression, arg: None) -> TypedValue | None:
         return TypedValue("string", node.this) if node.is_string else number_literal(node.this)
-    if isinstance(node, exp.Boolean):
-        return TypedValue("bool", bool(node.this))
-    if isinstance(node, exp.Null):
+
+    def visit_true(self, node: exp.Expression, arg: None) -> TypedValue | None:
+        return TypedValue("bool", True)
+
+    def visit_false(self, node: exp.Expression, arg: None) -> TypedValue | None:
+        return TypedValue("bool", False)
+
+    def visit_null(self, node: exp.Expression, arg: None) -> TypedValue | None:
         return NULL
-    if isinstance(node, (exp.Cast, exp.TryCast)):
-        inner = fold(node.this)
+
+    def visit_cast(self, node: exp.Expression, arg: None) -> TypedValue | None:
+        inner = self.visit(node.this, arg)
         return None if inner is None else cast_value(inner, node.args["to"])
-    if isinstance(node, exp.Interval):
+
+    def visit_interval(self, node: exp.Expression, arg: None) -> TypedValue | None:
         return TypedValue("interval", _interval_of(node))
-    if isinstance(node, exp.Neg):
-        inner = fold(node.this)
+
+    def visit_neg(self, node: exp.Expression, arg: None) -> TypedValue | None:
+        inner = self.visit(node.this, arg)
         if inner is None:
             return None
         if inner.kind in NUMERIC_KINDS:
@@ -366,30 +376,40 @@ def fold(node: exp.Expression) -> TypedValue | None:
         if inner.kind == "interval":
             return TypedValue("interval", -inner.value)
         return NULL if inner.kind == "null" else None
-    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
-        a, b = fold(node.this), fold(node.expression)
+
+    def visit_arithmetic(self, node: exp.Expression, arg: None) -> TypedValue | None:
+        a, b = self.visit(node.this, arg), self.visit(node.expression, arg)
         if a is None or b is None:
             return None
-        if isinstance(node, exp.Add):
-            return _add(a, b, 1)
-        if isinstance(node, exp.Sub):
-            return _add(a, b, -1)
+        op = ARITHMETIC_OPS[type(node)]
+        if op in "+-":
+            return _add(a, b, 1 if op == "+" else -1)
         if a.kind == "null" or b.kind == "null":
             return NULL
         if a.kind in NUMERIC_KINDS and b.kind in NUMERIC_KINDS:
-            return _arith(a, b, "*" if isinstance(node, exp.Mul) else "/")
+            return _arith(a, b, op)
         raise PandoExprError(f"cannot fold {node.sql('spark')}")
-    if isinstance(node, (exp.TsOrDsAdd, exp.DateAdd, exp.DateSub)):
-        a, b = fold(node.this), fold(node.expression)
+
+    def visit_date_add(self, node: exp.Expression, arg: None) -> TypedValue | None:
+        a, b = self.visit(node.this, arg), self.visit(node.expression, arg)
         if a is None or b is None:
             return None
         if a.kind == "string":
             a = cast_value(a, exp.DataType.build("DATE"))
-        unit = (node.args.get("unit").name if node.args.get("unit") is not None else "DAY").upper()
+        unit_node = node.args.get("unit")
+        unit = (unit_node.name if unit_node is not None else "DAY").upper()
         if a.kind != "date" or b.kind != "int" or unit != "DAY":
             raise PandoExprError(f"cannot fold {node.sql('spark')}")
         return TypedValue("date", a.value + (-1 if isinstance(node, exp.DateSub) else 1) * b.value)
-    return None
+
+
+_FOLDER = _Folder()
+
+
+def fold(node: exp.Expression) -> TypedValue | None:
+    """Fold a literal-only expression to a TypedValue, or None if it references columns
+    (or anything else that is not a constant)."""
+    return _FOLDER.visit(node, None)
 
 
 _TYPES: dict[str, exp.DataType] = {}

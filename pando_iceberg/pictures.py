@@ -302,7 +302,8 @@ def _draw_grid(ax: Any, layout: Any, colors: np.ndarray) -> None:
             ax.axhline(y, color=TREE_COLORS[0], ls="--", lw=1.6)
     ax.set_ylabel(f"tree 0 leaves ({nr})", color=TREE_COLORS[0], fontweight="bold")
     ax.set_xlabel(f"tree 1 leaves ({nc})", color=TREE_COLORS[1], fontweight="bold")
-    note = "cell = k-tuple's block (majority; +n: more blocks, other trees)" if layout.k > 2 else "cell = k-tuple's block"
+    note = ("cell = k-tuple's block (majority; +n: more blocks, other trees)" if layout.k > 2
+            else "cell = k-tuple's block")
     ax.set_title(f"k-tuples of trees 0 × 1 ({int(filled.sum())} cells used); {note}", fontsize=10, loc="left")
 
 
@@ -373,12 +374,13 @@ def draw_layout(layout: Any, block_files: Mapping[int, list] | None, path: str, 
     fig = Figure(figsize=(fig_w, fig_h), dpi=100)
     FigureCanvasAgg(fig)
     outer = fig.add_gridspec(len(tree_rows) + 1, 1, height_ratios=[*row_heights, bottom_h],
-                             left=0.8 / fig_w, right=1 - 0.25 / fig_w, top=1 - 0.75 / fig_h, bottom=0.9 / fig_h, hspace=0.25)
+                             left=0.8 / fig_w, right=1 - 0.25 / fig_w, top=1 - 0.75 / fig_h, bottom=0.9 / fig_h,
+                             hspace=0.25)
     for r_i, r in enumerate(tree_rows):
         ws = [widths[t] for t in r]
         pad = fig_w - sum(ws)
-        sub = outer[r_i].subgridspec(1, len(r) + (1 if pad > 0.5 else 0), width_ratios=ws + ([pad] if pad > 0.5 else []),
-                                     wspace=0.05)
+        sub = outer[r_i].subgridspec(1, len(r) + (1 if pad > 0.5 else 0),
+                                     width_ratios=ws + ([pad] if pad > 0.5 else []), wspace=0.05)
         for j, t in enumerate(r):
             ax = fig.add_subplot(sub[0, j])
             tree = layout.truncated[t]

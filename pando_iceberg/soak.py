@@ -326,7 +326,8 @@ class Soak:
         n = max(1, int(self.profile.day_rows * self.rng.uniform(0.5, 1.5)) // (4 if late else 1))
         rows = self.new_rows(fact, n, late)
         staging = self.stage(rows)
-        self.sql(f"INSERT INTO {self.t(fact)} ({self.columns_sql(fact)}) SELECT {self.columns_sql(fact)} FROM {staging}")
+        self.sql(f"INSERT INTO {self.t(fact)} ({self.columns_sql(fact)}) "
+                 f"SELECT {self.columns_sql(fact)} FROM {staging}")
         st = self.facts[fact]
         st.rows = pa.concat_tables([st.rows, rows])
 
@@ -616,7 +617,8 @@ class Soak:
         concurrent.start()
         try:
             for op in ops:
-                fact = "sales_p" if op == "runbook_partitions" else "sales" if op.startswith("runbook") else rng.choice(FACTS)
+                fact = ("sales_p" if op == "runbook_partitions" else "sales" if op.startswith("runbook")
+                        else rng.choice(FACTS))
                 try:
                     self.maintenance(op, fact)
                 except Exception as e:

@@ -123,7 +123,8 @@ def load_tpch(spark, sf: float, namespace: str = "tpch", replace: bool = False,
                 if progress:
                     progress(f"loading {namespace}.{table}")
                 df = spark.read.parquet(str(paths[table]))
-                cols = ", ".join(f"{quote_ident(f.name)} {f.dataType.simpleString()} NOT NULL" for f in df.schema.fields)
+                cols = ", ".join(f"{quote_ident(f.name)} {f.dataType.simpleString()} NOT NULL"
+                                 for f in df.schema.fields)
                 spark.sql(f"DROP TABLE IF EXISTS {fq}")
                 spark.sql(f"CREATE TABLE {fq} ({cols}) USING iceberg "
                           "TBLPROPERTIES ('format-version'='2', 'write.parquet.compression-codec'='zstd')")
@@ -179,7 +180,8 @@ def q6_pyiceberg(catalog, namespace: str = "tpch"):
     from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan, LessThanOrEqual
 
     tbl = catalog.load_table(f"{namespace}.lineitem")
-    flt = And(GreaterThanOrEqual("l_shipdate", datetime.date(1994, 1, 1)), LessThan("l_shipdate", datetime.date(1995, 1, 1)),
+    flt = And(GreaterThanOrEqual("l_shipdate", datetime.date(1994, 1, 1)),
+              LessThan("l_shipdate", datetime.date(1995, 1, 1)),
               GreaterThanOrEqual("l_discount", Decimal("0.05")), LessThanOrEqual("l_discount", Decimal("0.07")),
               LessThan("l_quantity", Decimal("24.00")))
     arrow = tbl.scan(row_filter=flt, selected_fields=("l_extendedprice", "l_discount")).to_arrow()

@@ -256,7 +256,8 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             name = f"{ns}.{t}"
             if layout == "zorder-ranges":
                 info["tables"][t] = _range_zorder(spark, opts, source_ns, train, t, name,
-                                                  pando_files.get(t) or max(1, math.ceil(_files_stats(spark, name)["rows"] / opts.b)),
+                                                  pando_files.get(t)
+                                                  or max(1, math.ceil(_files_stats(spark, name)["rows"] / opts.b)),
                                                   progress)
                 continue
             if layout.startswith("pando") and not any(re.search(rf"\b{t}\b", sql) for _, sql in train):

@@ -172,7 +172,8 @@ def star_query(template: int, rng: random.Random, namespace: str | None = None) 
         joins, where = "cd", (f"c.c_segment = {q(rng.choice(STAR_SEGMENTS))} AND "
                               f"c.c_age_band = {q(rng.choice(STAR_AGE_BANDS))} AND d.d_year = {year}")
     elif template == 10:  # expensive products of a category
-        joins, where = "p", f"p.p_category = {q(STAR_CATEGORIES[category])} AND p.p_price > {rng.choice([100, 150, 200])}"
+        joins, where = "p", (f"p.p_category = {q(STAR_CATEGORIES[category])} AND "
+                             f"p.p_price > {rng.choice([100, 150, 200])}")
     else:
         raise ValueError(f"star template must be 1..{len(STAR_TEMPLATES)}, got {template}")
     sql = _STAR_SELECT + "".join(_STAR_JOIN[j] for j in joins) + "WHERE " + where

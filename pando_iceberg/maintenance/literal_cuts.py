@@ -195,7 +195,8 @@ def _refresh_groups(spark, table, table_name: str, groups: dict[str, tuple[list,
         for cut in cuts:
             o, state = cut.origin, origins[_origin_key(cut.origin)]
             text = f"{cut.column} IN (SELECT {o.dim_pk} FROM {o.dim_table} WHERE {o.predicate})"
-            info = CutRefresh(text, o.dim_table, state.mode, o.snapshot_id, state.now, len(cut.keys), partition=g or None)
+            info = CutRefresh(text, o.dim_table, state.mode, o.snapshot_id, state.now, len(cut.keys),
+                              partition=g or None)
             infos.append(info)
             if state.mode != "unchanged":
                 todo.append((g, cut, info, state, state.changed_keys(cut)))
@@ -218,7 +219,8 @@ def _refresh_groups(spark, table, table_name: str, groups: dict[str, tuple[list,
         new_keys = np.setxor1d(stored, allowed)
         # Exactly the predicate's keys at the new snapshot only when no key was kept stale, the
         # predicate reads no other table, and the dimension did not move while it was read.
-        exact = ((o.dim_table, state.now),) if (not len(blocked) and state.now is not None and o.tables() == [o.dim_table]
+        exact = ((o.dim_table, state.now),) if (not len(blocked) and state.now is not None
+                                                and o.tables() == [o.dim_table]
                                                 and _current_snapshot(spark, o.dim_table) == state.now) else None
         replaced.setdefault(g, {})[cut.key] = LiteralCut(cut.column, new_keys,
                                                          dataclasses.replace(o, snapshot_id=state.now, exact_at=exact))

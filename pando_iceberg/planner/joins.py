@@ -39,7 +39,8 @@ from ..expr import same_table
 
 
 def _row_limit_from_env(name: str = "PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", default: int = 1_000_000,
-                        meaning: str = "the largest dimension, in rows, whose key sets are read through pyiceberg") -> int:
+                        meaning: str = "the largest dimension, in rows, "
+                                       "whose key sets are read through pyiceberg") -> int:
     raw = os.environ.get(name, str(default))
     try:
         value = int(raw)

@@ -103,7 +103,8 @@ def _read_file(path: str) -> pa.Table:
         raise PandoWorkloadError(f"query log {path!r} cannot be read as {kind}: {e}") from None
 
 
-def _read_table(name: str, load_table: Callable[[str], Any], lo: dt.datetime | None, hi: dt.datetime | None) -> pa.Table:
+def _read_table(name: str, load_table: Callable[[str], Any], lo: dt.datetime | None,
+                hi: dt.datetime | None) -> pa.Table:
     from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, LessThan
 
     table = load_table(name)
@@ -140,7 +141,8 @@ def _select(table: pa.Table, source: str, lo: dt.datetime | None, hi: dt.datetim
     if not pa.types.is_string(text.type) and not pa.types.is_large_string(text.type):
         raise PandoWorkloadError(f"query log {source!r}: column 'text' must be a string, got {text.type}")
     bad = pc.or_kleene(pc.is_null(text), pc.equal(pc.utf8_trim_whitespace(pc.fill_null(text, "")), ""))
-    _refuse(bad, source, f"has an empty or missing 'text' (columns: {', '.join(names)}; expected {', '.join(LOG_COLUMNS)})")
+    _refuse(bad, source, f"has an empty or missing 'text' "
+                         f"(columns: {', '.join(names)}; expected {', '.join(LOG_COLUMNS)})")
     if "weight" in names:
         weight = pc.fill_null(table.column("weight").cast(pa.float64()), 1.0)
         _refuse(pc.invert(pc.greater(weight, 0.0)), source, "has a weight that is not > 0")

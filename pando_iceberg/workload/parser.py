@@ -290,7 +290,8 @@ def classify_workload_source(source: str) -> str:
     return "sql-text"
 
 
-def _read_sources(sources: str | os.PathLike | Iterable[str | os.PathLike | tuple[str, float]]) -> list[tuple[str, float]]:
+def _read_sources(sources: str | os.PathLike | Iterable[str | os.PathLike | tuple[str, float]]
+                  ) -> list[tuple[str, float]]:
     """(text, weight) per source; a ``(sql, weight)`` pair weighs each of its statements by weight."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
@@ -304,12 +305,14 @@ def _read_sources(sources: str | os.PathLike | Iterable[str | os.PathLike | tupl
                 raise PandoWorkloadError(f"query weight must be > 0, got {weight!r} for {str(src)[:80]!r}")
         kind = classify_workload_source(os.fspath(src))
         if isinstance(src, os.PathLike) and kind == "sql-text":
-            raise PandoWorkloadError(f"workload {os.fspath(src)!r}: no such file or directory ({WORKLOAD_SOURCE_RULES})")
+            raise PandoWorkloadError(f"workload {os.fspath(src)!r}: no such file or directory "
+                                     f"({WORKLOAD_SOURCE_RULES})")
         if kind == "query-log":
             raise PandoWorkloadError(f"workload {os.fspath(src)!r} is a query log: read it with "
                                      "pando_iceberg.workload.log.read_query_log and pass its (text, weight) pairs")
         paths = ([os.fspath(src)] if kind == "sql-file" else
-                 sorted(os.path.join(src, f) for f in os.listdir(src) if f.endswith(".sql")) if kind == "directory" else [])
+                 sorted(os.path.join(src, f) for f in os.listdir(src) if f.endswith(".sql"))
+                 if kind == "directory" else [])
         for path in paths:
             with open(path, encoding="utf-8") as fh:
                 texts.append((fh.read(), weight))

@@ -217,7 +217,8 @@ class _Column:
 
     def distinct(self) -> list[Any]:
         if self._distinct is None:
-            self._distinct = [] if self.array is None else [v for v in pc.unique(self.array).to_pylist() if v is not None]
+            self._distinct = ([] if self.array is None
+                              else [v for v in pc.unique(self.array).to_pylist() if v is not None])
         return self._distinct
 
     def range(self, kind: str) -> tuple[Any, Any]:

@@ -36,10 +36,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import yaml
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_D = TypeVar("_D", bound="DataclassInstance")
 
 CATALOG_TYPES = ("embedded", "jdbc", "rest", "hive", "glue")
 DEFAULT_CATALOG_NAME = "lake"
@@ -320,7 +325,7 @@ def load_config(config_file: str | os.PathLike[str] | None = None, home: str | o
     ))
 
 
-def _build(cls: type, values: Mapping[str, Any], section: str) -> Any:
+def _build(cls: type[_D], values: Mapping[str, Any], section: str) -> _D:
     fields = cls.__dataclass_fields__
     unknown = set(values) - set(fields)
     if unknown:

@@ -224,6 +224,7 @@ class TopDown:
                     leaf = self.leaves[t2][int(leaf_id)]
                     if leaf.A is None:
                         continue
+                    assert leaf.S is not None  # set together with A (_score)
                     sel = order[s:e]
                     dd = delta[:, sel]
                     if not dd.any():

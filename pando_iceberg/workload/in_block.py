@@ -137,7 +137,9 @@ def _zone_cut(part: pa.Table, columns: Sequence[tuple[str, str]], schema: pa.Sch
             node = exp.Paren(this=exp.Or(this=node, expression=exp.Is(this=col.copy(), expression=exp.Null())))
         nodes.append(node)
     try:
-        cut = ExprCut(exp.and_(*nodes), schema) if nodes else None
+        both = exp.and_(*nodes) if nodes else None
+        assert both is None or isinstance(both, exp.Expression)  # typed as sqlglot's Condition trait; an exp.And
+        cut = ExprCut(both, schema) if both is not None else None
     except Exception:  # a value the binder cannot type (e.g. NaN bounds): no pruning by this file's map
         cut = None
     cache[key_t] = cut

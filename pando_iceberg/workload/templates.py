@@ -129,7 +129,7 @@ def _sites(expr: exp.Expression) -> list[tuple[exp.Expression, _Site]]:
     return out
 
 
-def _placeholders(node: exp.Expression) -> str:
+def _placeholders(node: exp.Expr) -> str:
     return node.transform(lambda n: exp.Placeholder() if isinstance(n, exp.Literal) else n).sql(DIALECT)
 
 

@@ -529,8 +529,8 @@ class _QueryParser:
                         # of its rows can appear at all: a valid filter for it (not FULL joins).
                         if side != "FULL" and refs == {alias if side == "LEFT" else ""} and not _has_subquery(c):
                             occ[alias].predicates.append(c)
-                        elif side == "RIGHT" and len(refs) == 1 and next(iter(refs)) in left_aliases \
-                                and not _has_subquery(c):
+                        elif side == "RIGHT" and refs is not None and len(refs) == 1 \
+                                and next(iter(refs)) in left_aliases and not _has_subquery(c):
                             occ[next(iter(refs))].predicates.append(c)
                 continue
             if kind in ("SEMI", "ANTI"):

@@ -153,7 +153,8 @@ def _blocks_text(blocks: Sequence[int], width: int = 40, max_lines: int = 2) -> 
     names = [f"B{int(b)}" for b in blocks]
     if not names:
         return "→ (no block)"
-    lines, cur, shown = [], "→", 0
+    lines: list[str] = []
+    cur, shown = "→", 0
     for i, name in enumerate(names):
         piece = (" " if cur == "→" else ", ") + name
         tail = f" +{len(names) - i - 1}" if i < len(names) - 1 else ""

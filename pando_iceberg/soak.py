@@ -259,6 +259,7 @@ class Soak:
                       f"FROM {self.t(fact)} f")
             where, flt = [], []
             if dim is not None:
+                assert dim_pred is not None  # every choice with a dimension has its predicate
                 table, key = dims[dim]
                 select += f" JOIN {self.t(table)} x ON f.{key} = x.{key}"
                 where.append(" AND ".join(f"x.{p.strip()}" for p in dim_pred.split(" AND ")))
@@ -436,6 +437,7 @@ class Soak:
         st = self.facts[fact]
         logical = self.rng.choice(["quantity", "amount"])
         old = st.names[logical]
+        assert old is not None  # only discount is ever dropped
         new = {"quantity": "qty", "qty": "quantity", "amount": "amount_usd", "amount_usd": "amount"}[old]
         self.sql(f"ALTER TABLE {self.t(fact)} RENAME COLUMN `{old}` TO `{new}`")
         st.names[logical] = new

@@ -103,7 +103,7 @@ def per_template(rep: dict) -> dict[int, dict]:
 
 def targets(rep: dict, summary: dict) -> list[dict]:
     lay = summary["layouts"]
-    out = []
+    out: list[dict] = []
     if "pando-k3" not in lay:
         return out
     p = lay["pando-k3"]

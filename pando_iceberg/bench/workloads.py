@@ -219,7 +219,7 @@ def filtered_columns(spark, namespace: str, queries: list[tuple[int, str]], tabl
     counts: Counter = Counter()
     key = next((k for k in schemas if k.split(".")[-1] == table), None)
     for q in wl.queries:
-        tf = q.filters.get(key)
+        tf = q.filters.get(key) if key is not None else None
         if tf is None or tf.is_true_expr():
             continue
         cols = {c.name for c in tf.expr.find_all(exp.Column)} & set(types)

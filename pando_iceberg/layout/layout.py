@@ -272,7 +272,9 @@ class Layout:
         """Per tree: node × query-word bits "q reaches the node"; per tree and block the OR over
         the block's observed k-tuples (k × B × W); per block Σ w of the queries scanning it."""
         if self._route_bits is None:
-            sides, weigh = self.workload_sides, WeightedPopcount(self.workload_weights)
+            sides, weights = self.workload_sides, self.workload_weights
+            assert sides is not None and weights is not None  # only _cheapest_many calls this, with a workload
+            weigh = WeightedPopcount(weights)
             node_bits = [pack_query_bits(reach_matrix(t, sides, self.cut_index).T) for t in self.trees]
             words = node_bits[0].shape[1]
             obs = self.ktuple_observed

@@ -102,6 +102,7 @@ class _Origin:
     def changed_keys(self, cut) -> np.ndarray:
         """The cut's candidate keys: whose membership the dimension now says differs."""
         stored = _keys(cut.keys)
+        assert self.keys is not None  # _origins reads them for every origin that is not "unchanged"
         return np.setdiff1d(self.keys, stored) if self.mode == "incremental" else np.setxor1d(self.keys, stored)
 
 
@@ -150,6 +151,8 @@ def _refresh_partitions(spark, table_name: str, io_properties: dict[str, str] | 
 
     table = jv.load_table(spark, table_name)
     ptr = layout_pointer({str(k): str(v) for k, v in dict(table.properties()).items()})
+    if ptr is None:  # refresh_literal_cuts saw one a moment ago
+        raise PandoRewriteError(f"the layout of {table_name} was removed concurrently: not refreshing")
     location = str(table.location()).rstrip("/")
     io = load_file_io(dict(io_properties or {}), location)
     current = read_layout_sidecar(io, ptr, location, str(table.uuid()))
@@ -300,7 +303,7 @@ def _appends_only(dim, since: int | None, now: int | None) -> bool:
     replace? False when ``since`` is unknown or no longer an ancestor."""
     if since is None or now is None:
         return False
-    sid = now
+    sid: int | None = now
     while sid is not None and sid != since:
         s = dim.snapshot(sid)
         if s is None or str(s.operation()) not in ("append", "replace"):

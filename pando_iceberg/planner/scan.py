@@ -436,7 +436,7 @@ class _IgnoringCuts:
     """A filter for ``Layout.blocks_for`` that claims nothing about cuts on the given columns
     or with the given keys (both sides may hold matching rows): sound whatever those cuts once meant."""
 
-    def __init__(self, tf, columns: set[str], cut_keys: set[str] = frozenset()):
+    def __init__(self, tf, columns: set[str], cut_keys: set[str] | frozenset[str] = frozenset()):
         self.tf, self.columns, self.cut_keys = tf, columns, cut_keys
 
     def sides(self, cut):

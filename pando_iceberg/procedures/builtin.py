@@ -270,6 +270,7 @@ def explain_scan(ctx: ProcedureContext, table: str | None, filter: str | None, q
 
         explains = plan_query(ctx.spark, ctx.catalog, query).explains
     else:
+        assert table is not None  # checked above
         explains = {table: scan(ctx.table(table), row_filter=filter if filter is not None else "TRUE").explain()}
     return explain_result(explains)
 

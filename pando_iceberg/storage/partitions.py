@@ -112,7 +112,7 @@ class PartitionedLayoutSidecar:
     properties: dict[str, str] = field(default_factory=dict)
     location: str | None = field(default=None, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._path_index: dict[str, str] | None = None
 

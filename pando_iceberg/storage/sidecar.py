@@ -114,6 +114,7 @@ class DataFileRef:
         for name, v in (("record_count", rc), ("file_size_in_bytes", size)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise SidecarError(f"{where}: data file {name!r} must be a non-negative integer, got {v!r}")
+        assert isinstance(rc, int) and isinstance(size, int)  # checked just above
         return DataFileRef(path, rc, size)
 
 

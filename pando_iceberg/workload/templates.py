@@ -212,7 +212,7 @@ class _Column:
 
     def __init__(self, sample: pa.Table | None, name: str):
         names = {n.lower(): n for n in sample.schema.names} if sample is not None else {}
-        self.array = sample.column(names[name]).combine_chunks() if name in names else None
+        self.array = sample.column(names[name]).combine_chunks() if sample is not None and name in names else None
         self._distinct: list[Any] | None = None
 
     def distinct(self) -> list[Any]:

@@ -254,11 +254,11 @@ def _grid(layout: Any) -> tuple[list[int], list[int], np.ndarray, list[list[int]
         pairs, counts = np.unique(np.stack([flat, blocks[ok]], axis=1), axis=0, return_counts=True)
         for f, b in pairs:
             cell_blocks[int(f)].append(int(b))
-        best: dict[int, tuple[int, int]] = {}
+        best: dict[int, tuple[int, int, int]] = {}  # cell → (block, k-tuples, block rows)
         for (f, b), cnt in zip(pairs, counts):
             score = (int(cnt), int(layout.block_rows[b]) if b < len(layout.block_rows) else 0)
-            if int(f) not in best or score > best[int(f)][1:]:  # type: ignore[operator]
-                best[int(f)] = (int(b), *score)  # type: ignore[assignment]
+            if int(f) not in best or score > best[int(f)][1:]:
+                best[int(f)] = (int(b), *score)
         for f, (b, *_rest) in best.items():
             cell[f // len(cols), f % len(cols)] = b
     return rows, cols, cell, cell_blocks

@@ -178,7 +178,7 @@ class ArrowKeyProvider:
         self.tables = tables
 
     def _table(self, name: str) -> pa.Table:
-        key = _resolve_table(name, {k: None for k in self.tables})  # type: ignore[misc]
+        key = _resolve_table(name, {k: None for k in self.tables})
         return self.tables[key]
 
     def rows(self, dim_table: str, dim_filter: TableFilter) -> np.ndarray:

@@ -45,9 +45,11 @@ def cmd_init(args) -> int:
     cfg = _config(args)
     cat = load_catalog(cfg)  # creates the embedded catalog.db and warehouse
     d = cfg.describe()
-    rows = [("home", d["home"]), ("config", d["source"]), ("catalog", f"{d['catalog']['name']} ({d['catalog']['type']})"),
+    rows = [("home", d["home"]), ("config", d["source"]),
+            ("catalog", f"{d['catalog']['name']} ({d['catalog']['type']})"),
             ("catalog uri", d["catalog"]["uri"]), ("warehouse", d["catalog"]["warehouse"]),
-            ("spark master", d["spark"]["master"]), ("namespaces", ", ".join(".".join(n) for n in cat.list_namespaces()) or "-")]
+            ("spark master", d["spark"]["master"]),
+            ("namespaces", ", ".join(".".join(n) for n in cat.list_namespaces()) or "-")]
     emit(["setting", "value"], rows, args.json, title="pando lakehouse ready")
     return EXIT_OK
 
@@ -127,7 +129,8 @@ def cmd_run(args) -> int:
     with _Context(args) as ctx:
         results = run_script(ctx, text, variables, where=args.file)
         if args.json:
-            docs = [{"statement": stmt, "columns": r.names, "rows": [dict(zip(r.names, map(jsonable, row))) for row in r.rows],
+            docs = [{"statement": stmt, "columns": r.names,
+                     "rows": [dict(zip(r.names, map(jsonable, row))) for row in r.rows],
                      "notes": r.notes} for stmt, r in results]
             print(json.dumps(docs, indent=2))
         else:
@@ -173,7 +176,8 @@ def cmd_load_tpch(args) -> int:
     with spark_session(cfg) as spark:
         t0 = time.time()
         loaded = load_tpch(spark, args.sf, namespace=args.namespace, replace=args.replace, progress=_progress(args))
-        rows = [(f"{args.namespace}.{t.table}", t.rows, expected_row_count(t.table, args.sf), t.files, round(t.seconds, 1))
+        rows = [(f"{args.namespace}.{t.table}", t.rows, expected_row_count(t.table, args.sf), t.files,
+                 round(t.seconds, 1))
                 for t in loaded]
         emit(["table", "rows", "expected_rows", "data_files", "seconds"], rows, args.json,
              extra={"scale_factor": args.sf, "total_seconds": round(time.time() - t0, 1)})
@@ -280,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", help="runbook file")
     s.add_argument("--var", action="append", metavar="NAME=VALUE", help="set ${NAME} (repeatable)")
     s.set_defaults(func=cmd_run)
-    s = sub.add_parser("explain", parents=[common], help="files/bytes/rows a query or filter reads with and without Pando")
+    s = sub.add_parser("explain", parents=[common],
+                       help="files/bytes/rows a query or filter reads with and without Pando")
     s.add_argument("query", help="a SQL query, or with --table a filter on that table")
     s.add_argument("--table", help="explain a filter on this table instead of a whole query")
     s.set_defaults(func=cmd_explain)
@@ -312,7 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep files younger than this, a rewrite may still be running (default 60)")
     s.set_defaults(func=cmd_cleanup)
     s = sub.add_parser("soak", parents=[common],
-                       help="N simulated days of appends, deletes, schema changes and maintenance, checked against a model")
+                       help="N simulated days of appends, deletes, schema changes and maintenance, "
+                            "checked against a model")
     s.add_argument("--seed", type=int, default=0, help="random seed: the same seed, the same history (default 0)")
     s.add_argument("--days", type=int, default=3, help="simulated days (default 3)")
     from .soak import PROFILES
@@ -356,8 +362,8 @@ def _text(e: BaseException) -> str:
 
 def _classify(e: Exception) -> tuple[int, str]:
     name = type(e).__name__
-    if name in ("ProcedureError", "RunbookError", "PandoRewriteError", "PandoWorkloadError", "PandoExprError", "PandoApiError",
-                "ConfigError"):
+    if name in ("ProcedureError", "RunbookError", "PandoRewriteError", "PandoWorkloadError", "PandoExprError",
+                "PandoApiError", "ConfigError"):
         return EXIT_BAD_INPUT, _text(e)
     text = _text(e).strip()
     msg = text.splitlines()[0] if text else name

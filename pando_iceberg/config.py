@@ -36,10 +36,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import yaml
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_D = TypeVar("_D", bound="DataclassInstance")
 
 CATALOG_TYPES = ("embedded", "jdbc", "rest", "hive", "glue")
 DEFAULT_CATALOG_NAME = "lake"
@@ -67,7 +72,8 @@ class CatalogConfig:
 
     def __repr__(self) -> str:  # credentials in the URI or the properties are never printed
         return (f"CatalogConfig(name={self.name!r}, type={self.type!r}, uri={_redact(self.uri)!r}, "
-                f"warehouse={_redact(self.warehouse)!r}, user={self.user!r}, properties={redact_settings(self.properties)!r})")
+                f"warehouse={_redact(self.warehouse)!r}, user={self.user!r}, "
+                f"properties={redact_settings(self.properties)!r})")
 
 
 @dataclass(frozen=True)
@@ -212,7 +218,8 @@ class PandoConfig:
             "home": str(self.home),
             "source": self.source,
             "catalog": {"name": self.catalog.name, "type": self.catalog.type,
-                        "uri": _redact(self.jdbc_uri() if self.catalog.type in ("embedded", "jdbc") else self.catalog.uri),
+                        "uri": _redact(self.jdbc_uri() if self.catalog.type in ("embedded", "jdbc")
+                                       else self.catalog.uri),
                         "warehouse": self.warehouse_uri},
             "spark": {"master": self.spark.master, "driver_memory": self.spark.driver_memory,
                       "shuffle_partitions": self.spark.shuffle_partitions},
@@ -280,7 +287,8 @@ def load_config(config_file: str | os.PathLike[str] | None = None, home: str | o
         path = Path(cand).expanduser()
         if not path.exists():
             if i < 2:  # explicitly named: must exist
-                raise ConfigError(f"config file {str(path)!r} does not exist (given by {'--config' if i == 0 else 'PANDO_CONFIG'})")
+                raise ConfigError(f"config file {str(path)!r} does not exist "
+                                  f"(given by {'--config' if i == 0 else 'PANDO_CONFIG'})")
             continue
         try:
             loaded = yaml.safe_load(path.read_text()) or {}
@@ -290,7 +298,8 @@ def load_config(config_file: str | os.PathLike[str] | None = None, home: str | o
             raise ConfigError(f"config file {str(path)!r} must hold a mapping with keys home, catalog, spark, s3")
         unknown = set(loaded) - {"home", "catalog", "spark", "s3"}
         if unknown:
-            raise ConfigError(f"config file {str(path)!r}: unknown key(s) {sorted(unknown)}; accepted: home, catalog, spark, s3")
+            raise ConfigError(f"config file {str(path)!r}: unknown key(s) {sorted(unknown)}; "
+                              "accepted: home, catalog, spark, s3")
         if loaded.get("home") and not home and not env.get("PANDO_HOME"):
             home_path = (path.parent / str(loaded["home"])).expanduser().resolve()
         for section in ("catalog", "spark", "s3"):
@@ -316,7 +325,7 @@ def load_config(config_file: str | os.PathLike[str] | None = None, home: str | o
     ))
 
 
-def _build(cls: type, values: Mapping[str, Any], section: str) -> Any:
+def _build(cls: type[_D], values: Mapping[str, Any], section: str) -> _D:
     fields = cls.__dataclass_fields__
     unknown = set(values) - set(fields)
     if unknown:
@@ -326,7 +335,8 @@ def _build(cls: type, values: Mapping[str, Any], section: str) -> Any:
         try:
             kwargs["shuffle_partitions"] = int(kwargs["shuffle_partitions"])
         except (TypeError, ValueError):
-            raise ConfigError(f"spark.shuffle_partitions: {values['shuffle_partitions']!r} is not a positive integer") from None
+            raise ConfigError(f"spark.shuffle_partitions: {values['shuffle_partitions']!r} "
+                              "is not a positive integer") from None
     if cls is S3Config and isinstance(kwargs.get("path_style_access"), str):
         kwargs["path_style_access"] = kwargs["path_style_access"].lower() in ("1", "true", "yes")
     for key in ("properties", "conf"):
@@ -338,12 +348,14 @@ def _build(cls: type, values: Mapping[str, Any], section: str) -> Any:
 def validate(cfg: PandoConfig) -> PandoConfig:
     c, s = cfg.catalog, cfg.spark
     if not _NAME_RE.match(c.name or ""):
-        raise ConfigError(f"catalog.name: {c.name!r} is not a valid catalog name; accepted: letters, digits and '_', not starting with a digit")
+        raise ConfigError(f"catalog.name: {c.name!r} is not a valid catalog name; "
+                          "accepted: letters, digits and '_', not starting with a digit")
     if c.type not in CATALOG_TYPES:
         raise ConfigError(f"catalog.type: {c.type!r} is not supported; accepted: {', '.join(CATALOG_TYPES)}")
     if c.type == "jdbc":
         if not c.uri or not (c.uri.startswith("jdbc:sqlite:") or c.uri.startswith("jdbc:postgresql://")):
-            raise ConfigError(f"catalog.uri: {_redact(c.uri)!r} is not valid for catalog.type 'jdbc'; accepted: jdbc:sqlite:<path>, jdbc:postgresql://host[:port]/db")
+            raise ConfigError(f"catalog.uri: {_redact(c.uri)!r} is not valid for catalog.type 'jdbc'; "
+                              "accepted: jdbc:sqlite:<path>, jdbc:postgresql://host[:port]/db")
     if c.type == "rest" and not (c.uri and re.match(r"^https?://", c.uri)):
         raise ConfigError(f"catalog.uri: {_redact(c.uri)!r} is not valid for catalog.type 'rest'; accepted: http(s)://host[:port][/path]")
     if c.type == "hive" and not (c.uri and c.uri.startswith("thrift://")):
@@ -352,9 +364,11 @@ def validate(cfg: PandoConfig) -> PandoConfig:
         raise ConfigError("catalog.warehouse: required for catalog.type 'glue' (s3://bucket/prefix)")
     wh = cfg.warehouse_uri
     if not (wh.startswith("file:") or wh.startswith("s3://") or wh.startswith("s3a://")):
-        raise ConfigError(f"catalog.warehouse: {_redact(wh)!r} is not supported; accepted: a local path, file:/abs/path, s3://bucket/prefix")
+        raise ConfigError(f"catalog.warehouse: {_redact(wh)!r} is not supported; "
+                          "accepted: a local path, file:/abs/path, s3://bucket/prefix")
     if not _MASTER_RE.match(s.master or ""):
-        raise ConfigError(f"spark.master: {s.master!r} is not a valid Spark master URL; accepted: local, local[N], local[*], spark://host:port")
+        raise ConfigError(f"spark.master: {s.master!r} is not a valid Spark master URL; "
+                          "accepted: local, local[N], local[*], spark://host:port")
     if not _MEMORY_RE.match(str(s.driver_memory)):
         raise ConfigError(f"spark.driver_memory: {s.driver_memory!r} is not a JVM memory size; accepted e.g. 2g, 4096m")
     if s.shuffle_partitions < 1:

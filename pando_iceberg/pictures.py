@@ -153,7 +153,8 @@ def _blocks_text(blocks: Sequence[int], width: int = 40, max_lines: int = 2) -> 
     names = [f"B{int(b)}" for b in blocks]
     if not names:
         return "→ (no block)"
-    lines, cur, shown = [], "→", 0
+    lines: list[str] = []
+    cur, shown = "→", 0
     for i, name in enumerate(names):
         piece = (" " if cur == "→" else ", ") + name
         tail = f" +{len(names) - i - 1}" if i < len(names) - 1 else ""
@@ -253,11 +254,11 @@ def _grid(layout: Any) -> tuple[list[int], list[int], np.ndarray, list[list[int]
         pairs, counts = np.unique(np.stack([flat, blocks[ok]], axis=1), axis=0, return_counts=True)
         for f, b in pairs:
             cell_blocks[int(f)].append(int(b))
-        best: dict[int, tuple[int, int]] = {}
+        best: dict[int, tuple[int, int, int]] = {}  # cell → (block, k-tuples, block rows)
         for (f, b), cnt in zip(pairs, counts):
             score = (int(cnt), int(layout.block_rows[b]) if b < len(layout.block_rows) else 0)
-            if int(f) not in best or score > best[int(f)][1:]:  # type: ignore[operator]
-                best[int(f)] = (int(b), *score)  # type: ignore[assignment]
+            if int(f) not in best or score > best[int(f)][1:]:
+                best[int(f)] = (int(b), *score)
         for f, (b, *_rest) in best.items():
             cell[f // len(cols), f % len(cols)] = b
     return rows, cols, cell, cell_blocks
@@ -302,7 +303,8 @@ def _draw_grid(ax: Any, layout: Any, colors: np.ndarray) -> None:
             ax.axhline(y, color=TREE_COLORS[0], ls="--", lw=1.6)
     ax.set_ylabel(f"tree 0 leaves ({nr})", color=TREE_COLORS[0], fontweight="bold")
     ax.set_xlabel(f"tree 1 leaves ({nc})", color=TREE_COLORS[1], fontweight="bold")
-    note = "cell = k-tuple's block (majority; +n: more blocks, other trees)" if layout.k > 2 else "cell = k-tuple's block"
+    note = ("cell = k-tuple's block (majority; +n: more blocks, other trees)" if layout.k > 2
+            else "cell = k-tuple's block")
     ax.set_title(f"k-tuples of trees 0 × 1 ({int(filled.sum())} cells used); {note}", fontsize=10, loc="left")
 
 
@@ -373,12 +375,13 @@ def draw_layout(layout: Any, block_files: Mapping[int, list] | None, path: str, 
     fig = Figure(figsize=(fig_w, fig_h), dpi=100)
     FigureCanvasAgg(fig)
     outer = fig.add_gridspec(len(tree_rows) + 1, 1, height_ratios=[*row_heights, bottom_h],
-                             left=0.8 / fig_w, right=1 - 0.25 / fig_w, top=1 - 0.75 / fig_h, bottom=0.9 / fig_h, hspace=0.25)
+                             left=0.8 / fig_w, right=1 - 0.25 / fig_w, top=1 - 0.75 / fig_h, bottom=0.9 / fig_h,
+                             hspace=0.25)
     for r_i, r in enumerate(tree_rows):
         ws = [widths[t] for t in r]
         pad = fig_w - sum(ws)
-        sub = outer[r_i].subgridspec(1, len(r) + (1 if pad > 0.5 else 0), width_ratios=ws + ([pad] if pad > 0.5 else []),
-                                     wspace=0.05)
+        sub = outer[r_i].subgridspec(1, len(r) + (1 if pad > 0.5 else 0),
+                                     width_ratios=ws + ([pad] if pad > 0.5 else []), wspace=0.05)
         for j, t in enumerate(r):
             ax = fig.add_subplot(sub[0, j])
             tree = layout.truncated[t]

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 __all__ = ["Progress", "Step", "format_duration", "progress_step", "spark_job_progress"]
 
@@ -63,7 +63,7 @@ class Step:
         self._draw(force=True)
         return self
 
-    def __exit__(self, et, ev, tb) -> bool:
+    def __exit__(self, et, ev, tb) -> Literal[False]:
         self._draw(force=True, suffix=" failed" if et is not None else "", end=True)
         return False
 
@@ -154,7 +154,7 @@ class _QuietStep:
         self.say(self.name)
         return self
 
-    def __exit__(self, et, ev, tb) -> bool:
+    def __exit__(self, et, ev, tb) -> Literal[False]:
         return False
 
     def advance(self, n: int = 1) -> None:

@@ -68,12 +68,14 @@ def _spark_result(ctx: ProcedureContext, statement: str, limit: int | None = Non
     return Result([(f.name, f.dataType.simpleString()) for f in df.schema.fields], [tuple(r) for r in rows])
 
 
-def run_script(ctx: ProcedureContext, text: str, variables: dict[str, str], where: str = "runbook") -> list[tuple[str, Any]]:
+def run_script(ctx: ProcedureContext, text: str, variables: dict[str, str],
+               where: str = "runbook") -> list[tuple[str, Any]]:
     """Run every statement of a runbook in order; stops at the first error (raised)."""
     results = []
     for i, stmt in enumerate(split_statements(substitute(text, variables, where)), start=1):
         try:
             results.append((stmt, execute(ctx, stmt)))
         except Exception as e:
-            raise RunbookError(f"{where}: statement {i} failed: {type(e).__name__}: {e}\n  statement: {stmt[:300]}") from e
+            raise RunbookError(f"{where}: statement {i} failed: {type(e).__name__}: {e}\n"
+                               f"  statement: {stmt[:300]}") from e
     return results

@@ -259,6 +259,7 @@ class Soak:
                       f"FROM {self.t(fact)} f")
             where, flt = [], []
             if dim is not None:
+                assert dim_pred is not None  # every choice with a dimension has its predicate
                 table, key = dims[dim]
                 select += f" JOIN {self.t(table)} x ON f.{key} = x.{key}"
                 where.append(" AND ".join(f"x.{p.strip()}" for p in dim_pred.split(" AND ")))
@@ -326,7 +327,8 @@ class Soak:
         n = max(1, int(self.profile.day_rows * self.rng.uniform(0.5, 1.5)) // (4 if late else 1))
         rows = self.new_rows(fact, n, late)
         staging = self.stage(rows)
-        self.sql(f"INSERT INTO {self.t(fact)} ({self.columns_sql(fact)}) SELECT {self.columns_sql(fact)} FROM {staging}")
+        self.sql(f"INSERT INTO {self.t(fact)} ({self.columns_sql(fact)}) "
+                 f"SELECT {self.columns_sql(fact)} FROM {staging}")
         st = self.facts[fact]
         st.rows = pa.concat_tables([st.rows, rows])
 
@@ -435,6 +437,7 @@ class Soak:
         st = self.facts[fact]
         logical = self.rng.choice(["quantity", "amount"])
         old = st.names[logical]
+        assert old is not None  # only discount is ever dropped
         new = {"quantity": "qty", "qty": "quantity", "amount": "amount_usd", "amount_usd": "amount"}[old]
         self.sql(f"ALTER TABLE {self.t(fact)} RENAME COLUMN `{old}` TO `{new}`")
         st.names[logical] = new
@@ -616,7 +619,8 @@ class Soak:
         concurrent.start()
         try:
             for op in ops:
-                fact = "sales_p" if op == "runbook_partitions" else "sales" if op.startswith("runbook") else rng.choice(FACTS)
+                fact = ("sales_p" if op == "runbook_partitions" else "sales" if op.startswith("runbook")
+                        else rng.choice(FACTS))
                 try:
                     self.maintenance(op, fact)
                 except Exception as e:

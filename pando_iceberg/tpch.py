@@ -115,7 +115,7 @@ def load_tpch(spark, sf: float, namespace: str = "tpch", replace: bool = False,
     results: list[LoadedTable] = []
     tmp_ctx = tempfile.TemporaryDirectory(prefix="pando-tpch-", dir=work_dir) if todo else None
     try:
-        paths = generate(sf, Path(tmp_ctx.name), tuple(todo)) if todo else {}
+        paths = generate(sf, Path(tmp_ctx.name), tuple(todo)) if tmp_ctx is not None else {}
         for table in tables:
             fq = f"{ns}.{quote_ident(table)}"
             t0 = time.time()
@@ -123,7 +123,8 @@ def load_tpch(spark, sf: float, namespace: str = "tpch", replace: bool = False,
                 if progress:
                     progress(f"loading {namespace}.{table}")
                 df = spark.read.parquet(str(paths[table]))
-                cols = ", ".join(f"{quote_ident(f.name)} {f.dataType.simpleString()} NOT NULL" for f in df.schema.fields)
+                cols = ", ".join(f"{quote_ident(f.name)} {f.dataType.simpleString()} NOT NULL"
+                                 for f in df.schema.fields)
                 spark.sql(f"DROP TABLE IF EXISTS {fq}")
                 spark.sql(f"CREATE TABLE {fq} ({cols}) USING iceberg "
                           "TBLPROPERTIES ('format-version'='2', 'write.parquet.compression-codec'='zstd')")
@@ -176,12 +177,18 @@ def q6_pyiceberg(catalog, namespace: str = "tpch"):
     from decimal import Decimal
 
     import pyarrow.compute as pc
-    from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan, LessThanOrEqual
+    from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan, LessThanOrEqual, Reference
+    from pyiceberg.expressions.literals import literal
 
+    # By keyword: pyiceberg's pydantic fields are what mypy sees (the positional (name, value)
+    # form works at runtime but is not in its types).
+    shipdate, discount, quantity = Reference("l_shipdate"), Reference("l_discount"), Reference("l_quantity")
     tbl = catalog.load_table(f"{namespace}.lineitem")
-    flt = And(GreaterThanOrEqual("l_shipdate", datetime.date(1994, 1, 1)), LessThan("l_shipdate", datetime.date(1995, 1, 1)),
-              GreaterThanOrEqual("l_discount", Decimal("0.05")), LessThanOrEqual("l_discount", Decimal("0.07")),
-              LessThan("l_quantity", Decimal("24.00")))
+    flt = And(GreaterThanOrEqual(term=shipdate, value=literal(datetime.date(1994, 1, 1))),
+              LessThan(term=shipdate, value=literal(datetime.date(1995, 1, 1))),
+              GreaterThanOrEqual(term=discount, value=literal(Decimal("0.05"))),
+              LessThanOrEqual(term=discount, value=literal(Decimal("0.07"))),
+              LessThan(term=quantity, value=literal(Decimal("24.00"))))
     arrow = tbl.scan(row_filter=flt, selected_fields=("l_extendedprice", "l_discount")).to_arrow()
     revenue = pc.sum(pc.multiply(arrow["l_extendedprice"], arrow["l_discount"])).as_py()
     return revenue

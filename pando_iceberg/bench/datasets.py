@@ -185,7 +185,8 @@ def generate_star(rows: int, seed: int = 0) -> dict[str, pa.Table]:
     n_stores = n_regions * STAR_STORES_PER_REGION
     s_region = np.repeat(np.arange(n_regions), STAR_STORES_PER_REGION)
     s_city_no = rng.integers(0, STAR_CITIES_PER_REGION, n_stores)
-    cities = np.asarray([star_city(r, c) for r in range(n_regions) for c in range(STAR_CITIES_PER_REGION)], dtype=object)
+    cities = np.asarray([star_city(r, c) for r in range(n_regions) for c in range(STAR_CITIES_PER_REGION)],
+                        dtype=object)
     stores = pa.table({"store_key": pa.array(np.arange(1, n_stores + 1), pa.int32()),
                        "region_key": pa.array(s_region + 1, pa.int32()),
                        "s_city": pa.array(cities[s_region * STAR_CITIES_PER_REGION + s_city_no]),

@@ -256,7 +256,8 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             name = f"{ns}.{t}"
             if layout == "zorder-ranges":
                 info["tables"][t] = _range_zorder(spark, opts, source_ns, train, t, name,
-                                                  pando_files.get(t) or max(1, math.ceil(_files_stats(spark, name)["rows"] / opts.b)),
+                                                  pando_files.get(t)
+                                                  or max(1, math.ceil(_files_stats(spark, name)["rows"] / opts.b)),
                                                   progress)
                 continue
             if layout.startswith("pando") and not any(re.search(rf"\b{t}\b", sql) for _, sql in train):
@@ -499,7 +500,7 @@ def run_scaling(spark, catalog, cfg, opts: BenchOptions, sfs: list[float], per_t
     from ..procedures import ProcedureContext
     from . import report as rep
 
-    points = []
+    points: list[dict[str, Any]] = []
     layouts = tuple(x for x in opts.layouts if x != "arrival")
     for sf in sfs:
         for n in per_templates:
@@ -621,6 +622,7 @@ def run_from_args(cfg, args, progress: Callable[[str], None] = print) -> int:
     catalog = load_catalog(cfg)
     with spark_session(cfg, app_name="pando-bench") as spark:
         if args.scaling:
+            assert ns is not None  # --scaling-per-template has a default
             rep = run_scaling(spark, catalog, cfg, opts, sfs, ns, progress=progress)
             print(Path(opts.out, "scaling.md").read_text())
         else:

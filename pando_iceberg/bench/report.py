@@ -8,8 +8,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-LAYOUT_COLORS = {"arrival": "#9e9e9e", "sort": "#8c6d31", "zorder": "#d6616b", "zorder-ranges": "#843c39", "pando-k1": "#c6dbef",
-                 "pando-k2": "#6baed6", "pando-k3": "#2171b5", "pando-k4": "#08306b"}
+LAYOUT_COLORS = {"arrival": "#9e9e9e", "sort": "#8c6d31", "zorder": "#d6616b", "zorder-ranges": "#843c39",
+                 "pando-k1": "#c6dbef", "pando-k2": "#6baed6", "pando-k3": "#2171b5", "pando-k4": "#08306b"}
 #: The issue's targets for Pando k=3 against Iceberg z-order.
 TARGET_FILES_RATIO = 3.0
 TARGET_TIME_RATIO = 2.0
@@ -103,7 +103,7 @@ def per_template(rep: dict) -> dict[int, dict]:
 
 def targets(rep: dict, summary: dict) -> list[dict]:
     lay = summary["layouts"]
-    out = []
+    out: list[dict] = []
     if "pando-k3" not in lay:
         return out
     p = lay["pando-k3"]
@@ -303,7 +303,8 @@ def scaling_markdown(rep: dict) -> str:
              f"Result mismatches: **{rep['mismatches']}**.", "",
              "| SF | queries per template (train) | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
     for p in pts:
-        lines.append(f"| {p['sf']:g} | {p['per_template']} | " + " | ".join(_f(p["normalized"][x], 2) for x in names) + " |")
+        lines.append(f"| {p['sf']:g} | {p['per_template']} | "
+                     + " | ".join(_f(p["normalized"][x], 2) for x in names) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -172,7 +172,8 @@ def star_query(template: int, rng: random.Random, namespace: str | None = None) 
         joins, where = "cd", (f"c.c_segment = {q(rng.choice(STAR_SEGMENTS))} AND "
                               f"c.c_age_band = {q(rng.choice(STAR_AGE_BANDS))} AND d.d_year = {year}")
     elif template == 10:  # expensive products of a category
-        joins, where = "p", f"p.p_category = {q(STAR_CATEGORIES[category])} AND p.p_price > {rng.choice([100, 150, 200])}"
+        joins, where = "p", (f"p.p_category = {q(STAR_CATEGORIES[category])} AND "
+                             f"p.p_price > {rng.choice([100, 150, 200])}")
     else:
         raise ValueError(f"star template must be 1..{len(STAR_TEMPLATES)}, got {template}")
     sql = _STAR_SELECT + "".join(_STAR_JOIN[j] for j in joins) + "WHERE " + where
@@ -218,7 +219,7 @@ def filtered_columns(spark, namespace: str, queries: list[tuple[int, str]], tabl
     counts: Counter = Counter()
     key = next((k for k in schemas if k.split(".")[-1] == table), None)
     for q in wl.queries:
-        tf = q.filters.get(key)
+        tf = q.filters.get(key) if key is not None else None
         if tf is None or tf.is_true_expr():
             continue
         cols = {c.name for c in tf.expr.find_all(exp.Column)} & set(types)

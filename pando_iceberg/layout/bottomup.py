@@ -269,8 +269,7 @@ class _Merger:
             self.floor[s] = -np.inf
         # Offer the new block to every small block whose list it beats (Δ and proximity are symmetric).
         offer = np.flatnonzero(self.alive & (self.rows < self.b) & (d <= self.floor))
-        for i in offer:
-            i = int(i)
+        for i in map(int, offer):
             entry = (float(d[i]), -int(sh[i]), int(self.rows[s]), s, int(self.version[s]))
             lst = self.cand[i]
             if i == s or lst is None or entry[:4] >= self.floor_key[i]:

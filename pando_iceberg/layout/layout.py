@@ -75,7 +75,8 @@ class ObservedKTuples:
         u, inv = np.unique(key, axis=0, return_inverse=True)
         inv = inv.reshape(-1)
         return ObservedKTuples(
-            u[:, 0].astype(np.int32), u[:, 1:].astype(np.int32), np.bincount(inv, weights=rows, minlength=len(u)).astype(np.int64)
+            u[:, 0].astype(np.int32), u[:, 1:].astype(np.int32),
+            np.bincount(inv, weights=rows, minlength=len(u)).astype(np.int64)
         )
 
     def pairs(self) -> set[tuple[int, tuple[int, ...]]]:
@@ -109,7 +110,8 @@ class ScanExplanation:
     def to_text(self) -> str:
         head = f"{len(self.blocks)} of {self.total_blocks} blocks"
         if self.unsatisfiable_by is not None:
-            return f"{head}: the filter cannot be satisfied (no row can be TRUE or NOT-TRUE on cut {self.unsatisfiable_by})"
+            return (f"{head}: the filter cannot be satisfied "
+                    f"(no row can be TRUE or NOT-TRUE on cut {self.unsatisfiable_by})")
         return "\n".join([head + " (intersection over trees)"] + [t.to_text() for t in self.trees] + self.notes)
 
     __str__ = to_text
@@ -144,7 +146,8 @@ class Layout:
         self.ktuple_block = np.asarray(ktuple_block, dtype=np.int32)
         self.block_rows = np.asarray(block_rows, dtype=np.int64)
         self.ktuple_observed = (
-            np.ones(len(self.ktuples), dtype=bool) if ktuple_observed is None else np.asarray(ktuple_observed, dtype=bool)
+            np.ones(len(self.ktuples), dtype=bool) if ktuple_observed is None
+            else np.asarray(ktuple_observed, dtype=bool)
         )
         self.finalized = finalized
         self.workload_sides, self.workload_weights = _check_workload(workload_sides, workload_weights, len(self.cuts))
@@ -269,7 +272,9 @@ class Layout:
         """Per tree: node × query-word bits "q reaches the node"; per tree and block the OR over
         the block's observed k-tuples (k × B × W); per block Σ w of the queries scanning it."""
         if self._route_bits is None:
-            sides, weigh = self.workload_sides, WeightedPopcount(self.workload_weights)
+            sides, weights = self.workload_sides, self.workload_weights
+            assert sides is not None and weights is not None  # only _cheapest_many calls this, with a workload
+            weigh = WeightedPopcount(weights)
             node_bits = [pack_query_bits(reach_matrix(t, sides, self.cut_index).T) for t in self.trees]
             words = node_bits[0].shape[1]
             obs = self.ktuple_observed

@@ -123,7 +123,8 @@ def layout_from_bytes(
         raise LayoutFormatError(f"not a pando layout: magic {magic!r}, expected {MAGIC!r}")
     if version not in SUPPORTED_VERSIONS:
         newer = " (written by a newer pando)" if version > max(SUPPORTED_VERSIONS) else ""
-        raise LayoutFormatError(f"layout format version {version}{newer} is not supported; supported versions: {_supported()}")
+        raise LayoutFormatError(f"layout format version {version}{newer} is not supported; "
+                                f"supported versions: {_supported()}")
     if flags != 0:
         raise LayoutFormatError(f"layout format version {version}: unknown flags 0x{flags:04x} (must be 0)")
     payload = data[_HEADER.size :]

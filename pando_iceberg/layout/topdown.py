@@ -87,7 +87,8 @@ class TopDown:
             raise ValueError(f"k (number of trees) must be >= 1, got {k}")
         c, n = masks.shape
         if sides.may_true.shape != (len(weights), c):
-            raise ValueError(f"side matrix shape {sides.may_true.shape} does not match {len(weights)} queries × {c} cuts")
+            raise ValueError(f"side matrix shape {sides.may_true.shape} does not match "
+                             f"{len(weights)} queries × {c} cuts")
         # Unsatisfiable and zero-weight queries cost nothing on any layout: leave them out.
         keep = (weights > 0) & ~sides.unsatisfiable
         self.w = weights[keep]
@@ -223,6 +224,7 @@ class TopDown:
                     leaf = self.leaves[t2][int(leaf_id)]
                     if leaf.A is None:
                         continue
+                    assert leaf.S is not None  # set together with A (_score)
                     sel = order[s:e]
                     dd = delta[:, sel]
                     if not dd.any():

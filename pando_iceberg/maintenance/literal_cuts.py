@@ -102,6 +102,7 @@ class _Origin:
     def changed_keys(self, cut) -> np.ndarray:
         """The cut's candidate keys: whose membership the dimension now says differs."""
         stored = _keys(cut.keys)
+        assert self.keys is not None  # _origins reads them for every origin that is not "unchanged"
         return np.setdiff1d(self.keys, stored) if self.mode == "incremental" else np.setxor1d(self.keys, stored)
 
 
@@ -150,6 +151,8 @@ def _refresh_partitions(spark, table_name: str, io_properties: dict[str, str] | 
 
     table = jv.load_table(spark, table_name)
     ptr = layout_pointer({str(k): str(v) for k, v in dict(table.properties()).items()})
+    if ptr is None:  # refresh_literal_cuts saw one a moment ago
+        raise PandoRewriteError(f"the layout of {table_name} was removed concurrently: not refreshing")
     location = str(table.location()).rstrip("/")
     io = load_file_io(dict(io_properties or {}), location)
     current = read_layout_sidecar(io, ptr, location, str(table.uuid()))
@@ -195,7 +198,8 @@ def _refresh_groups(spark, table, table_name: str, groups: dict[str, tuple[list,
         for cut in cuts:
             o, state = cut.origin, origins[_origin_key(cut.origin)]
             text = f"{cut.column} IN (SELECT {o.dim_pk} FROM {o.dim_table} WHERE {o.predicate})"
-            info = CutRefresh(text, o.dim_table, state.mode, o.snapshot_id, state.now, len(cut.keys), partition=g or None)
+            info = CutRefresh(text, o.dim_table, state.mode, o.snapshot_id, state.now, len(cut.keys),
+                              partition=g or None)
             infos.append(info)
             if state.mode != "unchanged":
                 todo.append((g, cut, info, state, state.changed_keys(cut)))
@@ -218,7 +222,8 @@ def _refresh_groups(spark, table, table_name: str, groups: dict[str, tuple[list,
         new_keys = np.setxor1d(stored, allowed)
         # Exactly the predicate's keys at the new snapshot only when no key was kept stale, the
         # predicate reads no other table, and the dimension did not move while it was read.
-        exact = ((o.dim_table, state.now),) if (not len(blocked) and state.now is not None and o.tables() == [o.dim_table]
+        exact = ((o.dim_table, state.now),) if (not len(blocked) and state.now is not None
+                                                and o.tables() == [o.dim_table]
                                                 and _current_snapshot(spark, o.dim_table) == state.now) else None
         replaced.setdefault(g, {})[cut.key] = LiteralCut(cut.column, new_keys,
                                                          dataclasses.replace(o, snapshot_id=state.now, exact_at=exact))
@@ -298,7 +303,7 @@ def _appends_only(dim, since: int | None, now: int | None) -> bool:
     replace? False when ``since`` is unknown or no longer an ancestor."""
     if since is None or now is None:
         return False
-    sid = now
+    sid: int | None = now
     while sid is not None and sid != since:
         s = dim.snapshot(sid)
         if s is None or str(s.operation()) not in ("append", "replace"):

@@ -77,7 +77,7 @@ def partition_predicate(spec, schema, values) -> str | None:
     Record), or None when a transform cannot be inverted to a range (bucket, truncate)."""
     from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
 
-    parts = []
+    parts: list[exp.Expr] = []
     for pos, field in enumerate(spec.fields):
         column = exp.column(schema.find_column_name(field.source_id), quoted=True)
         value, t = values[pos], field.transform

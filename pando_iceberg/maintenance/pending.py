@@ -97,7 +97,8 @@ def matches(sidecar: Any, options: Any, request: dict[str, Any]) -> str | None:
     if changed:
         return f"learning options differ from optimize_layout's ({', '.join(changed)})"
     asked = {k: v for k, v in request.items() if v is not None}
-    if asked and asked != {k: v for k, v in json.loads(sidecar.properties.get(S_REQUEST, "{}")).items() if v is not None}:
+    if asked and asked != {k: v for k, v in json.loads(sidecar.properties.get(S_REQUEST, "{}")).items()
+                           if v is not None}:
         return "the workload arguments differ from optimize_layout's"
     return None
 
@@ -111,7 +112,8 @@ def learned_from_pending(spark: Any, table_name: str, sidecar: Any) -> Any:
     from ..workload.in_block import InBlockOrder
 
     layout = sidecar.load_layout()
-    workload = [tuple(x) if isinstance(x, list) else x for x in json.loads(sidecar.properties.get("pando.workload", "[]"))]
+    workload = [tuple(x) if isinstance(x, list) else x
+                for x in json.loads(sidecar.properties.get("pando.workload", "[]"))]
     schemas = namespace_schemas(spark, table_name)
     target = schema_key(table_name, schemas)
     pks = {name: identifier_fields(spark, name) for name in schemas}

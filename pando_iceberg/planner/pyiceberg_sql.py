@@ -29,7 +29,7 @@ def _literal(value) -> exp.Expression:
     raise UnsupportedFilter(f"literal {value!r} of type {type(value).__name__} is not supported in a Pando filter")
 
 
-def _node(e) -> exp.Expression:
+def _node(e) -> exp.Expr:
     from pyiceberg import expressions as E
 
     if isinstance(e, E.AlwaysTrue):

@@ -199,7 +199,8 @@ def _prune_by_joins(table, tf, tasks, ex: ExplainRecord):
 
 
 def _sizes(tasks) -> tuple[int, int, int]:
-    return (len(tasks), sum(int(t.file.file_size_in_bytes) for t in tasks), sum(int(t.file.record_count) for t in tasks))
+    return (len(tasks), sum(int(t.file.file_size_in_bytes) for t in tasks),
+            sum(int(t.file.record_count) for t in tasks))
 
 
 def layout_of(table, cache: LayoutCache | None = DEFAULT_CACHE):
@@ -281,7 +282,8 @@ def _in_keys(column, keys) -> np.ndarray:
     return np.asarray(pc.fill_null(pc.is_in(column, value_set=value_set), False), dtype=bool)
 
 
-def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord, key_memo: dict | None = None) -> tuple[np.ndarray, Any]:
+def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord,
+                   key_memo: dict | None = None) -> tuple[np.ndarray, Any]:
     """Block mask of ``layout`` a filter must read (``Layout.blocks_for``; cuts whose column
     changed since the layout are ignored, with a note) and the per-tree explanation."""
     changed = changed_cut_columns(table, pointer, layout)
@@ -293,7 +295,8 @@ def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord, key_memo: dict
     from .joins import non_unique_literal_joins
 
     joined = {(j.dim_table, j.dim_pk) for j in getattr(tf, "joins", None) or ()}
-    not_keys = non_unique_literal_joins(table, layout, key_memo, joined)  # issue 14: a dimension column no longer unique
+    # issue 14: a dimension column no longer unique
+    not_keys = non_unique_literal_joins(table, layout, key_memo, joined)
     for note in not_keys.values():
         if note not in ex.notes:
             ex.notes.append(note)
@@ -433,7 +436,7 @@ class _IgnoringCuts:
     """A filter for ``Layout.blocks_for`` that claims nothing about cuts on the given columns
     or with the given keys (both sides may hold matching rows): sound whatever those cuts once meant."""
 
-    def __init__(self, tf, columns: set[str], cut_keys: set[str] = frozenset()):
+    def __init__(self, tf, columns: set[str], cut_keys: set[str] | frozenset[str] = frozenset()):
         self.tf, self.columns, self.cut_keys = tf, columns, cut_keys
 
     def sides(self, cut):

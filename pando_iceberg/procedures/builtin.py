@@ -83,7 +83,8 @@ def call(ctx: ProcedureContext, statement: str) -> Result:
 
 WORKLOAD_PARAMS = (
     Param("workload", "string", doc="SQL text, a .sql file, a directory of .sql files, or a .jsonl/.csv query log"),
-    Param("workload_log", "string", doc="a query log: a .jsonl/.csv file or an Iceberg table (text, timestamp, weight)"),
+    Param("workload_log", "string",
+          doc="a query log: a .jsonl/.csv file or an Iceberg table (text, timestamp, weight)"),
     Param("since", "string", doc="query logs: only queries at or after this (ISO-8601 instant or '1 day', '24 hours')"),
     Param("until", "string", doc="query logs: only queries before this (same forms as since)"),
 )
@@ -151,7 +152,8 @@ REWRITE_COLUMNS = [("rewritten_data_files_count", "int"), ("added_data_files_cou
            Param("strategy", "string", default="binpack", doc="pando | binpack | sort"),
            Param("sort_order", "string", doc="for sort: e.g. 'zorder(a,b)' or 'a ASC NULLS LAST'"),
            Param("options", "map<string,string>", default={}, doc="Iceberg options, or Pando's: k, sample-rate, ..."),
-           Param("where", "string", doc="binpack/sort: files that may match; pando: the partitions to lay out (partition source columns only)"),
+           Param("where", "string", doc="binpack/sort: files that may match; "
+                                        "pando: the partitions to lay out (partition source columns only)"),
            *WORKLOAD_PARAMS,
            Param("relearn", "boolean", default=False,
                  doc="pando: learn a new layout even when optimize_layout stored a pending one"))
@@ -167,7 +169,8 @@ def rewrite_data_files(ctx: ProcedureContext, table: str, strategy: str = "binpa
     if strategy == "pando":
         return _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workload_log, since, until, relearn)
     if strategy not in ("binpack", "sort"):
-        raise ProcedureError(f"rewrite_data_files: strategy {strategy!r} is not supported; accepted: pando, binpack, sort")
+        raise ProcedureError(f"rewrite_data_files: strategy {strategy!r} is not supported; "
+                             "accepted: pando, binpack, sort")
     given = [n for n, v in (("workload", workload), ("workload_log", workload_log), ("since", since),
                             ("until", until)) if v is not None] + (["relearn"] if relearn else [])
     if given:
@@ -219,7 +222,8 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
            *WORKLOAD_PARAMS,
            Param("options", "map<string,string>", default={}, doc="k, sample-rate, seed, min-block-rows, ..."))
 def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = None, workload_log: str | None = None,
-                    since: str | None = None, until: str | None = None, options: dict[str, str] | None = None) -> Result:
+                    since: str | None = None, until: str | None = None,
+                    options: dict[str, str] | None = None) -> Result:
     """Learn a layout and store it as pending, without rewriting data; report per workload query
     the files read now and the files the new layout would read. rewrite_data_files(strategy =>
     'pando') applies it later without learning again."""
@@ -234,8 +238,9 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
     request = {"workload": workload, "workload_log": workload_log, "since": since, "until": until}
     with _verb_errors("optimize_layout"):
         p = ctx.pando_table(tbl).optimize.layout(sources, options=opts, request=request)
-    rows = [(q.query, q.weight, q.files_read_now, q.files_total_now, q.files_read_with_layout, q.files_total_with_layout,
-             q.rows_fraction_now, q.rows_fraction_with_layout, q.filter[:200]) for q in p.queries]
+    rows = [(q.query, q.weight, q.files_read_now, q.files_total_now, q.files_read_with_layout,
+             q.files_total_with_layout, q.rows_fraction_now, q.rows_fraction_with_layout, q.filter[:200])
+            for q in p.queries]
     return Result([("query", "int"), ("weight", "double"), ("files_read_now", "int"), ("files_total_now", "int"),
                    ("files_read_with_layout", "int"), ("files_total_with_layout", "int"),
                    ("rows_fraction_now", "double"), ("rows_fraction_with_layout", "double"), ("filter", "string")],
@@ -265,6 +270,7 @@ def explain_scan(ctx: ProcedureContext, table: str | None, filter: str | None, q
 
         explains = plan_query(ctx.spark, ctx.catalog, query).explains
     else:
+        assert table is not None  # checked above
         explains = {table: scan(ctx.table(table), row_filter=filter if filter is not None else "TRUE").explain()}
     return explain_result(explains)
 
@@ -399,7 +405,8 @@ def layout_health(ctx: ProcedureContext, table: str, max_rows_outside: float, ma
                        ("recommendation", "re-layout (rewrite_data_files strategy 'pando')")])
     if h.status == "no layout":
         return Result([("metric", "string"), ("value", "string")],
-                      [("status", "no layout"), ("recommendation", "create one with rewrite_data_files(strategy => 'pando')")])
+                      [("status", "no layout"),
+                       ("recommendation", "create one with rewrite_data_files(strategy => 'pando')")])
     if h.partitions:  # one layout per partition
         return _partitioned_health(ctx, table, h, relayout, options)
     at_layout = h.workload_rows_fraction_at_layout
@@ -413,7 +420,8 @@ def layout_health(ctx: ProcedureContext, table: str, max_rows_outside: float, ma
             ("recommendation", h.recommendation)]
     if relayout and h.reasons:
         r = rewrite_data_files(ctx, table, "pando", options=options, relearn=True)
-        rows.append(("action", f"re-laid out: layout {r.rows[0][4]}, {r.rows[0][1]} files written, snapshot {r.rows[0][6]}"))
+        rows.append(("action", f"re-laid out: layout {r.rows[0][4]}, {r.rows[0][1]} files written, "
+                               f"snapshot {r.rows[0][6]}"))
     elif relayout:
         rows.append(("action", "none (healthy)"))
     return Result([("metric", "string"), ("value", "string")], rows)

@@ -55,7 +55,8 @@ def parse_call(statement: str) -> ProcedureCall:
     try:
         tree = sqlglot.parse_one(f"SELECT {body}", read="spark")
     except sqlglot.errors.ParseError as e:
-        raise ProcedureError(f"cannot parse {text!r}: {e.errors[0]['description'] if e.errors else e}; {_FORM}") from None
+        raise ProcedureError(f"cannot parse {text!r}: {e.errors[0]['description'] if e.errors else e}; "
+                             f"{_FORM}") from None
     if not isinstance(tree, exp.Select) or len(tree.expressions) != 1 or any(
             v for k, v in tree.args.items() if k != "expressions"):  # FROM, WHERE, ... after the call
         raise ProcedureError(f"cannot parse {text!r}: {_FORM}")

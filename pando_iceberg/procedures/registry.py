@@ -110,7 +110,8 @@ def procedure(name: str, *params: Param, doc: str = ""):
 def lookup(call: ProcedureCall) -> Procedure:
     if not call.is_pando:
         raise ProcedureError(f"unknown procedure namespace {'.'.join(call.namespace)!r}: pando procedures are "
-                             "CALL pando.system.<name>(...); Iceberg's own run through Spark as CALL <catalog>.system.<name>")
+                             "CALL pando.system.<name>(...); "
+                             "Iceberg's own run through Spark as CALL <catalog>.system.<name>")
     proc = REGISTRY.get(call.name)
     if proc is None:
         raise ProcedureError(f"unknown procedure pando.system.{call.name}; valid procedures: "

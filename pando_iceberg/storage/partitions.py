@@ -112,7 +112,7 @@ class PartitionedLayoutSidecar:
     properties: dict[str, str] = field(default_factory=dict)
     location: str | None = field(default=None, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._path_index: dict[str, str] | None = None
 
@@ -184,7 +184,8 @@ class PartitionedLayoutSidecar:
         verify_footer_checksum(footer, required=True)
         layout_id, table_uuid = props.get(P_LAYOUT_ID), props.get(P_TABLE_UUID)
         if layout_id is None or table_uuid is None:
-            raise SidecarError(f"file properties missing: {', '.join(p for p in (P_LAYOUT_ID, P_TABLE_UUID) if props.get(p) is None)}")
+            missing = ", ".join(p for p in (P_LAYOUT_ID, P_TABLE_UUID) if props.get(p) is None)
+            raise SidecarError(f"file properties missing: {missing}")
         check_layout_id(layout_id)
         table_uuid = norm_uuid(table_uuid, f"file property {P_TABLE_UUID}")
         if expected_layout_id is not None and layout_id != expected_layout_id:

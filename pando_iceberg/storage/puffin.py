@@ -304,8 +304,8 @@ def parse_footer(data: bytes) -> PuffinFooter:
             raise SidecarError(f"{what}: blob properties must be a JSON object, got {type(props).__name__}")
         props = _check_str_map(what, props)
         if off < 4 or length < 0 or off + length > footer_offset:
-            raise SidecarError(f"{what}: offset {off} + length {length} lies outside the blob area [4, {footer_offset}) "
-                               "(corrupt footer, or truncated file)")
+            raise SidecarError(f"{what}: offset {off} + length {length} lies outside the blob area "
+                               f"[4, {footer_offset}) (corrupt footer, or truncated file)")
         blobs.append(BlobMetadata(btype, tuple(fields), snap, seq, off, length, codec, props))
     return PuffinFooter(blobs, file_props, raw, footer_offset)
 
@@ -349,7 +349,8 @@ def blob_payload(data: bytes, meta: BlobMetadata, index: int = 0, *, verify: boo
         want = meta.properties.get(CHECKSUM_PROPERTY)
         if want is None:
             if require_checksum:
-                raise SidecarError(f"{what}: blob property {CHECKSUM_PROPERTY!r} is missing (payload cannot be verified)")
+                raise SidecarError(f"{what}: blob property {CHECKSUM_PROPERTY!r} is missing "
+                                   "(payload cannot be verified)")
         elif _crc_hex(payload) != want:
             raise SidecarError(f"{what}: payload checksum mismatch ({CHECKSUM_PROPERTY} says {want}, payload hashes "
                                f"to {_crc_hex(payload)}): the payload is corrupt")

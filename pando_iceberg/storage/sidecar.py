@@ -114,6 +114,7 @@ class DataFileRef:
         for name, v in (("record_count", rc), ("file_size_in_bytes", size)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise SidecarError(f"{where}: data file {name!r} must be a non-negative integer, got {v!r}")
+        assert isinstance(rc, int) and isinstance(size, int)  # checked just above
         return DataFileRef(path, rc, size)
 
 
@@ -168,7 +169,8 @@ class LayoutSidecar:
             if not isinstance(k, str) or not k:
                 raise SidecarError(f"literal cut key must be a non-empty string, got {k!r}")
             if not isinstance(v, (bytes, bytearray, memoryview)):
-                raise SidecarError(f"literal cut {k!r}: key set must be bytes (keys_to_bytes()), got {type(v).__name__}")
+                raise SidecarError(f"literal cut {k!r}: key set must be bytes (keys_to_bytes()), "
+                                   f"got {type(v).__name__}")
         for b, files in self.block_files.items():
             if isinstance(b, bool) or not isinstance(b, int) or b < 0:
                 raise SidecarError(f"block id must be a non-negative integer, got {b!r}")

@@ -5,8 +5,9 @@ bottom-up merges until it does), so blocks hold b..3b rows and a table gets fewe
 the user's b implies. Here a block is written as ``files_per_block(rows, b)`` files of about b
 rows: its rows are sorted by one column, the *in-block order*, and cut into consecutive runs
 (inside a file the rows keep the table's own order, which compresses better: ``spark/blocks.py``).
-Iceberg's own min/max pruning then skips files inside a block the trees chose. The trees' soundness is untouched: a block is still
-read or skipped as a whole by the trees, and min/max pruning is sound on its own.
+Iceberg's own min/max pruning then skips files inside a block the trees chose. The trees'
+soundness is untouched: a block is still read or skipped as a whole by the trees, and min/max
+pruning is sound on its own.
 
 - Count: ``n = max(1, round(r / b), ceil(r / (1.3 b)))`` — files of about b rows, none above
   1.3 b (``MAX_FILE_FACTOR``).
@@ -136,7 +137,9 @@ def _zone_cut(part: pa.Table, columns: Sequence[tuple[str, str]], schema: pa.Sch
             node = exp.Paren(this=exp.Or(this=node, expression=exp.Is(this=col.copy(), expression=exp.Null())))
         nodes.append(node)
     try:
-        cut = ExprCut(exp.and_(*nodes), schema) if nodes else None
+        both = exp.and_(*nodes) if nodes else None
+        assert both is None or isinstance(both, exp.Expression)  # typed as sqlglot's Condition trait; an exp.And
+        cut = ExprCut(both, schema) if both is not None else None
     except Exception:  # a value the binder cannot type (e.g. NaN bounds): no pruning by this file's map
         cut = None
     cache[key_t] = cut

@@ -103,8 +103,10 @@ def _read_file(path: str) -> pa.Table:
         raise PandoWorkloadError(f"query log {path!r} cannot be read as {kind}: {e}") from None
 
 
-def _read_table(name: str, load_table: Callable[[str], Any], lo: dt.datetime | None, hi: dt.datetime | None) -> pa.Table:
-    from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, LessThan
+def _read_table(name: str, load_table: Callable[[str], Any], lo: dt.datetime | None,
+                hi: dt.datetime | None) -> pa.Table:
+    from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, GreaterThanOrEqual, LessThan, Reference
+    from pyiceberg.expressions.literals import literal
 
     table = load_table(name)
     fields = {f.name for f in table.schema().fields}
@@ -113,11 +115,15 @@ def _read_table(name: str, load_table: Callable[[str], Any], lo: dt.datetime | N
         raise PandoWorkloadError(f"query log table {name!r} has no column(s) {', '.join(missing)}; a query log table "
                                  f"has columns text STRING, timestamp TIMESTAMP, weight DOUBLE (optional); it has "
                                  f"{', '.join(sorted(fields))}")
-    row_filter: Any = AlwaysTrue()  # Iceberg prunes the log's files by the window; _select is exact
+    # Iceberg prunes the log's files by the window; _select is exact. The predicates are built by
+    # keyword: pyiceberg's pydantic fields are what mypy sees (the positional (name, value) form
+    # works at runtime but is not in its types).
+    row_filter: BooleanExpression = AlwaysTrue()
     if lo is not None:
-        row_filter = And(row_filter, GreaterThanOrEqual("timestamp", _iceberg_literal(table, lo)))
+        row_filter = And(row_filter, GreaterThanOrEqual(term=Reference("timestamp"),
+                                                        value=literal(_iceberg_literal(table, lo))))
     if hi is not None:
-        row_filter = And(row_filter, LessThan("timestamp", _iceberg_literal(table, hi)))
+        row_filter = And(row_filter, LessThan(term=Reference("timestamp"), value=literal(_iceberg_literal(table, hi))))
     cols = tuple(c for c in LOG_COLUMNS if c in fields)
     return table.scan(row_filter=row_filter, selected_fields=cols).to_arrow()
 
@@ -140,7 +146,8 @@ def _select(table: pa.Table, source: str, lo: dt.datetime | None, hi: dt.datetim
     if not pa.types.is_string(text.type) and not pa.types.is_large_string(text.type):
         raise PandoWorkloadError(f"query log {source!r}: column 'text' must be a string, got {text.type}")
     bad = pc.or_kleene(pc.is_null(text), pc.equal(pc.utf8_trim_whitespace(pc.fill_null(text, "")), ""))
-    _refuse(bad, source, f"has an empty or missing 'text' (columns: {', '.join(names)}; expected {', '.join(LOG_COLUMNS)})")
+    _refuse(bad, source, f"has an empty or missing 'text' "
+                         f"(columns: {', '.join(names)}; expected {', '.join(LOG_COLUMNS)})")
     if "weight" in names:
         weight = pc.fill_null(table.column("weight").cast(pa.float64()), 1.0)
         _refuse(pc.invert(pc.greater(weight, 0.0)), source, "has a weight that is not > 0")

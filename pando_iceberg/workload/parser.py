@@ -178,7 +178,7 @@ class ArrowKeyProvider:
         self.tables = tables
 
     def _table(self, name: str) -> pa.Table:
-        key = _resolve_table(name, {k: None for k in self.tables})  # type: ignore[misc]
+        key = _resolve_table(name, {k: None for k in self.tables})
         return self.tables[key]
 
     def rows(self, dim_table: str, dim_filter: TableFilter) -> np.ndarray:
@@ -290,7 +290,8 @@ def classify_workload_source(source: str) -> str:
     return "sql-text"
 
 
-def _read_sources(sources: str | os.PathLike | Iterable[str | os.PathLike | tuple[str, float]]) -> list[tuple[str, float]]:
+def _read_sources(sources: str | os.PathLike | Iterable[str | os.PathLike | tuple[str, float]]
+                  ) -> list[tuple[str, float]]:
     """(text, weight) per source; a ``(sql, weight)`` pair weighs each of its statements by weight."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
@@ -304,12 +305,14 @@ def _read_sources(sources: str | os.PathLike | Iterable[str | os.PathLike | tupl
                 raise PandoWorkloadError(f"query weight must be > 0, got {weight!r} for {str(src)[:80]!r}")
         kind = classify_workload_source(os.fspath(src))
         if isinstance(src, os.PathLike) and kind == "sql-text":
-            raise PandoWorkloadError(f"workload {os.fspath(src)!r}: no such file or directory ({WORKLOAD_SOURCE_RULES})")
+            raise PandoWorkloadError(f"workload {os.fspath(src)!r}: no such file or directory "
+                                     f"({WORKLOAD_SOURCE_RULES})")
         if kind == "query-log":
             raise PandoWorkloadError(f"workload {os.fspath(src)!r} is a query log: read it with "
                                      "pando_iceberg.workload.log.read_query_log and pass its (text, weight) pairs")
         paths = ([os.fspath(src)] if kind == "sql-file" else
-                 sorted(os.path.join(src, f) for f in os.listdir(src) if f.endswith(".sql")) if kind == "directory" else [])
+                 sorted(os.path.join(src, f) for f in os.listdir(src) if f.endswith(".sql"))
+                 if kind == "directory" else [])
         for path in paths:
             with open(path, encoding="utf-8") as fh:
                 texts.append((fh.read(), weight))
@@ -411,10 +414,10 @@ class _QueryParser:
         self.unique = unique
         self._unique_memo: dict[tuple[str, str], bool] = {}
         self.flat_to_key = {_flat_name(k): k for k in schemas}
-        self.qualify_schema = {_flat_name(k): {f.name.lower(): _arrow_to_sql_type(f.type) for f in s}
+        self.qualify_schema: dict[str, object] = {_flat_name(k): {f.name.lower(): _arrow_to_sql_type(f.type) for f in s}
                                for k, s in schemas.items()}
 
-    def parse(self, stmt: exp.Expression, sql: str, number: int) -> tuple[WorkloadQuery, list[UnsupportedPredicate]]:
+    def parse(self, stmt: exp.Expr, sql: str, number: int) -> tuple[WorkloadQuery, list[UnsupportedPredicate]]:
         problems: list[UnsupportedPredicate] = []
 
         def report(pred: exp.Expression | str, reason: str) -> None:
@@ -464,7 +467,7 @@ class _QueryParser:
                 for a, col, b, dim_col in edges:
                     if a is o and id(b) not in visiting and self._is_pk(b.table, dim_col) and not b.outer:
                         joins.append(JoinFilter(col, b.table, dim_col, occ_filter(b, visiting | {id(o)})))
-            expr = exp.and_(*[_strip_qualifiers(p) for p in preds]) if preds else None
+            expr = _expression(exp.and_(*[_strip_qualifiers(p) for p in preds])) if preds else None
             return TableFilter(expr, self.schemas[o.table], joins, o.table)
 
         filters: dict[str, TableFilter] = {}
@@ -526,8 +529,8 @@ class _QueryParser:
                         # of its rows can appear at all: a valid filter for it (not FULL joins).
                         if side != "FULL" and refs == {alias if side == "LEFT" else ""} and not _has_subquery(c):
                             occ[alias].predicates.append(c)
-                        elif side == "RIGHT" and len(refs) == 1 and next(iter(refs)) in left_aliases \
-                                and not _has_subquery(c):
+                        elif side == "RIGHT" and refs is not None and len(refs) == 1 \
+                                and next(iter(refs)) in left_aliases and not _has_subquery(c):
                             occ[next(iter(refs))].predicates.append(c)
                 continue
             if kind in ("SEMI", "ANTI"):
@@ -601,7 +604,7 @@ class _QueryParser:
                     break
                 parts.append(exp.and_(*mine))
             else:
-                o.predicates.append(exp.or_(*[exp.paren(p) for p in parts]))
+                o.predicates.append(_expression(exp.or_(*[exp.paren(p) for p in parts])))
                 found = True
         return found
 
@@ -697,6 +700,14 @@ def _has_subquery(node: exp.Expression) -> bool:
     return any(isinstance(n, (exp.Subquery, exp.Select, exp.Exists)) for n in node.walk())
 
 
+def _expression(node: exp.Expr) -> exp.Expression:
+    """``node`` as an ``exp.Expression``, the type ``pando_iceberg.expr`` takes: sqlglot types
+    ``and_``/``or_`` by the trait they return (``Condition``), but every node it builds is an
+    ``Expression``."""
+    assert isinstance(node, exp.Expression), type(node)
+    return node
+
+
 def _aliases(node: exp.Expression, occ: dict[str, _Occurrence], scope: Scope) -> set[str] | None:
     """The base-table aliases a predicate references; None if it references anything else
     (a derived table's column, an outer query's column)."""
@@ -723,5 +734,5 @@ def _union_filters(fs: list[TableFilter], schema: pa.Schema, table: str) -> Tabl
     ``(a OR b) AND j``: TPC-H Q17's lineitem, joined to part and correlated to it). Other
     JoinFilters cannot be OR-ed, so they are dropped (weaker, still sound)."""
     common = [j for j in fs[0].joins if all(any(j.to_sql() == k.to_sql() for k in f.joins) for f in fs[1:])]
-    expr = None if any(f.is_true_expr() for f in fs) else exp.or_(*[exp.paren(f.expr.copy()) for f in fs])
+    expr = None if any(f.is_true_expr() for f in fs) else _expression(exp.or_(*[exp.paren(f.expr.copy()) for f in fs]))
     return TableFilter(expr, schema, common, table=table)

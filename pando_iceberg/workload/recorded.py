@@ -63,7 +63,7 @@ def renamed_columns(table: Any) -> dict[str, str]:
     return out
 
 
-def _tables(tree: exp.Expression) -> set[str]:
+def _tables(tree: exp.Expr) -> set[str]:
     return {".".join(p for p in (t.catalog, t.db, t.name) if p) for t in tree.find_all(exp.Table)}
 
 

@@ -129,7 +129,7 @@ def _sites(expr: exp.Expression) -> list[tuple[exp.Expression, _Site]]:
     return out
 
 
-def _placeholders(node: exp.Expression) -> str:
+def _placeholders(node: exp.Expr) -> str:
     return node.transform(lambda n: exp.Placeholder() if isinstance(n, exp.Literal) else n).sql(DIALECT)
 
 
@@ -212,12 +212,13 @@ class _Column:
 
     def __init__(self, sample: pa.Table | None, name: str):
         names = {n.lower(): n for n in sample.schema.names} if sample is not None else {}
-        self.array = sample.column(names[name]).combine_chunks() if name in names else None
+        self.array = sample.column(names[name]).combine_chunks() if sample is not None and name in names else None
         self._distinct: list[Any] | None = None
 
     def distinct(self) -> list[Any]:
         if self._distinct is None:
-            self._distinct = [] if self.array is None else [v for v in pc.unique(self.array).to_pylist() if v is not None]
+            self._distinct = ([] if self.array is None
+                              else [v for v in pc.unique(self.array).to_pylist() if v is not None])
         return self._distinct
 
     def range(self, kind: str) -> tuple[Any, Any]:

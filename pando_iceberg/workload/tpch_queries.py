@@ -118,8 +118,8 @@ group by ps_partkey having sum(ps_supplycost * ps_availqty) > (
   select sum(ps_supplycost * ps_availqty) * {fraction} from partsupp, supplier, nation
   where ps_suppkey = s_suppkey and s_nationkey = n_nationkey and n_name = '{nation}')
 order by value desc""",
-    12: """select l_shipmode, sum(case when o_orderpriority = '1-URGENT' or o_orderpriority = '2-HIGH' then 1 else 0 end)
-  as high_line_count,
+    12: """select l_shipmode,
+  sum(case when o_orderpriority = '1-URGENT' or o_orderpriority = '2-HIGH' then 1 else 0 end) as high_line_count,
   sum(case when o_orderpriority <> '1-URGENT' and o_orderpriority <> '2-HIGH' then 1 else 0 end) as low_line_count
 from orders, lineitem
 where o_orderkey = l_orderkey and l_shipmode in ('{shipmode1}', '{shipmode2}') and l_commitdate < l_receiptdate

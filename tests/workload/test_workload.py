@@ -82,6 +82,16 @@ def test_outer_join_safety():
     assert full.filters["db.fact"].is_true_expr() and full.filters["orders"].is_true_expr()
 
 
+
+def test_right_join_on_a_derived_tables_column():
+    # The ON predicate references a derived table (no base-table alias): it filters nothing. It
+    # used to raise TypeError (len(None)) in the RIGHT-join branch.
+    w = parse_workload("select * from (select o_orderkey as k from orders where o_custkey > 10) d "
+                       "right join fact on d.k = f_ok", SCHEMAS, primary_keys=PKS)
+    q = w.queries[0]
+    assert q.filters["db.fact"].is_true_expr() and q.filters["db.fact"].joins == []
+    assert q.filters["orders"].to_sql() == ExprCut("o_custkey > 10", SCHEMAS["orders"]).key
+
 def test_correlated_exists_is_a_semi_join_of_the_subquery_table_only():
     """TPC-H Q4's shape: the subquery's table reads only the rows of the outer rows its filter
     keeps (workload/parser.py, step 4), for EXISTS and NOT EXISTS; the outer table is not

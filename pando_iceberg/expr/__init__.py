@@ -8,12 +8,12 @@ from pando_iceberg.expr.filters import JoinFilter, TableFilter, same_table
 from pando_iceberg.expr.sides import MAX_CONJUNCTIONS, Sides
 
 __all__ = [
+    "MAX_CONJUNCTIONS",
     "Cut",
     "CutOrigin",
     "ExprCut",
     "JoinFilter",
     "LiteralCut",
-    "MAX_CONJUNCTIONS",
     "PandoExprError",
     "Sides",
     "TableFilter",

@@ -21,7 +21,7 @@ from pando_iceberg.expr import keys as keyset
 from pando_iceberg.expr.bind import DIALECT, bind
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.evaluate import evaluate_predicate
-from pando_iceberg.expr.sides import NT, T, AtomTable, CompiledDnf, TooComplex, keyed_dnf, to_dnf
+from pando_iceberg.expr.sides import NT, AtomTable, CompiledDnf, T, TooComplex, keyed_dnf, to_dnf
 
 
 class Cut(ABC):
@@ -196,4 +196,4 @@ def cut_from_json(d: dict, literal_keys: dict[str, object] | None = None) -> Cut
     return cut
 
 
-__all__ = ["Cut", "ExprCut", "LiteralCut", "CutOrigin", "cut_from_json", "T", "NT"]
+__all__ = ["NT", "Cut", "CutOrigin", "ExprCut", "LiteralCut", "T", "cut_from_json"]

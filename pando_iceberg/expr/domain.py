@@ -97,29 +97,29 @@ class Domain:
     null: bool  # may the term be NULL?
 
     @staticmethod
-    def everything() -> "Domain":
+    def everything() -> Domain:
         return _EVERYTHING
 
     @staticmethod
-    def non_null() -> "Domain":
+    def non_null() -> Domain:
         return _NON_NULL
 
     @staticmethod
-    def only_null() -> "Domain":
+    def only_null() -> Domain:
         return Domain((), True)
 
     @staticmethod
-    def empty() -> "Domain":
+    def empty() -> Domain:
         return Domain((), False)
 
     @staticmethod
-    def points(keys: list[Any]) -> "Domain":
+    def points(keys: list[Any]) -> Domain:
         return Domain(tuple(Span(k, True, k, True) for k in sorted(set(keys))), False)
 
     def is_empty(self, discrete: bool) -> bool:
         return not self.null and all(s.is_empty(discrete) for s in self.spans)
 
-    def intersect(self, other: "Domain") -> "Domain":
+    def intersect(self, other: Domain) -> Domain:
         # Fast paths: most restrictions in sides() are "non-NULL" or cover everything.
         if other.spans is _ALL or other.spans == _ALL:
             return self if self.null <= other.null else Domain(self.spans, False)
@@ -143,10 +143,10 @@ class Domain:
                 j += 1
         return Domain(tuple(spans), self.null and other.null)
 
-    def union(self, other: "Domain") -> "Domain":
+    def union(self, other: Domain) -> Domain:
         return Domain(_merge(self.spans + other.spans), self.null or other.null)
 
-    def complement(self) -> "Domain":
+    def complement(self) -> Domain:
         """Everything not in this domain (NULL flips too)."""
         out: list[Span] = []
         lo, lo_c = None, False  # start of the current gap; None = unbounded below

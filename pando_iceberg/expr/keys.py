@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +15,7 @@ from pyroaring import BitMap, BitMap64
 
 from pando_iceberg.expr.errors import PandoExprError
 
-KeySet = Union[BitMap, BitMap64, np.ndarray]
+KeySet = BitMap | BitMap64 | np.ndarray
 
 _MAGIC = b"PLK1"
 _ROARING32, _ROARING64, _INT64, _STRINGS = b"R", b"Q", b"I", b"S"

@@ -45,9 +45,9 @@ def default_catalog(spark):
     cfg = load_config()
     current = spark.catalog.currentCatalog()
     if current != cfg.catalog.name:
-        raise ValueError(f"pando_iceberg.spark.sql: Spark's current catalog is {current!r} but the pando configuration's "
-                         f"catalog is {cfg.catalog.name!r}; pass catalog=<the pyiceberg catalog of {current!r}> or run "
-                         f"USE {cfg.catalog.name} first")
+        raise ValueError(f"pando_iceberg.spark.sql: Spark's current catalog is {current!r} but the pando "
+                         f"configuration's catalog is {cfg.catalog.name!r}; pass catalog=<the pyiceberg catalog "
+                         f"of {current!r}> or run USE {cfg.catalog.name} first")
     return load_catalog(cfg)
 
 

@@ -8,8 +8,9 @@ executors; nothing here touches the driver or the JVM. Each task deserializes th
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -172,7 +173,7 @@ class _BlockWriter:
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
         self.codes: list[np.ndarray] = []
-        self.file = None
+        self.file: Any = None  # pyiceberg OutputFile while a file is open
         self.file_index = 0  # files of the current block closed so far
         self.in_file = 0  # rows of the current block's current file (written or pending)
 

@@ -195,6 +195,7 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     t0 = time.perf_counter()
     catalog = PlanCatalog(catalog)
     tree = parse_one(sql, read="spark")
+    assert isinstance(tree, exp.Expression)  # sqlglot types parse_one as its node base, exp.Expr
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     names = sorted({_qualified(t) for t in tree.find_all(exp.Table) if t.name and not (t.name in ctes and not t.db)})
     current = spark.catalog.currentDatabase()
@@ -322,7 +323,8 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
             for i, (name, plan) in enumerate(sorted(qp.plans.items())):
                 if stage == "auto" and not prunes_beyond_iceberg(plan):
                     continue  # Spark's own Iceberg scan reads the same files without staging them
-                df = stack.enter_context(staged_plan(spark, qp.tables.get(name) or catalog.load_table(name), name, plan))
+                table = qp.tables.get(name) or catalog.load_table(name)
+                df = stack.enter_context(staged_plan(spark, table, name, plan))
                 views[name] = f"__pando_scan_{tag}_{i}"
                 df.createOrReplaceTempView(views[name])
                 view_stack.callback(spark.catalog.dropTempView, views[name])
@@ -358,7 +360,7 @@ def _qualified(t: exp.Table) -> str:
 
 def _replace_tables(tree: exp.Expression, views: dict[str, str]) -> exp.Expression:
     tree = tree.copy()
-    by_tail = {}
+    by_tail: dict[str, list[str]] = {}
     for name in views:
         by_tail.setdefault(name.split(".")[-1], []).append(name)
     def resolve(q: str) -> str | None:
@@ -368,11 +370,11 @@ def _replace_tables(tree: exp.Expression, views: dict[str, str]) -> exp.Expressi
         return hits[0] if len(hits) == 1 else None
 
     for t in list(tree.find_all(exp.Table)):
-        name = resolve(_qualified(t))
-        if name is None:
+        found = resolve(_qualified(t))
+        if found is None:
             continue
         alias = t.args.get("alias") or exp.TableAlias(this=exp.to_identifier(t.name))
-        t.replace(exp.Table(this=exp.to_identifier(views[name]), alias=alias))
+        t.replace(exp.Table(this=exp.to_identifier(views[found]), alias=alias))
     return tree
 
 

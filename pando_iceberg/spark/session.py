@@ -12,8 +12,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ..config import ConfigError, PandoConfig, ensure_local_dirs, prepare_embedded_catalog
 
@@ -40,9 +40,11 @@ def iceberg_runtime_jar() -> Path:
     except ModuleNotFoundError:
         raise SparkSetupError(f"Python package {ICEBERG_JAR_PACKAGE!r} is missing; run scripts/bootstrap.sh "
                               "(it installs snowpark-connect-deps-iceberg==1.0.2)") from None
-    found = sorted(p for p in jars.iterdir() if p.name.startswith(ICEBERG_JAR_PREFIX) and p.name.endswith(".jar"))
+    found = sorted((p for p in jars.iterdir() if p.name.startswith(ICEBERG_JAR_PREFIX) and p.name.endswith(".jar")),
+                   key=lambda p: p.name)
     if not found:
-        raise SparkSetupError(f"no {ICEBERG_JAR_PREFIX}*.jar inside {jars}; reinstall snowpark-connect-deps-iceberg==1.0.2")
+        raise SparkSetupError(f"no {ICEBERG_JAR_PREFIX}*.jar inside {jars}; "
+                              "reinstall snowpark-connect-deps-iceberg==1.0.2")
     return Path(str(found[-1]))
 
 
@@ -67,7 +69,8 @@ def build_conf(cfg: PandoConfig, app_name: str = "pando-iceberg", quiet: bool = 
     jars = [str(iceberg_runtime_jar())]
     for jar in cfg.jdbc_driver_jars():
         if not Path(jar).exists():
-            pkg = "libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni" if "sqlite" in jar else "libpostgresql-jdbc-java"
+            pkg = ("libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni" if "sqlite" in jar
+                   else "libpostgresql-jdbc-java")
             raise SparkSetupError(f"JDBC driver {jar} for catalog.uri is missing (Debian: apt-get install {pkg}; "
                                   "scripts/bootstrap.sh does this)")
         jars.append(jar)
@@ -167,8 +170,8 @@ def as_spark_sql_error(e: BaseException) -> SparkSqlError | None:
         return None
     if "initialized without view support" in first:
         # Iceberg's JDBC catalog (V0 schema) answers a lookup of a missing table this way.
-        kind, first = "AnalysisException", ("a table or view named in the statement does not exist "
-                                            "(Iceberg's JDBC catalog has no views; check the table names with `pando tables`)")
+        kind, first = "AnalysisException", ("a table or view named in the statement does not exist (Iceberg's "
+                                            "JDBC catalog has no views; check the table names with `pando tables`)")
     return SparkSqlError(kind, first)
 
 

@@ -254,8 +254,9 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
     payloads = [LayoutPayload(layouts[n].to_bytes(), {c.key: c.keys_to_bytes() for c in layouts[n].cuts
                                                       if hasattr(c, "keys_to_bytes")}) for n in laid]
     source = df.where(F.col(FILE_COL).isin(files))
-    router = route_partitions(payloads, files, [laid.index(part_of[p]) for p in files], offsets)
-    representative = {laid.index(part_of[p]): live[p].partition() for p in files}
+    index = {n: i for i, n in enumerate(laid)}
+    router = route_partitions(payloads, files, [index[part_of[p]] for p in files], offsets)
+    representative = {index[part_of[p]]: live[p].partition() for p in files}  # a file's tuple, per partition
     committed = run_rewrite(spark, table_name, table, base_id, Rewrite(
         routed=routed_rows(source, router, drop=[FILE_COL]), tasks=write_tasks(spark, offsets[-1]),
         batch_rows=batch_rows(source), writing=f"routing + writing {offsets[-1]} blocks of {len(laid)} partition(s)",

@@ -92,11 +92,13 @@ def live_data_files(table, snapshot_id: int) -> dict[str, object]:
 class NewFile:
     path: str
     file_size_in_bytes: int
+    partition: Any = None  # a StructLike of a file already in the partition (None: unpartitioned)
 
 
 def build_data_files(spark, table, new_files: Iterable[NewFile]) -> list:
     """Java DataFiles for Parquet files we wrote, with metrics read from their footers the way
-    Iceberg's own add_files does (``ParquetUtil.fileMetrics`` with the table's MetricsConfig)."""
+    Iceberg's own add_files does (``ParquetUtil.fileMetrics`` with the table's MetricsConfig),
+    each in its ``partition`` when it has one (the tuple is copied, never parsed)."""
     jvm = spark._jvm
     metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(table)
     spec = table.spec()
@@ -104,8 +106,11 @@ def build_data_files(spark, table, new_files: Iterable[NewFile]) -> list:
     out = []
     for nf in new_files:
         metrics = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(table.io().newInputFile(nf.path), metrics_config)
-        out.append(jvm.org.apache.iceberg.DataFiles.builder(spec).withPath(nf.path).withFormat(parquet)
-                   .withFileSizeInBytes(int(nf.file_size_in_bytes)).withMetrics(metrics).build())
+        builder = jvm.org.apache.iceberg.DataFiles.builder(spec).withPath(nf.path).withFormat(parquet) \
+            .withFileSizeInBytes(int(nf.file_size_in_bytes)).withMetrics(metrics)
+        if nf.partition is not None:
+            builder = builder.withPartition(nf.partition)
+        out.append(builder.build())
     return out
 
 

@@ -26,15 +26,16 @@ reaches the minimum nothing is committed at all.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
+from ..storage.sidecar import LayoutSidecar, new_layout_id
 from . import iceberg_jvm as jv
-from .session import refresh_table
-from .blocks import BLOCK_COL, WRITTEN_FILE_DDL, LayoutPayload, route_batches, write_blocks
+from .blocks import BLOCK_COL, LayoutPayload, route_batches
 from .partitioned import incremental_partitions
-from .rewrite_common import (STALE_NOTE, IncrementalResult, PandoRewriteError, after_failure, extend_layout,
-                             stale_cut_columns, write_spec)
+from .pipeline import Rewrite, block_file_refs, finalize_layout, routed_rows, run_rewrite, write_tasks
+from .rewrite_common import STALE_NOTE, IncrementalResult, PandoRewriteError, batch_rows, stale_cut_columns
 
 CARRY_OVER_BLOCK = -1  # block id of rows written to carry-over files (outside the layout)
 MODES = ("full", "incremental")
@@ -62,7 +63,6 @@ def current_layout(spark, table_name: str, io_properties: dict[str, str] | None)
 
     from ..storage.paths import sidecar_path
     from ..storage.pointer import layout_pointer
-    from ..storage.sidecar import LayoutSidecar
 
     table = jv.load_table(spark, table_name)
     props = {str(k): str(v) for k, v in dict(table.properties()).items()}
@@ -80,18 +80,23 @@ def current_layout(spark, table_name: str, io_properties: dict[str, str] | None)
     return CurrentLayout(table, pointer, sidecar, sidecar.load_layout(), io, location)
 
 
-def write_successor_sidecar(cur: CurrentLayout, layout, block_files, *, base_snapshot_id: int | None,
-                            base_sequence_number: int | None, extra: dict[str, str], layout_id: str | None = None):
-    """A new sidecar (new layout id) that carries the previous one's properties (workload,
-    expected rows fraction, k) plus ``extra`` and ``pando.previous-layout-id``."""
-    from ..storage.sidecar import LayoutSidecar, new_layout_id
-
+def successor_sidecar(cur: CurrentLayout, layout, block_files, *, base_snapshot_id: int | None,
+                      base_sequence_number: int | None, extra: dict[str, str], layout_id: str | None = None):
+    """A new sidecar (new layout id, not yet written) that carries the previous one's properties
+    (workload, expected rows fraction, k) plus ``extra`` and ``pando.previous-layout-id``."""
     props = dict(cur.sidecar.properties)
     props.update(extra)
     props["pando.previous-layout-id"] = cur.pointer.layout_id
-    sidecar = LayoutSidecar.from_layout(layout, layout_id=layout_id or new_layout_id(), table_uuid=str(cur.table.uuid()),
-                                        block_files=block_files, base_snapshot_id=base_snapshot_id,
-                                        base_sequence_number=base_sequence_number, properties=props)
+    return LayoutSidecar.from_layout(layout, layout_id=layout_id or new_layout_id(), table_uuid=str(cur.table.uuid()),
+                                     block_files=block_files, base_snapshot_id=base_snapshot_id,
+                                     base_sequence_number=base_sequence_number, properties=props)
+
+
+def write_successor_sidecar(cur: CurrentLayout, layout, block_files, *, base_snapshot_id: int | None,
+                            base_sequence_number: int | None, extra: dict[str, str], layout_id: str | None = None):
+    """``successor_sidecar``, written beside the table: (the sidecar, its path)."""
+    sidecar = successor_sidecar(cur, layout, block_files, base_snapshot_id=base_snapshot_id,
+                                base_sequence_number=base_sequence_number, extra=extra, layout_id=layout_id)
     path, _ = sidecar.write(cur.io, cur.location)
     return sidecar, path
 
@@ -100,14 +105,13 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
                         target_file_size_bytes: int | None = None, io_properties: dict[str, str] | None = None,
                         progress: Callable[[str], None] = lambda m: None) -> IncrementalResult:
     """Lay out the rows of the files outside the current layout with the stored layout (module
-    docstring); one ``replace`` commit, or none when no block reaches ``min_block_rows``."""
+    docstring); one ``replace`` commit (``pipeline.run_rewrite``), or none when no block reaches
+    ``min_block_rows``."""
     from pyspark.sql import functions as F
 
-    from ..storage.pointer import P_SNAPSHOT, LayoutPointer
-    from ..storage.sidecar import DataFileRef, new_layout_id
-
     if jv.load_table(spark, table_name).spec().isPartitioned():  # a layout per partition
-        return incremental_partitions(spark, table_name, min_block_rows, target_file_size_bytes, io_properties, progress)
+        return incremental_partitions(spark, table_name, min_block_rows, target_file_size_bytes, io_properties,
+                                      progress)
     seconds: dict[str, float] = {}
     t0 = time.time()
     cur = current_layout(spark, table_name, io_properties)
@@ -132,12 +136,8 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
         return result
 
     payload = LayoutPayload(cur.sidecar.layout_bytes, dict(cur.sidecar.literal_keys))
-    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
-
     with jv.staged_scan(spark, table, table_name, base_id, set(outside)) as df:
-        routed_schema = StructType(df.schema.fields + [StructField(BLOCK_COL, IntegerType(), False),
-                                                       StructField("_pando_kt", LongType(), False)])
-        routed = df.mapInArrow(route_batches(payload), routed_schema).persist()
+        routed = routed_rows(df, route_batches(payload)).persist()
         try:
             progress(f"routing the rows of {len(outside)} file(s) outside layout {cur.pointer.layout_id}")
             counts = {int(r[0]): int(r[1]) for r in routed.groupBy(BLOCK_COL).count().collect()}
@@ -153,58 +153,32 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
                                     f"layout (largest share {max(counts.values(), default=0)}): nothing committed; "
                                     "the rows stay outside the layout (always read) until more arrive")
                 return result
-            layout_id = new_layout_id()
-            location = cur.location
-            data_dir = f"{location}/data/pando-{layout_id}"
-            spec = write_spec(spark, table, data_dir, io_properties, target_file_size_bytes)
-            block = F.when(F.col(BLOCK_COL).isin(big), F.col(BLOCK_COL)).otherwise(F.lit(CARRY_OVER_BLOCK))
-            tagged = routed.withColumn(BLOCK_COL, block.cast("int"))
-            tasks = max(1, min(len(big) + 1, 4 * max(1, int(spark.sparkContext.defaultParallelism))))
-            written: list[Any] = []
-            sidecar_path = None
-            committing = False
-            try:
-                t1 = time.time()
-                progress(f"writing new files for {len(big)} block(s), carrying over {result.rows_carried_over} rows")
-                written = tagged.repartition(tasks, BLOCK_COL).sortWithinPartitions(BLOCK_COL) \
-                    .mapInArrow(write_blocks(spec), WRITTEN_FILE_DDL).collect()
-                seconds["writing"] = time.time() - t1
-                t1 = time.time()
-                n_written = int(sum(w.record_count for w in written))
-                if n_written != result.rows_read:
-                    raise PandoRewriteError(f"wrote {n_written} rows but read {result.rows_read} rows from the files "
-                                            "outside the layout: not committing")
+
+            def layout_sidecar(layout_id: str, written: list) -> LayoutSidecar:
                 laid = [w for w in written if int(w.block) != CARRY_OVER_BLOCK]
-                new_layout = extend_layout(layout, laid)
-                block_files = {b: list(refs) for b, refs in cur.sidecar.block_files.items()}
-                for w in laid:
-                    block_files.setdefault(int(w.block), []).append(
-                        DataFileRef(w.path, int(w.record_count), int(w.file_size_in_bytes)))
-                sidecar, sidecar_path = write_successor_sidecar(
-                    cur, new_layout, block_files, base_snapshot_id=base_id, base_sequence_number=int(snap.sequenceNumber()),
+                return successor_sidecar(
+                    cur, finalize_layout(layout, laid, extend=True), block_file_refs(laid, 0, cur.sidecar.block_files),
+                    base_snapshot_id=base_id, base_sequence_number=int(snap.sequenceNumber()),
                     extra={"pando.mode": "incremental", "pando.incremental-min-block-rows": str(min_block_rows)},
                     layout_id=layout_id)
-                seconds["metadata"] = time.time() - t1
-                t1 = time.time()
-                new_files = jv.build_data_files(spark, table, [jv.NewFile(w.path, w.file_size_in_bytes) for w in written])
-                pointer = LayoutPointer(sidecar.layout_id, sidecar.file_name, snapshot_id=0,
-                                        base_snapshot_id=cur.pointer.base_snapshot_id)
-                props = {**pointer.to_properties(), P_SNAPSHOT: "{snapshot-id}"}
-                committing = True
-                progress("committing one replace snapshot")
-                snapshot_id = jv.commit_replace(spark, table, base_id, list(outside.values()), new_files, props,
-                                                summary={"pando.layout-id": sidecar.layout_id, "pando.mode": "incremental"})
-                seconds["commit"] = time.time() - t1
-            except BaseException as failure:
-                snapshot_id = after_failure(spark, failure, table_name, layout_id, committing, written, sidecar_path,
-                                            io_properties, location, data_dir, progress)
+
+            block = F.when(F.col(BLOCK_COL).isin(big), F.col(BLOCK_COL)).otherwise(F.lit(CARRY_OVER_BLOCK))
+            committed = run_rewrite(spark, table_name, table, base_id, Rewrite(
+                routed=routed.withColumn(BLOCK_COL, block.cast("int")), tasks=write_tasks(spark, len(big) + 1),
+                batch_rows=batch_rows(df),
+                writing=f"writing new files for {len(big)} block(s), carrying over {result.rows_carried_over} rows",
+                expected_rows=result.rows_read, expected_rows_were="read {rows} rows from the files outside the layout",
+                layout_sidecar=layout_sidecar, replaced=list(outside.values()),
+                pointer_base_snapshot_id=cur.pointer.base_snapshot_id, summary={"pando.mode": "incremental"},
+                target_file_size_bytes=target_file_size_bytes), io_properties, seconds, progress)
         finally:
             routed.unpersist()
-    refresh_table(spark, table_name)
+    written = committed.written
+    laid = [w for w in written if int(w.block) != CARRY_OVER_BLOCK]
     result.added_data_files_count = len(written)
     result.rewritten_bytes_count = sum(int(f.fileSizeInBytes()) for f in outside.values())
-    result.layout_id, result.snapshot_id, result.committed = sidecar.layout_id, snapshot_id, True
-    result.block_count = new_layout.num_blocks
+    result.layout_id, result.snapshot_id, result.committed = committed.layout_id, committed.snapshot_id, True
+    result.block_count = layout.num_blocks
     result.notes.append(f"{result.rows_laid_out} rows laid out into {len(laid)} new file(s) of {len(big)} block(s); "
                         f"{result.rows_carried_over} rows in {len(written) - len(laid)} carry-over file(s) outside the "
                         f"layout (blocks with < {min_block_rows} new rows)")

@@ -26,9 +26,9 @@ import dataclasses
 import json
 import math
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,14 +36,32 @@ import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
+from ..layout.ktuple import ktuple_radices, pack_ktuples
+from ..storage.partitions import (
+    PARTITIONED_FORMAT_VERSION,
+    PartitionedLayoutSidecar,
+    PartitionEntry,
+    read_layout_sidecar,
+)
+from ..storage.pointer import layout_pointer
+from ..storage.sidecar import LayoutSidecar, new_layout_id
 from ..workload.in_block import select_layout
 from . import iceberg_jvm as jv
-from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, LayoutPayload, append_block_columns, ktuple_radices, \
-    pack_ktuples, unpack_ktuples, write_blocks
-from .rewrite_common import (STALE_NOTE, IncrementalResult, PandoRewriteError, RewriteOptions, RewriteResult,
-                             after_failure, arrow_batch_rows, batch_rows, candidate_ks, collect_arrow, extend_layout,
-                             learning_workload, stale_cut_columns, table_workload, write_spec)
-from .session import refresh_table
+from .blocks import BLOCK_COL, LayoutPayload, append_block_columns
+from .pipeline import Rewrite, block_file_refs, block_partition, finalize_layout, routed_rows, run_rewrite, write_tasks
+from .rewrite_common import (
+    STALE_NOTE,
+    IncrementalResult,
+    PandoRewriteError,
+    RewriteOptions,
+    RewriteResult,
+    batch_rows,
+    candidate_ks,
+    collect_arrow,
+    learning_workload,
+    stale_cut_columns,
+    table_workload,
+)
 
 FILE_COL = "_file"
 
@@ -69,8 +87,8 @@ def check_where(where: str | None, accepted: Sequence[str]) -> None:
     try:
         tree = sqlglot.parse_one(where, read="spark")
     except sqlglot.errors.ParseError as e:
-        raise PandoRewriteError(f"argument 'where' = {where!r} is not a valid SQL predicate ({str(e).splitlines()[0]}); "
-                                f"{hint}") from None
+        bad = f"argument 'where' = {where!r} is not a valid SQL predicate ({str(e).splitlines()[0]})"
+        raise PandoRewriteError(f"{bad}; {hint}") from None
     if tree is None or isinstance(tree, (exp.Select, exp.Query)) or tree.find(exp.Select) is not None:
         raise PandoRewriteError(f"argument 'where' = {where!r} must be a predicate without subqueries; {hint}")
     lowered = {c.lower() for c in accepted}
@@ -110,20 +128,6 @@ def route_partitions(payloads: list[LayoutPayload], paths: list[str], path_part:
     return run
 
 
-def build_partitioned_files(spark, table, written, partition_of: list[Any]) -> list:
-    """Java DataFiles for files we wrote (metrics from the footers, as Iceberg's add_files does),
-    each with the partition tuple ``partition_of[i]`` (a StructLike of a file in that partition)."""
-    jvm = spark._jvm
-    metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(table)
-    spec, parquet = table.spec(), jvm.org.apache.iceberg.FileFormat.PARQUET
-    out = []
-    for w, partition in zip(written, partition_of):
-        metrics = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(table.io().newInputFile(w.path), metrics_config)
-        out.append(jvm.org.apache.iceberg.DataFiles.builder(spec).withPath(w.path).withFormat(parquet)
-                   .withFileSizeInBytes(int(w.file_size_in_bytes)).withMetrics(metrics).withPartition(partition).build())
-    return out
-
-
 def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, options: RewriteOptions | None = None,
                        where: str | None = None, io_properties: dict[str, str] | None = None,
                        progress: Callable[[str], None] = lambda m: None) -> PartitionedRewriteResult:
@@ -132,9 +136,6 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
     from pyspark.sql import functions as F
 
     from ..layout import build_layout
-    from ..storage.partitions import PARTITIONED_FORMAT_VERSION, PartitionedLayoutSidecar, PartitionEntry
-    from ..storage.pointer import P_SNAPSHOT, LayoutPointer, layout_pointer
-    from ..storage.sidecar import DataFileRef, LayoutSidecar, new_layout_id
 
     options = options or RewriteOptions()
     options.validate()
@@ -174,7 +175,8 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
                                 f"them into the current spec first, e.g. CALL <catalog>.system.rewrite_data_files("
                                 f"table => '{table_name}', options => map('rewrite-all', 'true'))")
     if not chosen:
-        raise PandoRewriteError(f"no partition of {table_name} with live rows matches where {where!r}: nothing to lay out")
+        raise PandoRewriteError(f"no partition of {table_name} with live rows matches where {where!r}: "
+                                "nothing to lay out")
 
     wl, target, queries, schemas = table_workload(spark, table_name, workload)
     files = sorted(p for p in part_of if part_of[p] in chosen)
@@ -207,8 +209,8 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
         part_sample = sample.take(pa.array(rows))
         b_sample = max(1.0, options.min_block_rows * len(rows) / rows_of[name])
         progress(f"partition {name}: k={'1..' if len(ks) > 1 else ''}{options.k} trees on {len(rows):,} sample rows")
-        learned = [(build_layout(part_sample, cuts, expected.queries, k, b_sample, max_ktuples=options.max_ktuples), None)
-                   for k in ks]
+        learned = [(build_layout(part_sample, cuts, expected.queries, k, b_sample, max_ktuples=options.max_ktuples),
+                    None) for k in ks]
         # one file per block here: the files the validation draws read are the blocks
         choice = select_layout(learned, part_sample, expected.validation, math.inf) if len(ks) > 1 else None
         layouts[name] = learned[choice.index if choice else 0][0]
@@ -218,92 +220,57 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
     old_files = [live[p] for p in files]
     offsets = np.cumsum([0] + [layouts[n].num_blocks for n in laid]).tolist()
 
-    location = str(table.location()).rstrip("/")
-    io = load_file_io(dict(io_properties or {}), location)
-    layout_id = new_layout_id()
-    data_dir = f"{location}/data/pando-{layout_id}"
-    wspec = write_spec(spark, table, data_dir, io_properties, options.target_file_size_bytes)
-    payloads = [LayoutPayload(layouts[n].to_bytes(), {c.key: c.keys_to_bytes() for c in layouts[n].cuts
-                                                      if hasattr(c, "keys_to_bytes")}) for n in laid]
-    written: list[Any] = []
-    sidecar_path = None
-    committing = False
-    try:
-        from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+    # The layouts of the partitions not laid out now are kept as they were.
+    kept_entries: dict[str, PartitionEntry] = {}
+    ptr = layout_pointer({str(k): str(v) for k, v in dict(table.properties()).items()})
+    if ptr is not None and ptr.format_version == PARTITIONED_FORMAT_VERSION:
+        location = str(table.location()).rstrip("/")
+        previous = read_layout_sidecar(load_file_io(dict(io_properties or {}), location), ptr, location,
+                                       str(table.uuid()))
+        kept_entries = {n: e for n, e in previous.partitions.items() if n not in layouts}
+    weights = sum(w for _, w in queries) or 1.0
+    workload_sql = [(q.sql, q.weight) for q in wl.queries if target in q.filters]
+    sequence_number = int(current.sequenceNumber())
 
-        t1 = time.time()
-        source = df.where(F.col(FILE_COL).isin(files))
-        data_fields = [f for f in source.schema.fields if f.name != FILE_COL]
-        routed = source.mapInArrow(route_partitions(payloads, files, [laid.index(part_of[p]) for p in files], offsets),
-                                   StructType(data_fields + [StructField(BLOCK_COL, IntegerType(), False),
-                                                             StructField(KTUPLE_COL, LongType(), False)]))
-        tasks = max(1, min(offsets[-1], 4 * max(1, int(spark.sparkContext.defaultParallelism))))
-        progress(f"routing + writing {offsets[-1]} blocks of {len(laid)} partition(s)")
-        with arrow_batch_rows(spark, batch_rows(source)):
-            written = routed.repartition(tasks, BLOCK_COL).sortWithinPartitions(BLOCK_COL) \
-                .mapInArrow(write_blocks(wspec), WRITTEN_FILE_DDL).collect()
-        seconds["writing"] = time.time() - t1
-
-        t1 = time.time()
-        expected = sum(rows_of[n] for n in laid)
-        if int(sum(w.record_count for w in written)) != expected:
-            raise PandoRewriteError(f"wrote {int(sum(w.record_count for w in written))} rows but the selected "
-                                    f"partitions have {expected} live rows at the base snapshot: not committing")
-        part_idx = np.searchsorted(np.asarray(offsets), [int(w.block) for w in written], side="right") - 1
-        entries: dict[str, PartitionEntry] = {}
-        ptr = layout_pointer({str(k): str(v) for k, v in dict(table.properties()).items()})
-        if ptr is not None and ptr.format_version == PARTITIONED_FORMAT_VERSION:
-            from ..storage.partitions import read_layout_sidecar
-
-            previous = read_layout_sidecar(io, ptr, location, str(table.uuid()))
-            entries = {n: e for n, e in previous.partitions.items() if n not in layouts}
-        kept = len(entries)
-        weights = sum(w for _, w in queries) or 1.0
-        workload_sql = [(q.sql, q.weight) for q in wl.queries if target in q.filters]
+    def layout_sidecar(layout_id: str, written: list) -> PartitionedLayoutSidecar:
+        entries = dict(kept_entries)
+        part = [block_partition(offsets, int(w.block)) for w in written]
         for i, name in enumerate(laid):
-            mine = [w for w, p in zip(written, part_idx) if p == i]
-            layout, radices = layouts[name], ktuple_radices(layouts[name])
-            pairs, block_rows, block_files = [], np.zeros(layout.num_blocks, np.int64), {}
-            for w in mine:
-                local = int(w.block) - offsets[i]
-                codes = np.array([int(c) for c in w.ktuples.split(",") if c], dtype=np.int64)
-                pairs += [(local, tuple(kt)) for kt in unpack_ktuples(codes, radices).tolist()]
-                block_rows[local] += int(w.record_count)
-                block_files.setdefault(local, []).append(DataFileRef(w.path, int(w.record_count), int(w.file_size_in_bytes)))
-            layout.finalize(pairs)
-            layout.block_rows = block_rows
-            fraction = float(layout.cost(queries)) / (max(1.0, float(block_rows.sum())) * weights)
+            mine = [w for w, p in zip(written, part, strict=True) if p == i]
+            layout = finalize_layout(layouts[name], mine, offset=offsets[i])
+            rows = int(layout.block_rows.sum())
+            fraction = float(layout.cost(queries)) / (max(1.0, float(rows)) * weights)
             sc = LayoutSidecar.from_layout(layout, layout_id=new_layout_id(), table_uuid=str(table.uuid()),
-                                           block_files=block_files, base_snapshot_id=base_id,
-                                           base_sequence_number=int(current.sequenceNumber()),
+                                           block_files=block_file_refs(mine, offsets[i]), base_snapshot_id=base_id,
+                                           base_sequence_number=sequence_number,
                                            properties={"pando.expected-rows-fraction": f"{fraction:.6f}",
-                                                       "pando.rows": str(int(block_rows.sum())),
+                                                       "pando.rows": str(rows),
                                                        "pando.workload": json.dumps(workload_sql)})
             entries[name] = PartitionEntry.of(name, spec_id, sc, layout)
-        sidecar = PartitionedLayoutSidecar(layout_id, str(table.uuid()), entries, base_id,
-                                           {"pando.k": str(options.k), "pando.workload-queries": str(len(queries)),
-                                            "pando.workload": json.dumps(workload_sql)})
-        sidecar_path, _ = sidecar.write(io, location)
-        seconds["metadata"] = time.time() - t1
+        return PartitionedLayoutSidecar(layout_id, str(table.uuid()), entries, base_id,
+                                        {"pando.k": str(options.k), "pando.workload-queries": str(len(queries)),
+                                         "pando.workload": json.dumps(workload_sql)})
 
-        t1 = time.time()
-        representative = {part_of[p]: live[p].partition() for p in files}
-        new_files = build_partitioned_files(spark, table, written, [representative[laid[i]] for i in part_idx])
-        pointer = LayoutPointer(layout_id, sidecar.file_name, snapshot_id=0, base_snapshot_id=base_id,
-                                format_version=PARTITIONED_FORMAT_VERSION)
-        props = {**pointer.to_properties(), P_SNAPSHOT: "{snapshot-id}"}
-        committing = True
-        progress("commit: one replace snapshot")
-        snapshot_id = jv.commit_replace(spark, table, base_id, old_files, new_files, props,
-                                        summary={"pando.layout-id": layout_id, "pando.partitions": str(len(laid))})
-        seconds["commit"] = time.time() - t1
-    except BaseException as failure:
-        snapshot_id = after_failure(spark, failure, table_name, layout_id, committing, written, sidecar_path,
-                                    io_properties, location, data_dir, progress)
-    refresh_table(spark, table_name)
-    notes.append(f"{len(laid)} partition(s) laid out, {kept} partition layout(s) kept as they were")
-    return PartitionedRewriteResult(len(old_files), len(written), sum(int(f.fileSizeInBytes()) for f in old_files), 0,
-                                    layout_id, offsets[-1], snapshot_id, base_id, seconds, laid, kept, notes)
+    payloads = [LayoutPayload(layouts[n].to_bytes(), {c.key: c.keys_to_bytes() for c in layouts[n].cuts
+                                                      if hasattr(c, "keys_to_bytes")}) for n in laid]
+    source = df.where(F.col(FILE_COL).isin(files))
+    index = {n: i for i, n in enumerate(laid)}
+    router = route_partitions(payloads, files, [index[part_of[p]] for p in files], offsets)
+    representative = {index[part_of[p]]: live[p].partition() for p in files}  # a file's tuple, per partition
+    committed = run_rewrite(spark, table_name, table, base_id, Rewrite(
+        routed=routed_rows(source, router, drop=[FILE_COL]), tasks=write_tasks(spark, offsets[-1]),
+        batch_rows=batch_rows(source), writing=f"routing + writing {offsets[-1]} blocks of {len(laid)} partition(s)",
+        expected_rows=sum(rows_of[n] for n in laid),
+        expected_rows_were="the selected partitions have {rows} live rows at the base snapshot",
+        layout_sidecar=layout_sidecar, replaced=old_files, pointer_base_snapshot_id=base_id,
+        pointer_format_version=PARTITIONED_FORMAT_VERSION, summary={"pando.partitions": str(len(laid))},
+        partition_of=lambda w: representative[block_partition(offsets, int(w.block))],
+        target_file_size_bytes=options.target_file_size_bytes), io_properties, seconds, progress)
+    notes.append(f"{len(laid)} partition(s) laid out, {len(kept_entries)} partition layout(s) kept as they were")
+    return PartitionedRewriteResult(len(old_files), len(committed.written),
+                                    sum(int(f.fileSizeInBytes()) for f in old_files), 0, committed.layout_id,
+                                    offsets[-1], committed.snapshot_id, base_id, seconds, laid, len(kept_entries),
+                                    notes)
 
 
 # ---- incremental mode, per partition ----------------------------------------------------------
@@ -337,21 +304,15 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
     ``replace`` commit and one new format-version-2 sidecar; none when no block qualifies."""
     from pyiceberg.io import load_file_io
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
-
-    from ..storage.partitions import PARTITIONED_FORMAT_VERSION, PartitionedLayoutSidecar, PartitionEntry, \
-        read_layout_sidecar
-    from ..storage.pointer import P_SNAPSHOT, LayoutPointer, layout_pointer
-    from ..storage.sidecar import DataFileRef, LayoutSidecar, new_layout_id
 
     seconds: dict[str, float] = {}
     t0 = time.time()
     table = jv.load_table(spark, table_name)
     ptr = layout_pointer({str(k): str(v) for k, v in dict(table.properties()).items()})
     if ptr is None or ptr.format_version != PARTITIONED_FORMAT_VERSION:
-        raise PandoRewriteError(f"table {table_name} is partitioned but has no per-partition Pando layouts to extend; "
-                                "create them with rewrite_data_files(strategy => 'pando', workload => ...) (mode 'full', "
-                                "optionally with where => ...)")
+        raise PandoRewriteError(f"table {table_name} is partitioned but has no per-partition Pando layouts to "
+                                "extend; create them with rewrite_data_files(strategy => 'pando', workload => ...) "
+                                "(mode 'full', optionally with where => ...)")
     location = str(table.location()).rstrip("/")
     io = load_file_io(dict(io_properties or {}), location)
     current = read_layout_sidecar(io, ptr, location, str(table.uuid()))
@@ -396,10 +357,8 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
     payloads = [LayoutPayload(e.sidecar.layout_bytes, dict(e.sidecar.literal_keys)) for e in entries]
 
     source = jv.read_snapshot(spark, table_name, base_id, [FILE_COL]).where(F.col(FILE_COL).isin(files))
-    data_fields = [f for f in source.schema.fields if f.name != FILE_COL]
-    routed = source.mapInArrow(route_partitions(payloads, files, [names.index(outside[p]) for p in files], offsets),
-                               StructType(data_fields + [StructField(BLOCK_COL, IntegerType(), False),
-                                                         StructField(KTUPLE_COL, LongType(), False)])).persist()
+    router = route_partitions(payloads, files, [names.index(outside[p]) for p in files], offsets)
+    routed = routed_rows(source, router, drop=[FILE_COL]).persist()
     try:
         progress(f"routing the rows of {len(files)} file(s) outside the layouts of {len(names)} partition(s)")
         counts = {int(r[0]): int(r[1]) for r in routed.groupBy(BLOCK_COL).count().collect()}
@@ -417,70 +376,51 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
         # Only partitions with a qualifying block are rewritten; the others' files stay as they are.
         files = [p for p in files if names.index(outside[p]) in touched]
         touched_blocks = [b for b in range(offsets[-1]) if part_of_block[b] in touched]
-        layout_id = new_layout_id()
-        data_dir = f"{location}/data/pando-{layout_id}"
-        wspec = write_spec(spark, table, data_dir, io_properties, target_file_size_bytes)
-        written: list[Any] = []
-        sidecar_path = None
-        committing = False
-        try:
-            t1 = time.time()
-            tagged = routed.where(F.col(BLOCK_COL).isin(touched_blocks)).mapInArrow(
-                _relabel(big, part_of_block), routed.schema)
-            tasks = max(1, min(len(big) + len(touched), 4 * max(1, int(spark.sparkContext.defaultParallelism))))
-            written = tagged.repartition(tasks, BLOCK_COL).sortWithinPartitions(BLOCK_COL) \
-                .mapInArrow(write_blocks(wspec), WRITTEN_FILE_DDL).collect()
-            seconds["writing"] = time.time() - t1
-            expected = sum(n for b, n in counts.items() if part_of_block[b] in touched)
-            if int(sum(w.record_count for w in written)) != expected:
-                raise PandoRewriteError(f"wrote {int(sum(w.record_count for w in written))} rows but read {expected} "
-                                        "rows from the files outside the layouts: not committing")
-            t1 = time.time()
+        sequence_number = int(snap.sequenceNumber())
+
+        def layout_sidecar(layout_id: str, written: list) -> PartitionedLayoutSidecar:
             new_entries = dict(current.partitions)
             for i in touched:
                 e = entries[i]
                 mine = [w for w in written if offsets[i] <= int(w.block) < offsets[i + 1]]
-                local = [SimpleNamespace(block=int(w.block) - offsets[i], ktuples=w.ktuples,
-                                         record_count=w.record_count) for w in mine]
-                layout = extend_layout(e.layout, local)
-                block_files = {b: list(refs) for b, refs in e.sidecar.block_files.items()}
-                for w in mine:
-                    block_files.setdefault(int(w.block) - offsets[i], []).append(
-                        DataFileRef(w.path, int(w.record_count), int(w.file_size_in_bytes)))
-                props = {**e.sidecar.properties, "pando.mode": "incremental",
-                         "pando.previous-layout-id": e.layout_id}
+                layout = finalize_layout(e.layout, mine, offset=offsets[i], extend=True)
+                props = {**e.sidecar.properties, "pando.mode": "incremental", "pando.previous-layout-id": e.layout_id}
                 sc = LayoutSidecar.from_layout(layout, layout_id=new_layout_id(), table_uuid=str(table.uuid()),
-                                               block_files=block_files, base_snapshot_id=base_id,
-                                               base_sequence_number=int(snap.sequenceNumber()), properties=props)
+                                               block_files=block_file_refs(mine, offsets[i], e.sidecar.block_files),
+                                               base_snapshot_id=base_id, base_sequence_number=sequence_number,
+                                               properties=props)
                 new_entries[names[i]] = PartitionEntry.of(names[i], e.spec_id, sc, layout)
-            sidecar = PartitionedLayoutSidecar(layout_id, str(table.uuid()), new_entries, base_id,
-                                               {**current.properties, "pando.mode": "incremental",
-                                                "pando.previous-layout-id": ptr.layout_id})
-            sidecar_path, _ = sidecar.write(io, location)
-            seconds["metadata"] = time.time() - t1
-            t1 = time.time()
-            representative = {outside[p]: live[p].partition() for p in files}
-            owner = [names[part_of_block[b]] if b >= 0 else names[-1 - b] for b in (int(w.block) for w in written)]
-            new_files = build_partitioned_files(spark, table, written, [representative[n] for n in owner])
-            pointer = LayoutPointer(layout_id, sidecar.file_name, snapshot_id=0, base_snapshot_id=ptr.base_snapshot_id,
-                                    format_version=PARTITIONED_FORMAT_VERSION)
-            committing = True
-            snapshot_id = jv.commit_replace(spark, table, base_id, [live[p] for p in files], new_files,
-                                            {**pointer.to_properties(), P_SNAPSHOT: "{snapshot-id}"},
-                                            summary={"pando.layout-id": layout_id, "pando.mode": "incremental"})
-            seconds["commit"] = time.time() - t1
-        except BaseException as failure:
-            snapshot_id = after_failure(spark, failure, table_name, layout_id, committing, written, sidecar_path,
-                                        io_properties, location, data_dir, progress)
+            return PartitionedLayoutSidecar(layout_id, str(table.uuid()), new_entries, base_id,
+                                            {**current.properties, "pando.mode": "incremental",
+                                             "pando.previous-layout-id": ptr.layout_id})
+
+        representative = {outside[p]: live[p].partition() for p in files}
+
+        def partition_of(w) -> Any:  # a carry-over file of partition p has block -1 - p
+            b = int(w.block)
+            return representative[names[part_of_block[b]] if b >= 0 else names[-1 - b]]
+
+        tagged = routed.where(F.col(BLOCK_COL).isin(touched_blocks)).mapInArrow(_relabel(big, part_of_block),
+                                                                                 routed.schema)
+        committed = run_rewrite(spark, table_name, table, base_id, Rewrite(
+            routed=tagged, tasks=write_tasks(spark, len(big) + len(touched)), batch_rows=batch_rows(source),
+            writing=f"writing new files for {len(big)} block(s) of {len(touched)} partition(s), carrying over "
+                    f"{result.rows_carried_over} rows",
+            expected_rows=sum(n for b, n in counts.items() if part_of_block[b] in touched),
+            expected_rows_were="read {rows} rows from the files outside the layouts",
+            layout_sidecar=layout_sidecar, replaced=[live[p] for p in files],
+            pointer_base_snapshot_id=ptr.base_snapshot_id, pointer_format_version=PARTITIONED_FORMAT_VERSION,
+            summary={"pando.mode": "incremental"}, partition_of=partition_of,
+            target_file_size_bytes=target_file_size_bytes), io_properties, seconds, progress)
     finally:
         routed.unpersist()
-    refresh_table(spark, table_name)
+    written = committed.written
     laid = [w for w in written if int(w.block) >= 0]
     result.rewritten_data_files_count = len(files)
     result.added_data_files_count = len(written)
     result.rewritten_bytes_count = sum(int(live[p].fileSizeInBytes()) for p in files)
-    result.layout_id, result.snapshot_id, result.committed = layout_id, snapshot_id, True
-    result.block_count = int(sum(e.layout.num_blocks for e in new_entries.values()))
+    result.layout_id, result.snapshot_id, result.committed = committed.layout_id, committed.snapshot_id, True
+    result.block_count = int(sum(e.layout.num_blocks for e in committed.sidecar.partitions.values()))
     result.notes.append(f"{len(touched)} partition(s) extended: {result.rows_laid_out} rows in {len(laid)} new file(s) "
                         f"of {len(big)} block(s); {len(written) - len(laid)} carry-over file(s) outside the layouts")
     return result

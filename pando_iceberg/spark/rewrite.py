@@ -12,40 +12,53 @@ Table data never goes through the driver: the driver sees the sample, the litera
 sets and one small row per written file. A failure before the commit deletes what was written
 and leaves the table exactly as it was.
 
-What this rewrite shares with the incremental one (``incremental.py``) and the per-partition ones
-(``partitioned.py``, which ``rewrite_table`` hands a partitioned table to) is in
-``rewrite_common.py``: options, results, learning from the workload, writing, clean-up after a
+Learning is here (``learn_layout``); from the routed rows on, the rewrite is the one pipeline
+all Pando rewrites share (``pipeline.run_rewrite``), this module handing it the whole table
+(``whole_table_rewrite``). What else it shares with the incremental one (``incremental.py``) and
+the per-partition ones (``partitioned.py``, which ``rewrite_table`` hands a partitioned table to)
+is in ``rewrite_common.py``: options, results, learning from the workload, clean-up after a
 failure.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
-from ..progress import progress_step, spark_job_progress
+from ..progress import spark_job_progress
 from ..workload.in_block import BlockFiles, InBlockOrder, block_files, choose_in_block_order, select_layout
 from . import iceberg_jvm as jv
-from .session import refresh_table
-from .blocks import (BLOCK_COL, KTUPLE_COL, ROW_COL, WRITTEN_FILE_DDL, LayoutPayload, WriteSpec, ktuple_radices,
-                     route_batches, unpack_ktuples, write_blocks)
+from .blocks import ROW_COL, LayoutPayload, route_batches
 from .partitioned import rewrite_partitions
-from .rewrite_common import (PandoRewriteError, RewriteOptions, RewriteResult, SparkKeyProvider, after_failure,
-                             arrow_batch_rows, arrow_schema_of, batch_rows, candidate_ks, collect_arrow,
-                             identifier_fields, learning_workload, namespace_schemas, row_count, table_workload,
-                             write_spec)
+from .pipeline import Rewrite, block_file_refs, finalize_layout, routed_rows, run_rewrite, test_pause, write_tasks
+from .rewrite_common import (
+    PandoRewriteError,
+    RewriteOptions,
+    RewriteResult,
+    SparkKeyProvider,
+    arrow_schema_of,
+    batch_rows,
+    candidate_ks,
+    collect_arrow,
+    identifier_fields,
+    learning_workload,
+    namespace_schemas,
+    row_count,
+    table_workload,
+)
 
+# PandoRewriteError, RewriteOptions, RewriteResult, SparkKeyProvider, arrow_schema_of, collect_arrow,
+# identifier_fields and namespace_schemas are defined in rewrite_common.py and re-exported: their
+# users import them from here.
 __all__ = [
-    "LearnedLayout", "P_IN_BLOCK", "P_K_SELECTION", "learn_layout", "rewrite_table",
-    # defined in rewrite_common.py; re-exported, their users import them from here
-    "PandoRewriteError", "RewriteOptions", "RewriteResult", "SparkKeyProvider", "arrow_schema_of", "collect_arrow",
-    "identifier_fields", "namespace_schemas",
+    "P_IN_BLOCK", "P_K_SELECTION", "LearnedLayout", "PandoRewriteError", "RewriteOptions", "RewriteResult",
+    "SparkKeyProvider", "arrow_schema_of", "collect_arrow", "identifier_fields", "learn_layout", "namespace_schemas",
+    "rewrite_table",
 ]
 
 P_IN_BLOCK = "pando.in-block-order"  # sidecar property: JSON of workload.in_block.InBlockOrder
@@ -133,8 +146,8 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
         choice = select_layout([(lay, getattr(o, "column", None)) for lay, o in learned], sample,
                                expected.validation, b_sample)
         k_selection = choice.to_json(ks)
-        progress(f"kept k={ks[choice.index]} trees: validation draws read "
-                 + ", ".join(f"{c:.3f} (k={k})" for k, c in zip(ks, choice.costs)) + " of the sample's rows")
+        read = ", ".join(f"{c:.3f} (k={k})" for k, c in zip(ks, choice.costs, strict=False))
+        progress(f"kept k={ks[choice.index]} trees: validation draws read {read} of the sample's rows")
         layout, in_block = learned[choice.index]
     else:
         layout, in_block = learned[0]
@@ -168,12 +181,8 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
                   progress: Callable[[str], None] = lambda m: None,
                   learned: LearnedLayout | None = None, where: str | None = None) -> RewriteResult:
     """Learn a layout for the table's current snapshot (or use ``learned``) and apply it in one
-    ``replace`` commit. A partitioned table gets one layout per partition (``partitioned.py``;
-    ``where`` selects the partitions)."""
-    from ..storage.pointer import P_SNAPSHOT, LayoutPointer
-    from ..storage.sidecar import new_layout_id
-    from ..storage.sidecar import DataFileRef, LayoutSidecar
-
+    ``replace`` commit (``pipeline.run_rewrite``). A partitioned table gets one layout per
+    partition (``partitioned.py``; ``where`` selects the partitions)."""
     options = options or RewriteOptions()
     options.validate()
     seconds: dict[str, float] = {}
@@ -194,98 +203,43 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         base_rows = learned.table_rows  # counted on base_id while learning: no second count
     seconds["sampling"] = learned.seconds_sampling
     seconds["optimizing"] = learned.seconds_optimizing
-    layout = learned.layout
-    layout_id = new_layout_id()
-
-    location = str(table.location()).rstrip("/")
-    data_dir = f"{location}/data/pando-{layout_id}"
     if base_rows is None:
         base_rows = row_count(spark, table_name, base_id)
-    spec = write_spec(spark, table, data_dir, io_properties, options.target_file_size_bytes,
-                      order_column=learned.in_block_column,
-                      files=plan_block_files(layout, base_rows, options.min_block_rows))
-    payload = LayoutPayload(layout.to_bytes(), learned.literal_keys)
-    written: list[Any] = []
-    sidecar_path = None
-    committing = False
-    try:
-        t0 = time.time()
-        with spark_job_progress(spark, progress, f"routing + writing {layout.num_blocks} blocks (Spark tasks)"):
-            written = _route_and_write(spark, table_name, base_id, layout, payload, spec)
-        seconds["writing"] = time.time() - t0
-
-        t0 = time.time()
-        # §7: the leaf → block maps come from the (block, k-tuple) pairs actually written.
-        radices = ktuple_radices(layout)
-        pairs = []
-        for w in written:
-            codes = np.array([int(c) for c in w.ktuples.split(",") if c], dtype=np.int64)
-            pairs += [(int(w.block), tuple(kt)) for kt in unpack_ktuples(codes, radices).tolist()]
-        layout.finalize(pairs)
-        block_rows = np.zeros(layout.num_blocks, dtype=np.int64)
-        for w in written:
-            block_rows[w.block] += w.record_count
-        layout.block_rows = block_rows
-
-        old_files = jv.live_data_files(table, base_id)
-        rewritten_bytes = sum(int(f.fileSizeInBytes()) for f in old_files.values())
-        new_rows = int(sum(w.record_count for w in written))
-        if new_rows != base_rows:
-            raise PandoRewriteError(f"wrote {new_rows} rows but the base snapshot has {base_rows} live rows: not committing")
-
-        block_files: dict[int, list] = {}
-        for w in written:
-            block_files.setdefault(int(w.block), []).append(DataFileRef(w.path, int(w.record_count), int(w.file_size_in_bytes)))
-        sidecar = LayoutSidecar.from_layout(
-            layout, layout_id=layout_id, table_uuid=str(table.uuid()), block_files=block_files,
-            base_snapshot_id=base_id, base_sequence_number=int(current.sequenceNumber()),
-            properties=learned.properties())
-        from pyiceberg.io import load_file_io
-
-        io = load_file_io(dict(io_properties or {}), location)
-        sidecar_path, sidecar_size = sidecar.write(io, location)
-        seconds["metadata"] = time.time() - t0
-
-        test_pause("BEFORE_COMMIT")
-        t0 = time.time()
-        with progress_step(progress, "commit: data file metadata, one replace snapshot", 2) as step:
-            new_files = jv.build_data_files(spark, table, [jv.NewFile(w.path, w.file_size_in_bytes) for w in written])
-            step.advance()
-            pointer = LayoutPointer(layout_id, sidecar.file_name, snapshot_id=0, base_snapshot_id=base_id)
-            props = {**pointer.to_properties(), P_SNAPSHOT: "{snapshot-id}"}
-            committing = True
-            snapshot_id = jv.commit_replace(spark, table, base_id, list(old_files.values()), new_files, props,
-                                            summary={"pando.layout-id": layout_id})
-            step.advance()
-        seconds["commit"] = time.time() - t0
-    except BaseException as failure:
-        snapshot_id = after_failure(spark, failure, table_name, layout_id, committing, written, sidecar_path,
-                                    io_properties, location, data_dir, progress)
-    refresh_table(spark, table_name)
-    return RewriteResult(len(old_files), len(written), rewritten_bytes, 0, layout_id, layout.num_blocks,
-                         snapshot_id, base_id, seconds)
+    layout = learned.layout
+    old_files = list(jv.live_data_files(table, base_id).values())
+    rewrite = whole_table_rewrite(spark, table_name, table, current, learned, base_rows, old_files, options)
+    committed = run_rewrite(spark, table_name, table, base_id, rewrite, io_properties, seconds, progress)
+    return RewriteResult(len(old_files), len(committed.written), sum(int(f.fileSizeInBytes()) for f in old_files), 0,
+                         committed.layout_id, layout.num_blocks, committed.snapshot_id, base_id, seconds)
 
 
-def _route_and_write(spark, table_name: str, base_id: int, layout, payload: LayoutPayload, spec: WriteSpec) -> list:
+def whole_table_rewrite(spark, table_name: str, table, base, learned: LearnedLayout, base_rows: int,
+                        old_files: list, options: RewriteOptions) -> Rewrite:
+    """The whole table at snapshot ``base`` (Java) routed with the learned layout, each block written as files
+    of about b rows along the in-block order; one sidecar, the learning recorded in it."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
+    from ..storage.sidecar import LayoutSidecar
+
+    layout = learned.layout
+    base_id, sequence_number = int(base.snapshotId()), int(base.sequenceNumber())
+    payload = LayoutPayload(layout.to_bytes(), learned.literal_keys)
     df = jv.read_snapshot(spark, table_name, base_id)
-    if spec.order_column:  # files keep the table's row order inside (blocks.write_blocks)
+    if learned.in_block_column:  # files keep the table's row order inside (blocks.write_blocks)
         df = df.withColumn(ROW_COL, F.monotonically_increasing_id())
-    routed_schema = StructType(df.schema.fields + [StructField(BLOCK_COL, IntegerType(), False),
-                                                   StructField(KTUPLE_COL, LongType(), False)])
-    routed = df.mapInArrow(route_batches(payload), routed_schema)
-    parallel = max(1, int(spark.sparkContext.defaultParallelism))
-    tasks = max(1, min(layout.num_blocks, 4 * parallel))
-    order = [BLOCK_COL] + ([spec.order_column] if spec.order_column else [])
-    shuffled = routed.repartition(tasks, BLOCK_COL).sortWithinPartitions(*order)
-    writer = write_blocks(spec)
-    pause_path = os.environ.get(PAUSE_ENV_PREFIX + "WRITING")
-    if pause_path:
-        writer = _pause_after_first_file(writer, pause_path, float(os.environ.get("PANDO_TEST_PAUSE_TIMEOUT", "300")))
-    with arrow_batch_rows(spark, batch_rows(df)):
-        return shuffled.mapInArrow(writer, WRITTEN_FILE_DDL).collect()
+
+    def layout_sidecar(layout_id: str, written: list) -> LayoutSidecar:
+        finalize_layout(layout, written)
+        return LayoutSidecar.from_layout(
+            layout, layout_id=layout_id, table_uuid=str(table.uuid()), block_files=block_file_refs(written),
+            base_snapshot_id=base_id, base_sequence_number=sequence_number, properties=learned.properties())
+
+    return Rewrite(routed=routed_rows(df, route_batches(payload)), tasks=write_tasks(spark, layout.num_blocks),
+                   batch_rows=batch_rows(df), writing=f"routing + writing {layout.num_blocks} blocks (Spark tasks)",
+                   expected_rows=base_rows, expected_rows_were="the base snapshot has {rows} live rows",
+                   layout_sidecar=layout_sidecar, replaced=old_files, pointer_base_snapshot_id=base_id,
+                   target_file_size_bytes=options.target_file_size_bytes, order_column=learned.in_block_column,
+                   block_files=plan_block_files(layout, base_rows, options.min_block_rows))
 
 
 def plan_block_files(layout, table_rows: int, min_block_rows: int) -> BlockFiles:
@@ -293,46 +247,3 @@ def plan_block_files(layout, table_rows: int, min_block_rows: int) -> BlockFiles
     block's share of the sample scaled to the table's rows."""
     sample_rows = float(layout.block_rows.sum()) or 1.0
     return block_files(layout.block_rows * (table_rows / sample_rows), min_block_rows)
-
-
-# ---- test hook --------------------------------------------------------------------------------
-# For reliability tests only (tests/spark/test_reliability.py): park a rewrite at a stage so a
-# test can race another writer against it or kill the process there. With the environment
-# variable PANDO_TEST_PAUSE_<STAGE>=<path> set, the rewrite creates ``<path>.ready`` on reaching
-# the stage and waits until ``<path>.go`` exists (at most PANDO_TEST_PAUSE_TIMEOUT seconds,
-# default 300, then it fails and cleans up). Stages: SAMPLING (before the sample is collected),
-# OPTIMIZING (before the trees are built), WRITING (in an executor task, after its first data
-# file is complete; read on the driver, so set it before the rewrite starts), BEFORE_COMMIT
-# (files and sidecar written, nothing committed). Unset (always, in production): no effect.
-
-PAUSE_ENV_PREFIX = "PANDO_TEST_PAUSE_"
-
-
-def test_pause(stage: str, path: str | None = None, timeout: float | None = None) -> None:
-    path = path or os.environ.get(PAUSE_ENV_PREFIX + stage)
-    if not path:
-        return
-    if timeout is None:
-        timeout = float(os.environ.get("PANDO_TEST_PAUSE_TIMEOUT", "300"))
-    with open(path + ".ready", "w") as f:
-        f.write(f"{stage} {os.getpid()}\n")
-    deadline = time.time() + timeout
-    while not os.path.exists(path + ".go"):
-        if time.time() > deadline:
-            raise RuntimeError(f"test hook {PAUSE_ENV_PREFIX}{stage}: {path}.go did not appear within {timeout:g} s")
-        time.sleep(0.05)
-
-
-test_pause.__test__ = False  # not a pytest test
-
-
-def _pause_after_first_file(writer, path: str, timeout: float):
-    def run(batches):
-        paused = False
-        for out in writer(batches):
-            yield out
-            if not paused:
-                paused = True
-                test_pause("WRITING", path, timeout)
-
-    return run

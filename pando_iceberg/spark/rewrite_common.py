@@ -6,13 +6,13 @@ the layout (``incremental.py``) and one layout per partition (``partitioned.py``
   candidate cuts and join-induced literal cuts with key sets computed by Spark (§7), the
   templates' synthetic draws along samples of the table and of its dimension tables;
 - how blocks are written (``write_spec``, Arrow batch size) and what a failed rewrite leaves
-  behind (``after_failure``);
-- what an incremental run adds to a layout (``extend_layout``) and when it must not run
-  (``stale_cut_columns``).
+  behind (``after_failure``), both used by the one rewrite pipeline (``pipeline.py``);
+- when an incremental run must not run (``stale_cut_columns``).
 
-Import order: this module ← ``partitioned.py`` ← ``rewrite.py``, ``incremental.py`` (both entry
-points hand a partitioned table to ``partitioned.py``). ``rewrite.py`` re-exports the names its
-users import from it (``PandoRewriteError``, ``RewriteOptions``, ``collect_arrow``, ...).
+Import order: this module ← ``pipeline.py`` ← ``partitioned.py`` ← ``rewrite.py``,
+``incremental.py`` (both entry points hand a partitioned table to ``partitioned.py``).
+``rewrite.py`` re-exports the names its users import from it (``PandoRewriteError``,
+``RewriteOptions``, ``collect_arrow``, ...).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import sqlglot
 from ..expr import keys as keyset
 from ..workload.in_block import BlockFiles
 from . import iceberg_jvm as jv
-from .blocks import WriteSpec, ktuple_radices, unpack_ktuples
+from .blocks import WriteSpec
 from .session import quote_name
 
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
@@ -647,20 +647,3 @@ def stale_cut_columns(table, pointer, layout, io_properties: dict[str, str] | No
 
 STALE_NOTE = ("the layout's cuts on {columns} no longer apply (column renamed, dropped or replaced since the layout): "
               "{what} not laid out incrementally; lay the table out again (layout_health(relayout => true) does)")
-
-
-def extend_layout(layout, written) -> Any:
-    """The layout with the (block, k-tuple) pairs of the new files added to the map (§7) and
-    their rows added to ``block_rows``: leaf → block sets then cover every new row."""
-    obs = layout.ktuple_observed
-    pairs = [(int(b), tuple(kt)) for b, kt in zip(layout.ktuple_block[obs].tolist(), layout.ktuples[obs].tolist())]
-    radices = ktuple_radices(layout)
-    added = np.zeros(layout.num_blocks, dtype=np.int64)
-    for w in written:
-        codes = np.array([int(c) for c in w.ktuples.split(",") if c], dtype=np.int64)
-        pairs += [(int(w.block), tuple(kt)) for kt in unpack_ktuples(codes, radices).tolist()]
-        added[int(w.block)] += int(w.record_count)
-    rows = layout.block_rows + added
-    layout.finalize(pairs)
-    layout.block_rows = rows
-    return layout

@@ -119,6 +119,44 @@ def test_small_shares_are_carried_over_then_laid_out(spark, catalog, ctx, living
     check_pruning(spark, catalog, T)
 
 
+def test_failed_incremental_run_leaves_the_table_as_it_was(spark, catalog, living, lakehouse_cfg, monkeypatch):
+    """A failed commit of an incremental run (files and sidecar already written) leaves the table
+    exactly as it was: same snapshot, same properties, no new data file or sidecar; the next run
+    then lays the rows out."""
+    import os
+    import re
+
+    import pando_iceberg.spark.iceberg_jvm as jv
+
+    io = lakehouse_cfg.pyiceberg_properties()
+    spark.sql(f"INSERT INTO {T} SELECT * FROM tpch.lineitem WHERE {LATE} AND l_orderkey % 8 = 1")
+    tbl = catalog.load_table(T)
+    location = re.sub(r"^file:(//)?", "", tbl.location().rstrip("/"))
+
+    def listing(d: str) -> list[str]:
+        assert os.path.isdir(d), d
+        return sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs)
+
+    before = (tbl.current_snapshot().snapshot_id, dict(tbl.properties), listing(f"{location}/data"),
+              listing(f"{location}.pando"), checksum(spark, T))
+    assert any(f.startswith("pando-") for f in before[2]) and before[3]  # the layout's files and sidecars
+    commit = jv.commit_replace
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("injected: the catalog is unreachable")
+
+    monkeypatch.setattr(jv, "commit_replace", fail)
+    with pytest.raises(RuntimeError, match="injected"):
+        incremental_rewrite(spark, T, min_block_rows=1, io_properties=io)
+    tbl = catalog.load_table(T)
+    assert (tbl.current_snapshot().snapshot_id, dict(tbl.properties), listing(f"{location}/data"),
+            listing(f"{location}.pando"), checksum(spark, T)) == before
+    monkeypatch.setattr(jv, "commit_replace", commit)
+    r = incremental_rewrite(spark, T, min_block_rows=1, io_properties=io)
+    assert r.committed and r.rows_carried_over == 0 and checksum(spark, T) == before[-1]
+    assert _files_outside(spark, T, current_layout(spark, T, io)) == 0
+
+
 def test_incremental_errors(spark, ctx, living, lakehouse_cfg):
     with pytest.raises(PandoRewriteError, match="option 'mode' must be one of full, incremental, got 'later'"):
         _incremental(ctx, mode="later")

@@ -106,6 +106,7 @@ def test_bad_where_is_refused_by_name(spark, catalog, ctx, table):
 
 def test_failed_rewrite_leaves_the_table_as_it_was(spark, catalog, table, monkeypatch):
     import os
+    import re
 
     import pando_iceberg.spark.iceberg_jvm as jv
 
@@ -113,8 +114,9 @@ def test_failed_rewrite_leaves_the_table_as_it_was(spark, catalog, table, monkey
         raise RuntimeError("injected: the catalog is unreachable")
 
     tbl = catalog.load_table(T)
-    location = tbl.location().removeprefix("file://")
+    location = re.sub(r"^file:(//)?", "", tbl.location().rstrip("/"))  # "file:/..." or "file:///..."
     listing = lambda d: sorted(os.listdir(d)) if os.path.isdir(d) else []  # noqa: E731
+    assert listing(f"{location}/data")  # the table's own files: the listing sees the data directory
     snapshot, data, sidecars = tbl.current_snapshot().snapshot_id, listing(f"{location}/data"), listing(f"{location}.pando")
     monkeypatch.setattr(jv, "commit_replace", fail)
     with pytest.raises(RuntimeError, match="injected"):

@@ -57,7 +57,7 @@ def _schema_from_b64(text: str) -> pa.Schema:
 class ExprCut(Cut):
     """A single-table predicate, in canonical form (see bind.py)."""
 
-    def __init__(self, expr: str | exp.Expression, schema: pa.Schema, table: str | None = None,
+    def __init__(self, expr: str | exp.Expr, schema: pa.Schema, table: str | None = None,
                  *, bound: bool = False):
         """`bound=True`: `expr` is already canonical (bind's output for this schema), so it
         is not bound again."""

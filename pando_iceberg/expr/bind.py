@@ -326,7 +326,7 @@ PREDICATE_HELP = ("expected one boolean SQL expression in Spark syntax, e.g. "
                   "l_shipdate >= DATE '1994-01-01' AND l_discount BETWEEN 0.05 AND 0.07")
 
 
-def parse_predicate(sql: str | exp.Expression, table: str | None = None) -> exp.Expression:
+def parse_predicate(sql: str | exp.Expr, table: str | None = None) -> exp.Expression:
     """Parse one predicate (Spark SQL); errors name the table, the text and the position."""
     if isinstance(sql, exp.Expression):
         return sql
@@ -375,7 +375,7 @@ def parenthesize(node: exp.Expression) -> exp.Expression:
     return node.transform(fix, copy=False)
 
 
-def bind(expr: str | exp.Expression, schema: pa.Schema, table: str | None = None) -> exp.Expression:
+def bind(expr: str | exp.Expr, schema: pa.Schema, table: str | None = None) -> exp.Expression:
     """The canonical form of a single-table predicate; raises PandoExprError if it cannot
     be modeled."""
     binder = _Binder(schema, table)

@@ -57,7 +57,7 @@ def _schema_from_b64(text: str) -> pa.Schema:
 class ExprCut(Cut):
     """A single-table predicate, in canonical form (see bind.py)."""
 
-    def __init__(self, expr: str | exp.Expression, schema: pa.Schema, table: str | None = None,
+    def __init__(self, expr: str | exp.Expr, schema: pa.Schema, table: str | None = None,
                  *, bound: bool = False):
         """`bound=True`: `expr` is already canonical (bind's output for this schema), so it
         is not bound again."""
@@ -133,7 +133,7 @@ class CutOrigin:
         return [self.dim_table] + sorted(nested - {self.dim_table})
 
     def to_json(self) -> dict:
-        d = {"dim_table": self.dim_table, "dim_pk": self.dim_pk, "predicate": self.predicate,
+        d: dict[str, Any] = {"dim_table": self.dim_table, "dim_pk": self.dim_pk, "predicate": self.predicate,
              "snapshot_id": self.snapshot_id}
         if self.key_basis is not None:  # absent in layouts written before it existed
             d["key_basis"] = self.key_basis
@@ -187,7 +187,8 @@ def cut_from_json(d: dict, literal_keys: dict[str, object] | None = None) -> Cut
         if literal_keys is None or d["key"] not in literal_keys:
             raise PandoExprError(f"the key set of literal cut {d['key']!r} was not supplied")
         raw = literal_keys[d["key"]]
-        keys = keyset.keys_from_bytes(raw) if isinstance(raw, (bytes, bytearray, memoryview)) else raw
+        # bytes(): keys_from_bytes slices and decodes, which a memoryview cannot (a no-op on bytes)
+        keys = keyset.keys_from_bytes(bytes(raw)) if isinstance(raw, (bytes, bytearray, memoryview)) else raw
         cut = LiteralCut(d["column"], keys, CutOrigin(**d["origin"]))
     else:
         raise PandoExprError(f"unknown cut type {kind!r} (expected 'expr' or 'literal')")

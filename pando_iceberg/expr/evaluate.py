@@ -140,7 +140,10 @@ def literal_vec(v: TypedValue, n: int) -> Vec:
         return Vec("int", np.full(n, v.value, dtype=np.int64), valid)
     if v.kind == "decimal":
         d: Decimal = v.value
-        scale = max(0, -d.as_tuple().exponent)
+        exponent = d.as_tuple().exponent
+        if not isinstance(exponent, int):  # 'n', 'N', 'F': NaN or infinity, which no SQL literal folds to
+            raise PandoExprError(f"a non-finite decimal literal ({d}) cannot be evaluated")
+        scale = max(0, -exponent)
         unscaled = int(d.scaleb(scale))
         dtype = np.int64 if abs(unscaled) <= _I64_MAX else object
         return Vec("decimal", np.full(n, unscaled, dtype=dtype), valid, scale)

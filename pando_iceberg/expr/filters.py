@@ -69,11 +69,11 @@ class TableFilter:
     Treat a filter as immutable once built: sides() caches its DNF, its satisfiability
     checks and its comparisons with dimension predicates on the object."""
 
-    def __init__(self, expr: str | exp.Expression | None, schema: pa.Schema | None,
+    def __init__(self, expr: str | exp.Expr | None, schema: pa.Schema | None,
                  joins: list[JoinFilter] | tuple = (), table: str | None = None):
         self.schema = schema
         self.table = table
-        if expr is None or (isinstance(expr, exp.Expression) and kind_of(expr) is Kind.TRUE):
+        if expr is None or (isinstance(expr, exp.Expr) and kind_of(expr) is Kind.TRUE):
             self.expr: exp.Expression = exp.true()
         else:
             if schema is None:
@@ -105,7 +105,7 @@ class TableFilter:
         return cls(None, schema, table=table)
 
     @classmethod
-    def from_sql(cls, sql: str | exp.Expression, schema: pa.Schema, table: str | None = None,
+    def from_sql(cls, sql: str | exp.Expr, schema: pa.Schema, table: str | None = None,
                  schemas: dict[str, pa.Schema] | None = None) -> TableFilter:
         """Parse a filter. Top-level conjuncts `col IN (SELECT pk FROM dim WHERE p)` become
         JoinFilters (their dimension schema is looked up in `schemas`)."""
@@ -161,7 +161,7 @@ class TableFilter:
                 conj = conj.this
             if kind_of(conj) in (Kind.TRUE, Kind.FALSE):
                 continue
-            cut = ExprCut(conj, self.schema, self.table)  # type: ignore[arg-type]
+            cut = ExprCut(conj, self.schema, self.table)
             out.setdefault(cut.key, cut)
         for cut in self.key_range_cuts():
             out.setdefault(cut.key, cut)
@@ -173,7 +173,7 @@ class TableFilter:
         if self.schema is None:
             return {}
         names = {n.lower(): n for n in self.schema.names}
-        out = {}
+        out: dict[str, tuple[int, int]] = {}
         for j in self.joins:
             runs = None if j.dim_keys is None else keyset.key_runs(j.dim_keys)
             if runs and pa.types.is_integer(self.schema.field(names[j.column]).type):
@@ -192,7 +192,7 @@ class TableFilter:
             col = exp.column(name, quoted=True)
             for node in (exp.GTE(this=col, expression=exp.Literal.number(lo)),
                          exp.LTE(this=col.copy(), expression=exp.Literal.number(hi))):
-                out.append(ExprCut(node, self.schema, self.table))  # type: ignore[arg-type]
+                out.append(ExprCut(node, self.schema, self.table))
         return out
 
     # -------------------------------------------------------------- reasoning
@@ -338,7 +338,7 @@ class TableFilter:
 
     def _to_cut(self) -> ExprCut:
         if self._as_cut is None:
-            self._as_cut = ExprCut(self.expr, self.schema, self.table, bound=True)  # type: ignore[arg-type]
+            self._as_cut = ExprCut(self.expr, self.schema, self.table, bound=True)
         return self._as_cut
 
     def _compute_filter_sides(self, other: TableFilter) -> Sides:
@@ -381,7 +381,7 @@ def _origin_filter(cut: LiteralCut, dim_filter: TableFilter) -> TableFilter:
     hit = cut._origin_filters.get(key)
     if hit is None:
         try:
-            hit = TableFilter.from_sql(cut.origin.predicate, dim_filter.schema, cut.origin.dim_table,  # type: ignore[arg-type]
+            hit = TableFilter.from_sql(cut.origin.predicate, dim_filter.schema, cut.origin.dim_table,
                                        schemas=dim_schemas)
         except PandoExprError as e:  # e.g. a nested dimension this query does not join: remember it
             hit = e
@@ -401,7 +401,7 @@ def split_conjuncts(node: exp.Expression) -> list[exp.Expression]:
     return [node]
 
 
-def _join_from_subquery(conj: exp.In, sub: exp.Expression, schemas: dict[str, pa.Schema],
+def _join_from_subquery(conj: exp.Expression, sub: exp.Expression, schemas: dict[str, pa.Schema],
                         table: str | None) -> JoinFilter:
     where = f"table {table!r}: " if table else ""
     expected = "expected <column> IN (SELECT <primary key column> FROM <dimension table> [WHERE <predicate>])"
@@ -424,9 +424,9 @@ def _join_from_subquery(conj: exp.In, sub: exp.Expression, schemas: dict[str, pa
     if pk not in {n.lower() for n in schema.names}:
         raise PandoExprError(f"{where}dimension table {dim!r} has no column {pk!r} (selected in "
                              f"{conj.sql(DIALECT)}); columns are: {', '.join(schema.names)}")
-    where = select.args.get("where")
-    dim_filter = TableFilter.from_sql(where.this, schema, dim, schemas) if where is not None else TableFilter.true(
-        schema, dim)
+    where_clause = select.args.get("where")
+    dim_filter = (TableFilter.from_sql(where_clause.this, schema, dim, schemas) if where_clause is not None
+                  else TableFilter.true(schema, dim))
     return JoinFilter(conj.this.name, dim, select.expressions[0].name, dim_filter)
 
 

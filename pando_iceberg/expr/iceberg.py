@@ -50,6 +50,7 @@ from pyiceberg.expressions import (
     NotIn,
     NotNull,
     Or,
+    Reference,
     StartsWith,
 )
 from pyiceberg.expressions.literals import (
@@ -87,7 +88,10 @@ __all__ = ["to_pyiceberg"]
 
 # The operator that is TRUE exactly where `op` is FALSE (both operands non-NULL).
 _NEGATED = {"=": "<>", "<>": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
-_INT_RANGE = {IntegerType: (-(2**31), 2**31 - 1), LongType: (-(2**63), 2**63 - 1)}
+_INT_RANGE: dict[type[IcebergType], tuple[int, int]] = {
+    IntegerType: (-(2**31), 2**31 - 1),
+    LongType: (-(2**63), 2**63 - 1),
+}
 
 
 def to_pyiceberg(filter: TableFilter, iceberg_schema: Schema) -> BooleanExpression:
@@ -139,13 +143,14 @@ class _Mapper(PolarityVisitor[BooleanExpression]):
         field = self.field_of(node.this)
         if field is None:
             return AlwaysTrue()
-        return IsNull(field.name) if arg == T else NotNull(field.name)
+        term = Reference(field.name)
+        return IsNull(term=term) if arg == T else NotNull(term=term)
 
     def visit_column(self, node: exp.Expression, arg: str) -> BooleanExpression:
         field = self.field_of(node)
         if field is None or not isinstance(field.field_type, BooleanType):
             return AlwaysTrue()
-        return EqualTo(field.name, BooleanLiteral(arg == T))
+        return EqualTo(term=Reference(field.name), value=BooleanLiteral(arg == T))
 
     def field_of(self, term: exp.Expression) -> NestedField | None:
         if not isinstance(term, exp.Column):
@@ -170,34 +175,36 @@ class _Mapper(PolarityVisitor[BooleanExpression]):
             return AlwaysTrue()
         if isinstance(t, BooleanType):
             if op in ("=", "<>"):
-                return EqualTo(field.name, BooleanLiteral(bool(value.value) == (op == "=")))
+                return EqualTo(term=Reference(field.name), value=BooleanLiteral(bool(value.value) == (op == "=")))
             return AlwaysTrue()
-        return _PREDICATE[op](field.name, value)
+        return _PREDICATE[op](term=Reference(field.name), value=value)
 
     def in_list(self, term: exp.Expression, values: list[TypedValue | None], truth: bool) -> BooleanExpression:
         field = self.field_of(term)
-        if field is None or any(v is None for v in values):
+        known = [v for v in values if v is not None]
+        if field is None or len(known) < len(values):
             return AlwaysTrue()
-        has_null = any(v.kind == "null" for v in values)  # type: ignore[union-attr]
+        has_null = any(v.kind == "null" for v in known)
         if not truth and has_null:
             return AlwaysFalse()  # x NOT IN (..., NULL) is never TRUE
         t = field.field_type
         lits: list[Literal[Any]] = []
-        for v in values:
-            if v.kind == "null":  # type: ignore[union-attr]
+        for v in known:
+            if v.kind == "null":
                 continue
-            lit = _member_literal(t, v)  # type: ignore[arg-type]
+            lit = _member_literal(t, v)
             if lit is _UNMAPPABLE:
                 return AlwaysTrue()
             if lit is not None:  # None: no value of the column equals it
                 lits.append(lit)
+        ref = Reference(field.name)
         if truth:
             if not lits:
                 return AlwaysFalse()
-            return EqualTo(field.name, lits[0]) if len(lits) == 1 else In(field.name, lits)
+            return EqualTo(term=ref, value=lits[0]) if len(lits) == 1 else In(term=ref, values=set(lits))
         if not lits:
-            return NotNull(field.name)
-        return NotEqualTo(field.name, lits[0]) if len(lits) == 1 else NotIn(field.name, lits)
+            return NotNull(term=ref)
+        return NotEqualTo(term=ref, value=lits[0]) if len(lits) == 1 else NotIn(term=ref, values=set(lits))
 
     def like(self, term: exp.Expression, pattern: TypedValue | None, truth: bool) -> BooleanExpression:
         field = self.field_of(term)
@@ -205,11 +212,12 @@ class _Mapper(PolarityVisitor[BooleanExpression]):
                                                                                            StringType):
             return AlwaysTrue()
         prefix, shape = like_prefix(pattern.value)
+        ref = Reference(field.name)
         if shape == "exact":
-            return (EqualTo if truth else NotEqualTo)(field.name, StringLiteral(prefix))
+            return (EqualTo if truth else NotEqualTo)(term=ref, value=StringLiteral(prefix))
         if truth and prefix:
-            return StartsWith(field.name, StringLiteral(prefix))
-        return NotNull(field.name)  # LIKE is TRUE or FALSE only on non-NULL strings
+            return StartsWith(term=ref, value=StringLiteral(prefix))
+        return NotNull(term=ref)  # LIKE is TRUE or FALSE only on non-NULL strings
 
 
 _PREDICATE = {"=": EqualTo, "<>": NotEqualTo, "<": LessThan, "<=": LessThanOrEqual, ">": GreaterThan,
@@ -262,14 +270,14 @@ def _compare_on_grid(name: str, t: IcebergType, scale: int, op: str, lit: TypedV
     elif op == "=":
         return AlwaysFalse()  # no column value equals it
     elif op == "<>":
-        return NotNull(name)  # every non-NULL value differs from it
+        return NotNull(term=Reference(name))  # every non-NULL value differs from it
     elif op in ("<", "<="):
         target, mapped_op = math.floor(u), "<="
     else:
         target, mapped_op = math.ceil(u), ">="
     if not _in_range(t, target):
         return AlwaysTrue()
-    return _PREDICATE[mapped_op](name, _grid_literal(t, target, scale))
+    return _PREDICATE[mapped_op](term=Reference(name), value=_grid_literal(t, target, scale))
 
 
 def _member_literal(t: IcebergType, v: TypedValue) -> Literal[Any] | None:

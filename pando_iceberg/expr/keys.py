@@ -66,7 +66,10 @@ def is_integer_keys(keys: KeySet) -> bool:
 
 
 def keys_intersect(a: KeySet, b: KeySet) -> bool:
-    if type(a) is type(b) and isinstance(a, (BitMap, BitMap64)):
+    # Two bitmaps of one type (one branch per type: a BitMap does not take a BitMap64).
+    if isinstance(a, BitMap) and type(b) is type(a):
+        return a.intersect(b)
+    if isinstance(a, BitMap64) and type(b) is type(a):
         return a.intersect(b)
     if is_integer_keys(a) != is_integer_keys(b):
         return False
@@ -86,7 +89,9 @@ def _comparable_arrays(a: KeySet, b: KeySet) -> tuple[np.ndarray, np.ndarray]:
 
 def keys_subset(a: KeySet, b: KeySet) -> bool:
     """Is every key of a in b?"""
-    if type(a) is type(b) and isinstance(a, (BitMap, BitMap64)):
+    if isinstance(a, BitMap) and type(b) is type(a):
+        return a.issubset(b)
+    if isinstance(a, BitMap64) and type(b) is type(a):
         return a.issubset(b)
     if len(a) == 0:
         return True

@@ -150,6 +150,18 @@ def test_key_sets_serialize_portably():
         cut_from_json(small.to_json(), {})
 
 
+def test_key_sets_decode_from_any_bytes_like():
+    """cut_from_json takes a key set as bytes, bytearray or memoryview (a string key set from a
+    memoryview used to fail: keys_from_bytes decoded the slice)."""
+    for keys in ([5, 1, 3], [1, 2**40], [-5, 7], ["b", "a"]):
+        cut = LiteralCut("c", keys, CutOrigin("d", "pk", "x > 1"))
+        data = cut.keys_to_bytes()
+        for raw in (data, bytearray(data), memoryview(data)):
+            back = cut_from_json(cut.to_json(), {cut.key: raw})
+            assert isinstance(back, LiteralCut) and back.key == cut.key
+            assert np.array_equal(np.asarray(back.keys), np.asarray(cut.keys))
+
+
 def test_cut_origin_exact_at_round_trip_and_chain_tables():
     """``exact_at`` (table → snapshot the keys are exact at) survives JSON; layouts written before
     it existed read as None (key sets compared); ``tables()`` names the nested chain."""

@@ -87,8 +87,8 @@ def check_where(where: str | None, accepted: Sequence[str]) -> None:
     try:
         tree = sqlglot.parse_one(where, read="spark")
     except sqlglot.errors.ParseError as e:
-        bad = f"argument 'where' = {where!r} is not a valid SQL predicate ({str(e).splitlines()[0]})"
-        raise PandoRewriteError(f"{bad}; {hint}") from None
+        invalid = f"argument 'where' = {where!r} is not a valid SQL predicate ({str(e).splitlines()[0]})"
+        raise PandoRewriteError(f"{invalid}; {hint}") from None
     if tree is None or isinstance(tree, (exp.Select, exp.Query)) or tree.find(exp.Select) is not None:
         raise PandoRewriteError(f"argument 'where' = {where!r} must be a predicate without subqueries; {hint}")
     lowered = {c.lower() for c in accepted}

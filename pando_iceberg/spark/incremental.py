@@ -125,7 +125,7 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
         min_block_rows = max(1, int(layout.block_rows.min())) if layout.num_blocks else 1
     if min_block_rows < 1:
         raise PandoRewriteError(f"option 'min-block-rows' must be >= 1, got {min_block_rows}")
-    result = IncrementalResult(len(outside), 0, 0, 0, cur.pointer.layout_id, layout.num_blocks, None, base_id,
+    result = IncrementalResult(0, 0, 0, 0, cur.pointer.layout_id, layout.num_blocks, None, base_id,
                                seconds, min_block_rows=min_block_rows, committed=False)
     if not outside:
         result.notes.append("every live data file belongs to the layout: nothing to lay out")
@@ -148,7 +148,6 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
             result.rows_carried_over = result.rows_read - result.rows_laid_out
             result.blocks_extended = len(big)
             if not big:
-                result.rewritten_data_files_count = 0
                 result.notes.append(f"no block gets >= {min_block_rows} of the {result.rows_read} rows outside the "
                                     f"layout (largest share {max(counts.values(), default=0)}): nothing committed; "
                                     "the rows stay outside the layout (always read) until more arrive")
@@ -175,6 +174,7 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
             routed.unpersist()
     written = committed.written
     laid = [w for w in written if int(w.block) != CARRY_OVER_BLOCK]
+    result.rewritten_data_files_count = len(outside)
     result.added_data_files_count = len(written)
     result.rewritten_bytes_count = sum(int(f.fileSizeInBytes()) for f in outside.values())
     result.layout_id, result.snapshot_id, result.committed = committed.layout_id, committed.snapshot_id, True

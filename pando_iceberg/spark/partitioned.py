@@ -332,7 +332,7 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
         stale[n] = stale_cut_columns(table, own, entry.layout, io_properties)
     stale = {n: c for n, c in stale.items() if c}
     outside = {p: n for p, n in part_of.items() if n in current.partitions and n not in stale}
-    result = IncrementalResult(len(outside), 0, 0, 0, ptr.layout_id, 0, None, base_id, seconds,
+    result = IncrementalResult(0, 0, 0, 0, ptr.layout_id, 0, None, base_id, seconds,
                                min_block_rows=min_block_rows or 0, committed=False)
     skipped = sorted({n for n in part_of.values() if n not in current.partitions})
     if skipped:

@@ -9,9 +9,10 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,8 @@ def read_snapshot(spark, name: str, snapshot_id: int | None, metadata: Iterable[
     if schema_id is None or int(schema_id) == int(current.schemaId()):
         return df.select("*", *extra) if extra else df
     old = table.schemas().get(schema_id)
-    converted = spark._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(current)  # Spark's cached table may be stale
+    # the current schema from Iceberg: Spark's cached table may be stale
+    converted = spark._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(current)
     now = {f.name: f.dataType for f in StructType.fromJson(json.loads(converted.json())).fields}
     cols = []
     for field in _iter(current.columns()):
@@ -79,7 +81,7 @@ def _iter(java_iterable) -> Iterator:
                 pass
 
 
-def live_data_files(table, snapshot_id: int) -> dict[str, object]:
+def live_data_files(table, snapshot_id: int) -> dict[str, Any]:
     """Path → Java DataFile of every live data file in ``snapshot_id``."""
     files = {}
     for task in _iter(table.newScan().useSnapshot(snapshot_id).planFiles()):
@@ -105,7 +107,8 @@ def build_data_files(spark, table, new_files: Iterable[NewFile]) -> list:
     parquet = jvm.org.apache.iceberg.FileFormat.PARQUET
     out = []
     for nf in new_files:
-        metrics = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(table.io().newInputFile(nf.path), metrics_config)
+        metrics = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(table.io().newInputFile(nf.path),
+                                                                         metrics_config)
         builder = jvm.org.apache.iceberg.DataFiles.builder(spec).withPath(nf.path).withFormat(parquet) \
             .withFileSizeInBytes(int(nf.file_size_in_bytes)).withMetrics(metrics)
         if nf.partition is not None:
@@ -144,7 +147,8 @@ def commit_replace(spark, table, base_snapshot_id: int, old_files: list, new_fil
         tx.commitTransaction()
     except Exception as e:  # py4j wraps ValidationException / CommitFailedException
         text = str(e)
-        if any(s in text for s in ("ValidationException", "CommitFailedException", "Missing required files", "found new")):
+        if any(s in text for s in ("ValidationException", "CommitFailedException", "Missing required files",
+                                   "found new")):
             raise CommitConflict(conflict_message(text)) from None
         raise
     return snapshot_id
@@ -227,6 +231,7 @@ def _keep_tasks(planned, keep_paths: set[str] | None, in_jvm: bool = True):
     method = _chosen_method(gateway) if in_jvm and gateway is not None else None
     if method is None:
         return [t for t in _iter(planned) if keep_paths is None or str(t.file().location()) in keep_paths]
+    assert gateway is not None  # a method is only chosen with a gateway
     args = gateway.new_array(gateway.jvm.java.lang.Object, 2)
     args[0] = planned
     args[1] = None if keep_paths is None else "\u0000".join(keep_paths)  # no path holds a NUL

@@ -34,7 +34,7 @@ from ..storage.sidecar import LayoutSidecar, new_layout_id
 from . import iceberg_jvm as jv
 from .blocks import BLOCK_COL, LayoutPayload, route_batches
 from .partitioned import incremental_partitions
-from .pipeline import Rewrite, block_file_refs, finalize_layout, routed_rows, run_rewrite, write_tasks
+from .pipeline import Rewrite, block_file_refs, counted_blocks, finalize_layout, routed_rows, run_rewrite, write_tasks
 from .rewrite_common import STALE_NOTE, IncrementalResult, PandoRewriteError, batch_rows, stale_cut_columns
 
 CARRY_OVER_BLOCK = -1  # block id of rows written to carry-over files (outside the layout)
@@ -125,7 +125,7 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
         min_block_rows = max(1, int(layout.block_rows.min())) if layout.num_blocks else 1
     if min_block_rows < 1:
         raise PandoRewriteError(f"option 'min-block-rows' must be >= 1, got {min_block_rows}")
-    result = IncrementalResult(len(outside), 0, 0, 0, cur.pointer.layout_id, layout.num_blocks, None, base_id,
+    result = IncrementalResult(0, 0, 0, 0, cur.pointer.layout_id, layout.num_blocks, None, base_id,
                                seconds, min_block_rows=min_block_rows, committed=False)
     if not outside:
         result.notes.append("every live data file belongs to the layout: nothing to lay out")
@@ -136,19 +136,12 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
         return result
 
     payload = LayoutPayload(cur.sidecar.layout_bytes, dict(cur.sidecar.literal_keys))
+    at_least = min_block_rows
     with jv.staged_scan(spark, table, table_name, base_id, set(outside)) as df:
-        routed = routed_rows(df, route_batches(payload)).persist()
-        try:
-            progress(f"routing the rows of {len(outside)} file(s) outside layout {cur.pointer.layout_id}")
-            counts = {int(r[0]): int(r[1]) for r in routed.groupBy(BLOCK_COL).count().collect()}
-            seconds["routing"] = time.time() - t0
-            result.rows_read = sum(counts.values())
-            big = sorted(b for b, n in counts.items() if n >= min_block_rows)
-            result.rows_laid_out = sum(counts[b] for b in big)
-            result.rows_carried_over = result.rows_read - result.rows_laid_out
-            result.blocks_extended = len(big)
+        routing = f"routing the rows of {len(outside)} file(s) outside layout {cur.pointer.layout_id}"
+        with counted_blocks(routed_rows(df, route_batches(payload)), lambda b: at_least, result, seconds, t0,
+                            routing, progress) as (routed, counts, big):
             if not big:
-                result.rewritten_data_files_count = 0
                 result.notes.append(f"no block gets >= {min_block_rows} of the {result.rows_read} rows outside the "
                                     f"layout (largest share {max(counts.values(), default=0)}): nothing committed; "
                                     "the rows stay outside the layout (always read) until more arrive")
@@ -171,10 +164,9 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
                 layout_sidecar=layout_sidecar, replaced=list(outside.values()),
                 pointer_base_snapshot_id=cur.pointer.base_snapshot_id, summary={"pando.mode": "incremental"},
                 target_file_size_bytes=target_file_size_bytes), io_properties, seconds, progress)
-        finally:
-            routed.unpersist()
     written = committed.written
     laid = [w for w in written if int(w.block) != CARRY_OVER_BLOCK]
+    result.rewritten_data_files_count = len(outside)
     result.added_data_files_count = len(written)
     result.rewritten_bytes_count = sum(int(f.fileSizeInBytes()) for f in outside.values())
     result.layout_id, result.snapshot_id, result.committed = committed.layout_id, committed.snapshot_id, True

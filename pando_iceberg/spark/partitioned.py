@@ -48,7 +48,16 @@ from ..storage.sidecar import LayoutSidecar, new_layout_id
 from ..workload.in_block import select_layout
 from . import iceberg_jvm as jv
 from .blocks import BLOCK_COL, LayoutPayload, append_block_columns
-from .pipeline import Rewrite, block_file_refs, block_partition, finalize_layout, routed_rows, run_rewrite, write_tasks
+from .pipeline import (
+    Rewrite,
+    block_file_refs,
+    block_partition,
+    counted_blocks,
+    finalize_layout,
+    routed_rows,
+    run_rewrite,
+    write_tasks,
+)
 from .rewrite_common import (
     STALE_NOTE,
     IncrementalResult,
@@ -87,8 +96,8 @@ def check_where(where: str | None, accepted: Sequence[str]) -> None:
     try:
         tree = sqlglot.parse_one(where, read="spark")
     except sqlglot.errors.ParseError as e:
-        bad = f"argument 'where' = {where!r} is not a valid SQL predicate ({str(e).splitlines()[0]})"
-        raise PandoRewriteError(f"{bad}; {hint}") from None
+        invalid = f"argument 'where' = {where!r} is not a valid SQL predicate ({str(e).splitlines()[0]})"
+        raise PandoRewriteError(f"{invalid}; {hint}") from None
     if tree is None or isinstance(tree, (exp.Select, exp.Query)) or tree.find(exp.Select) is not None:
         raise PandoRewriteError(f"argument 'where' = {where!r} must be a predicate without subqueries; {hint}")
     lowered = {c.lower() for c in accepted}
@@ -332,7 +341,7 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
         stale[n] = stale_cut_columns(table, own, entry.layout, io_properties)
     stale = {n: c for n, c in stale.items() if c}
     outside = {p: n for p, n in part_of.items() if n in current.partitions and n not in stale}
-    result = IncrementalResult(len(outside), 0, 0, 0, ptr.layout_id, 0, None, base_id, seconds,
+    result = IncrementalResult(0, 0, 0, 0, ptr.layout_id, 0, None, base_id, seconds,
                                min_block_rows=min_block_rows or 0, committed=False)
     skipped = sorted({n for n in part_of.values() if n not in current.partitions})
     if skipped:
@@ -358,16 +367,9 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
 
     source = jv.read_snapshot(spark, table_name, base_id, [FILE_COL]).where(F.col(FILE_COL).isin(files))
     router = route_partitions(payloads, files, [names.index(outside[p]) for p in files], offsets)
-    routed = routed_rows(source, router, drop=[FILE_COL]).persist()
-    try:
-        progress(f"routing the rows of {len(files)} file(s) outside the layouts of {len(names)} partition(s)")
-        counts = {int(r[0]): int(r[1]) for r in routed.groupBy(BLOCK_COL).count().collect()}
-        seconds["routing"] = time.time() - t0
-        result.rows_read = sum(counts.values())
-        big = sorted(b for b, n in counts.items() if n >= minimum[part_of_block[b]])
-        result.rows_laid_out = sum(counts[b] for b in big)
-        result.rows_carried_over = result.rows_read - result.rows_laid_out
-        result.blocks_extended = len(big)
+    routing = f"routing the rows of {len(files)} file(s) outside the layouts of {len(names)} partition(s)"
+    with counted_blocks(routed_rows(source, router, drop=[FILE_COL]), lambda b: minimum[part_of_block[b]], result,
+                        seconds, t0, routing, progress) as (routed, counts, big):
         if not big:
             result.notes.append(f"no block gets enough of the {result.rows_read} new rows (largest share "
                                 f"{max(counts.values(), default=0)}): nothing committed")
@@ -412,8 +414,6 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
             pointer_base_snapshot_id=ptr.base_snapshot_id, pointer_format_version=PARTITIONED_FORMAT_VERSION,
             summary={"pando.mode": "incremental"}, partition_of=partition_of,
             target_file_size_bytes=target_file_size_bytes), io_properties, seconds, progress)
-    finally:
-        routed.unpersist()
     written = committed.written
     laid = [w for w in written if int(w.block) >= 0]
     result.rewritten_data_files_count = len(files)

@@ -15,7 +15,8 @@ routes its rows; ``run_rewrite`` does the rest, the same way for all of them:
 
 What a caller hands over is a ``Rewrite``; the small helpers below (``routed_rows``,
 ``write_tasks``, ``finalize_layout``, ``block_file_refs``) are the pieces its ``Rewrite`` is
-built from.
+built from, and ``counted_blocks`` is the step both incremental runs take before theirs: the
+routed rows counted per block and the blocks that get enough of them chosen.
 
 The test hooks (``test_pause``) live here too: the reliability tests park a rewrite while it
 writes (WRITING) and before it commits (BEFORE_COMMIT), and the learning steps (SAMPLING,
@@ -28,6 +29,7 @@ import bisect
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +42,7 @@ from ..storage.sidecar import SIDECAR_FORMAT_VERSION, DataFileRef, new_layout_id
 from ..workload.in_block import BlockFiles
 from . import iceberg_jvm as jv
 from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, WriteSpec, write_blocks
-from .rewrite_common import PandoRewriteError, after_failure, arrow_batch_rows, write_spec
+from .rewrite_common import IncrementalResult, PandoRewriteError, after_failure, arrow_batch_rows, write_spec
 from .session import refresh_table
 
 # A written file, as ``write_blocks`` reports it (one pyspark Row of ``WRITTEN_FILE_DDL``):
@@ -167,6 +169,31 @@ def routed_rows(df: Any, router: Callable[[Iterator[Any]], Iterator[Any]], drop:
     schema = StructType([*fields, StructField(BLOCK_COL, IntegerType(), False),
                          StructField(KTUPLE_COL, LongType(), False)])
     return df.mapInArrow(router, schema)
+
+
+@contextmanager
+def counted_blocks(routed: Any, minimum: Callable[[int], int], result: IncrementalResult, seconds: dict[str, float],
+                   started: float, routing: str,
+                   progress: Callable[[str], None]) -> Iterator[tuple[Any, dict[int, int], list[int]]]:
+    """The first step of an incremental run (``incremental.py``, ``partitioned.py``): ``routed``
+    (the rows outside the layout(s), ``routed_rows``) persisted while the ``with`` body runs, its
+    rows counted per block, the blocks that get at least ``minimum(block)`` rows chosen, and
+    ``result``'s row counts filled in (laid out: the chosen blocks' rows; carried over: the
+    rest); ``seconds['routing']`` since ``started``. Yields (the persisted rows, rows per block,
+    the chosen blocks in order)."""
+    routed = routed.persist()
+    try:
+        progress(routing)
+        counts = {int(r[0]): int(r[1]) for r in routed.groupBy(BLOCK_COL).count().collect()}
+        seconds["routing"] = time.time() - started
+        result.rows_read = sum(counts.values())
+        big = sorted(b for b, n in counts.items() if n >= minimum(b))
+        result.rows_laid_out = sum(counts[b] for b in big)
+        result.rows_carried_over = result.rows_read - result.rows_laid_out
+        result.blocks_extended = len(big)
+        yield routed, counts, big
+    finally:
+        routed.unpersist()
 
 
 def write_tasks(spark: Any, blocks: int) -> int:

@@ -153,7 +153,7 @@ class PlanCatalog:
     dimensions, the layouts' cut chains, the uniqueness checks all see the same metadata), the
     rest is the catalog's. The tables it loads point back to it (``table.catalog``)."""
 
-    def __init__(self, catalog):
+    def __init__(self, catalog: Any) -> None:  # a pyiceberg Catalog
         self.catalog = catalog
         self._tables: dict[str, Any] = {}
 

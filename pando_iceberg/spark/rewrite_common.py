@@ -17,11 +17,11 @@ Import order: this module ← ``pipeline.py`` ← ``partitioned.py`` ← ``rewri
 
 from __future__ import annotations
 
-import inspect
 import time
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,11 @@ from .session import quote_name
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
 K_SELECTIONS = ("validate", "fixed")
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_C = TypeVar("_C", bound="DataclassInstance")
+
 
 class PandoRewriteError(ValueError):
     """The rewrite cannot run with these inputs; the message says what to change."""
@@ -47,8 +52,9 @@ class OptionFields:
     """The options of learning and writing a layout, with their types and defaults: the ONE
     definition of the fields of ``RewriteOptions`` (mutable; the procedures' ``options =>
     map(...)``, read by ``from_map``) and of ``pando_iceberg.LayoutOptions`` (frozen; the options
-    of ``PandoTable.optimize.*``). Adding an option is one field here: its map key is its name
-    with '-' for '_', and both check its value by its type (``int``, ``float``, ``str`` or
+    of ``PandoTable.optimize.*``). Adding an option is one field here, repeated in
+    ``RewriteOptions`` (an import fails until it is: ``_declares_fields_of``): its map key is its
+    name with '-' for '_', and both check its value by its type (``int``, ``float``, ``str`` or
     ``int | None``); ``RewriteOptions.validate`` checks ranges."""
 
     k: int = 3
@@ -67,31 +73,44 @@ class OptionFields:
     k_selection: str = "validate"
 
 
-def _with_fields_of(spec: type) -> Callable[[type], type]:
-    """Class decorator, under ``@dataclass``: the fields of the dataclass ``spec`` (types and
-    defaults) become the class's first own fields. This is how a mutable dataclass shares the
-    fields of a frozen one: dataclasses forbid a mutable subclass of a frozen class."""
+def _declares_fields_of(spec: type) -> Callable[[type[_C]], type[_C]]:
+    """Class decorator, over ``@dataclass``: the class must declare the fields of the dataclass
+    ``spec`` (names, types, defaults, in that order) as a run of its own fields, else TypeError at
+    import. A mutable dataclass cannot inherit the fields of a frozen one (nor the reverse), so
+    the mutable twin declares them plainly, where type checkers see them, and this keeps the two
+    one definition."""
+    want = [(f.name, f.type, f.default, f.default_factory) for f in fields(spec)]
 
-    def add(cls: type) -> type:
-        own = inspect.get_annotations(cls)
-        cls.__annotations__ = {**{f.name: f.type for f in fields(spec)}, **own}
-        for f in fields(spec):
-            setattr(cls, f.name, field(default=f.default, default_factory=f.default_factory))
+    def check(cls: type[_C]) -> type[_C]:
+        have = [(f.name, f.type, f.default, f.default_factory) for f in fields(cls)]
+        if not any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1)):
+            raise TypeError(f"{cls.__name__} must declare the fields of {spec.__name__} as {spec.__name__} does")
         return cls
 
-    return add
+    return check
 
 
+@_declares_fields_of(OptionFields)
 @dataclass
-@_with_fields_of(OptionFields)
 class RewriteOptions:
     """Options of ``rewrite_data_files(strategy => 'pando', options => map(...))``: the fields of
-    ``OptionFields``, mutable."""
+    ``OptionFields``, mutable (declared as there: ``_declares_fields_of``)."""
 
-    OPTION_NAMES = {f.name.replace("_", "-"): f.name for f in fields(OptionFields)}
+    k: int = 3
+    sample_rate: float = 0.01
+    seed: int = 42
+    min_block_rows: int = 100_000
+    min_sample_rows: int = 10_000
+    target_file_size_bytes: int | None = None
+    max_ktuples: int = 10_000
+    template_draws: int = 16
+    in_block_order: str = "auto"
+    k_selection: str = "validate"
+
+    OPTION_NAMES: ClassVar[dict[str, str]] = {f.name.replace("_", "-"): f.name for f in fields(OptionFields)}
 
     @classmethod
-    def from_map(cls, options: dict[str, Any] | None) -> "RewriteOptions":
+    def from_map(cls, options: dict[str, Any] | None) -> RewriteOptions:
         """Parse Iceberg-style string options, naming any unknown or malformed one."""
         out = cls()
         types = {f.name: f.type for f in fields(OptionFields)}
@@ -120,7 +139,8 @@ class RewriteOptions:
         if self.min_block_rows < 1:
             raise PandoRewriteError(f"option 'min-block-rows' must be >= 1, got {self.min_block_rows}")
         if self.target_file_size_bytes is not None and self.target_file_size_bytes < 1024:
-            raise PandoRewriteError(f"option 'target-file-size-bytes' must be >= 1024, got {self.target_file_size_bytes}")
+            raise PandoRewriteError(f"option 'target-file-size-bytes' must be >= 1024, "
+                                    f"got {self.target_file_size_bytes}")
         if not 0 <= self.template_draws <= 1000:
             raise PandoRewriteError(f"option 'template-draws' must be between 0 and 1000, got {self.template_draws}")
         if not self.in_block_order:
@@ -152,8 +172,8 @@ class RewriteResult:
 @dataclass(frozen=True)
 class IncrementalFields:
     """What an incremental run did with the rows it read: the ONE definition of these fields of
-    ``IncrementalResult`` (mutable, filled in by the run) and of ``pando_iceberg.IncrementalMetrics``
-    (frozen, what ``PandoTable.optimize.incremental`` returns)."""
+    ``IncrementalResult`` (mutable, filled in by the run; repeated there, checked at import) and of
+    ``pando_iceberg.IncrementalMetrics`` (frozen, what ``PandoTable.optimize.incremental`` returns)."""
 
     rows_read: int = 0
     rows_laid_out: int = 0
@@ -163,11 +183,18 @@ class IncrementalFields:
     committed: bool = True
 
 
+@_declares_fields_of(IncrementalFields)
 @dataclass
-@_with_fields_of(IncrementalFields)
 class IncrementalResult(RewriteResult):
     """``RewriteResult`` plus what the incremental run did with the rows it read (the fields of
-    ``IncrementalFields``, mutable) and its notes."""
+    ``IncrementalFields``, mutable, declared as there: ``_declares_fields_of``) and its notes."""
+
+    rows_read: int = 0
+    rows_laid_out: int = 0
+    rows_carried_over: int = 0
+    blocks_extended: int = 0
+    min_block_rows: int = 0
+    committed: bool = True
 
     notes: list[str] = field(default_factory=list)
 
@@ -329,7 +356,8 @@ def table_workload(spark, table_name: str, workload: Sequence[str] | str) -> tup
     wl = parse_workload(workload, schemas, primary_keys={k: v for k, v in pks.items() if v})
     queries = [(q.filters[target], q.weight) for q in wl.queries if target in q.filters]
     if not queries:
-        raise PandoRewriteError(f"the workload has no query that reads {table_name}; a layout needs queries on the table "
+        raise PandoRewriteError(f"the workload has no query that reads {table_name}; "
+                                "a layout needs queries on the table "
                                 f"(tables the workload reads: {', '.join(wl.tables()) or 'none'})")
     return wl, target, queries, schemas
 
@@ -642,7 +670,8 @@ def stale_cut_columns(table, pointer, layout, io_properties: dict[str, str] | No
     from ..planner.scan import changed_cut_columns
 
     metadata = str(table.operations().current().metadataFileLocation())
-    return changed_cut_columns(StaticTable.from_metadata(metadata, properties=dict(io_properties or {})), pointer, layout)
+    static = StaticTable.from_metadata(metadata, properties=dict(io_properties or {}))
+    return changed_cut_columns(static, pointer, layout)
 
 
 STALE_NOTE = ("the layout's cuts on {columns} no longer apply (column renamed, dropped or replaced since the layout): "

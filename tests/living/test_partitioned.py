@@ -186,6 +186,11 @@ def test_incremental_per_partition(spark, catalog, ctx, table):
     before = _sidecar(catalog)
     outside = _explain(catalog, None).files_outside_layout
     assert outside == 4  # June's earlier append + the three new files
+    # No block gets that many rows: nothing committed, so no file counted as rewritten (it said 3).
+    res = call(ctx, f"CALL pando.system.rewrite_data_files(table => '{T}', strategy => 'pando', "
+                    "options => map('mode', 'incremental', 'min-block-rows', '1000000000'))")
+    (row,) = res.rows
+    assert row[0] == 0 and row[1] == 0 and any("nothing committed" in n for n in res.notes), (row, res.notes)
     res = call(ctx, f"CALL pando.system.rewrite_data_files(table => '{T}', strategy => 'pando', "
                     "options => map('mode', 'incremental', 'min-block-rows', '20'))")
     (row,) = res.rows

@@ -50,11 +50,10 @@ class PandoRewriteError(ValueError):
 @dataclass(frozen=True)
 class OptionFields:
     """The options of learning and writing a layout, with their types and defaults: the ONE
-    definition of the fields of ``RewriteOptions`` (mutable; the procedures' ``options =>
+    definition of the fields of ``RewriteOptions`` (frozen; the procedures' ``options =>
     map(...)``, read by ``from_map``) and of ``pando_iceberg.LayoutOptions`` (frozen; the options
-    of ``PandoTable.optimize.*``). Adding an option is one field here, repeated in
-    ``RewriteOptions`` (an import fails until it is: ``_declares_fields_of``): its map key is its
-    name with '-' for '_', and both check its value by its type (``int``, ``float``, ``str`` or
+    of ``PandoTable.optimize.*``). Adding an option is one field here: its map key is its name
+    with '-' for '_', and both check its value by its type (``int``, ``float``, ``str`` or
     ``int | None``); ``RewriteOptions.validate`` checks ranges."""
 
     k: int = 3
@@ -90,44 +89,32 @@ def _declares_fields_of(spec: type) -> Callable[[type[_C]], type[_C]]:
     return check
 
 
-@_declares_fields_of(OptionFields)
-@dataclass
-class RewriteOptions:
+@dataclass(frozen=True)
+class RewriteOptions(OptionFields):
     """Options of ``rewrite_data_files(strategy => 'pando', options => map(...))``: the fields of
-    ``OptionFields``, mutable (declared as there: ``_declares_fields_of``)."""
-
-    k: int = 3
-    sample_rate: float = 0.01
-    seed: int = 42
-    min_block_rows: int = 100_000
-    min_sample_rows: int = 10_000
-    target_file_size_bytes: int | None = None
-    max_ktuples: int = 10_000
-    template_draws: int = 16
-    in_block_order: str = "auto"
-    k_selection: str = "validate"
+    ``OptionFields``, with the option map's parsing (``from_map``) and range checks (``validate``)."""
 
     OPTION_NAMES: ClassVar[dict[str, str]] = {f.name.replace("_", "-"): f.name for f in fields(OptionFields)}
 
     @classmethod
     def from_map(cls, options: dict[str, Any] | None) -> RewriteOptions:
         """Parse Iceberg-style string options, naming any unknown or malformed one."""
-        out = cls()
+        given: dict[str, Any] = {}
         types = {f.name: f.type for f in fields(OptionFields)}
         for key, raw in (options or {}).items():
             attr = cls.OPTION_NAMES.get(key)
             if attr is None:
                 raise PandoRewriteError(f"unknown option {key!r}; accepted: {', '.join(sorted(cls.OPTION_NAMES))}")
             if types[attr] == "str":
-                setattr(out, attr, str(raw).strip().lower())
+                given[attr] = str(raw).strip().lower()
                 continue
             number = types[attr] == "float"
             try:
-                value = float(raw) if number else int(str(raw))
+                given[attr] = float(raw) if number else int(str(raw))
             except ValueError:
                 kind = "a number" if number else "an integer"
                 raise PandoRewriteError(f"option {key!r} must be {kind}, got {raw!r}") from None
-            setattr(out, attr, value)
+        out = cls(**given)
         out.validate()
         return out
 

@@ -5,6 +5,7 @@ the history before it; learning and inspecting add none."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import pytest
 
@@ -148,7 +149,8 @@ def test_bad_input_names_what_is_accepted(pt, catalog):
 
 def test_options_and_incremental_counts_are_defined_once():
     """Issue 18: LayoutOptions/RewriteOptions and IncrementalMetrics/IncrementalResult take their
-    fields and defaults from one definition each; frozen-ness stays as it was."""
+    fields and defaults from one definition each (both option classes inherit OptionFields and
+    declare no field of their own; IncrementalResult repeats IncrementalFields, checked at import)."""
     from pando_iceberg.spark.rewrite import RewriteOptions
     from pando_iceberg.spark.rewrite_common import IncrementalFields, IncrementalResult, OptionFields
 
@@ -160,9 +162,12 @@ def test_options_and_incremental_counts_are_defined_once():
     assert "k-selection" in RewriteOptions.OPTION_NAMES and "min-block-rows" in RewriteOptions.OPTION_NAMES
     with pytest.raises(dataclasses.FrozenInstanceError):
         OPTS.k = 1  # type: ignore[misc]
-    mutable = RewriteOptions()
-    mutable.k = 1
-    assert mutable.k == 1 and LayoutOptions().to_rewrite_options() == RewriteOptions()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RewriteOptions().k = 1  # type: ignore[misc]
+    assert issubclass(RewriteOptions, OptionFields) and issubclass(LayoutOptions, OptionFields)
+    assert "k" not in inspect.get_annotations(RewriteOptions)  # inherited, not repeated
+    assert dataclasses.replace(RewriteOptions(), k=1).k == 1
+    assert LayoutOptions().to_rewrite_options() == RewriteOptions()
     assert spec(IncrementalMetrics)[-6:] == spec(IncrementalResult)[-7:-1] == spec(IncrementalFields)
     assert [f.name for f in dataclasses.fields(IncrementalMetrics)][:10] == \
         [f.name for f in dataclasses.fields(RewriteMetrics)]

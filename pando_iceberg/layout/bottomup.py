@@ -31,7 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from .cost import SideMatrix, WeightedPopcount, normalize_queries, pack_query_bits, reach_matrix, side_matrix
+from .cost import (
+    SideMatrix,
+    WeightedPopcount,
+    block_costs,
+    normalize_queries,
+    pack_query_bits,
+    reach_matrix,
+    side_matrix,
+)
 from .ktuple import distinct_ktuples, radices_of
 from .tree import PartitionTree, cut_table
 
@@ -333,12 +341,9 @@ def merge_blocks(
 
 
 def _group_cost(bits: np.ndarray, rows: np.ndarray, weigh: WeightedPopcount, members: np.ndarray) -> float:
-    """cost.py's cost of one block made of k-tuples ``members``: rows × Σ w_q over the queries
-    that every tree returns it for (R_t = OR over its k-tuples, scan = AND over t)."""
-    scan = np.bitwise_or.reduce(bits[0][members], axis=0)
-    for t in range(1, bits.shape[0]):
-        scan &= np.bitwise_or.reduce(bits[t][members], axis=0)
-    return float(rows[members].sum()) * float(weigh(scan[None, :])[0])
+    """cost.py's cost of one block made of k-tuples ``members`` (R_t = OR over its k-tuples)."""
+    returned = np.bitwise_or.reduce(bits[:, members], axis=1)[:, None, :]  # k × 1 × W
+    return float(block_costs(returned, np.array([rows[members].sum()]), weigh)[0])
 
 
 def _leaf_order(tree: PartitionTree) -> np.ndarray:
@@ -387,9 +392,8 @@ def _split_oversized(groups: list[np.ndarray], bits: np.ndarray, rows: np.ndarra
                 continue
             pre = np.bitwise_or.accumulate(bits[:, order], axis=1)  # k × n × W
             suf = np.bitwise_or.accumulate(bits[:, order[::-1]], axis=1)[:, ::-1]
-            left = np.bitwise_and.reduce(pre[:, ok], axis=0)
-            right = np.bitwise_and.reduce(suf[:, ok + 1], axis=0)
-            cost = left_rows[ok] * weigh(left) + (total - left_rows[ok]) * weigh(right)
+            cost = (block_costs(pre[:, ok], left_rows[ok], weigh)
+                    + block_costs(suf[:, ok + 1], total - left_rows[ok], weigh))
             i = int(np.argmin(cost))
             if cost[i] < best_cost - 1e-9 * max(1.0, best_cost):
                 best_cost, best = float(cost[i]), (order[: ok[i] + 1], order[ok[i] + 1 :])

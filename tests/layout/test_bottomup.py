@@ -85,15 +85,19 @@ def test_weighted_popcount_paths_agree():
         assert np.allclose(WeightedPopcount(w)(bits), mask.astype(float) @ w)
 
 
-def _layout(seed: int, k: int, b: int, n: int = 300) -> tuple[Layout, pa.Table, list]:
+def _trees(seed: int, k: int, b: int, n: int) -> tuple[pa.Table, list, list]:
+    """A random two-column table, 30 range queries on it, and k trees learned from them."""
     rng = np.random.default_rng(seed)
     table = pa.table({"x": rng.integers(0, 100, n), "y": rng.integers(0, 100, n)})
     qs = []
     for _ in range(30):
         lo = int(rng.integers(0, 90))
         qs.append(Box.of(**{["x", "y"][rng.integers(2)]: (lo, lo + int(rng.integers(0, 30)))}))
-    cuts = candidate_cuts(qs)
-    trees = build_trees(table, cuts, qs, k, max(1, b // 3))
+    return table, qs, build_trees(table, candidate_cuts(qs), qs, k, max(1, b // 3))
+
+
+def _layout(seed: int, k: int, b: int, n: int = 300) -> tuple[Layout, pa.Table, list]:
+    table, qs, trees = _trees(seed, k, b, n)
     return Layout.from_assignment(assign_blocks(trees, table, qs, b)), table, qs
 
 
@@ -156,14 +160,8 @@ def test_bottom_up_cost_is_the_layout_cost():
 
 
 def _merge_inputs(seed: int, k: int, b: int, n: int = 400):
-    """A random two-column table, 30 range queries, k trees: the inputs of ``merge_blocks``."""
-    rng = np.random.default_rng(seed)
-    table = pa.table({"x": rng.integers(0, 100, n), "y": rng.integers(0, 100, n)})
-    qs = []
-    for _ in range(30):
-        lo = int(rng.integers(0, 90))
-        qs.append(Box.of(**{["x", "y"][rng.integers(2)]: (lo, lo + int(rng.integers(0, 30)))}))
-    trees = build_trees(table, candidate_cuts(qs), qs, k, max(1, b // 3))
+    """The inputs of ``merge_blocks`` for ``_trees``' table, queries and trees."""
+    table, qs, trees = _trees(seed, k, b, n)
     filters, weights = normalize_queries(qs)
     cuts, cut_column = cut_table(trees)
     uniq, inv = distinct_ktuples(route_ktuples(trees, table), radices_of(trees))

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -384,9 +385,11 @@ def ensure_local_dirs(cfg: PandoConfig) -> None:
     for setting, path in targets:
         try:
             path.mkdir(parents=True, exist_ok=True)
-            probe = path / ".pando-write-probe"
-            probe.write_text("ok")
-            probe.unlink()
+            # A probe of this process's own (mkstemp): processes opening the same lakehouse at
+            # once must not unlink each other's probe (a fixed name made one of them fail).
+            fd, probe = tempfile.mkstemp(prefix=".pando-write-probe-", dir=path)
+            os.close(fd)
+            os.unlink(probe)
         except OSError as e:
             raise ConfigError(f"{setting}: {str(path)!r} is not a writable directory ({e.strerror or e}); "
                               f"set PANDO_HOME / --home or catalog.warehouse to a writable location") from None

@@ -100,3 +100,21 @@ def test_cli_reports_bad_master_with_exit_code_2(tmp_path):
     assert proc.returncode == 2
     assert "spark.master: 'spark://x' is not a valid Spark master URL" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_processes_opening_one_lakehouse_at_once_all_succeed(tmp_path):
+    """Regression: every process probed the home with the same file name, so one could unlink
+    the probe another had just written and fail with 'not a writable directory' (CI, two
+    concurrent appenders). Threads race the same way, many times over."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cfg = load_config(home=tmp_path / "lh", env={})
+
+    def many(_: int) -> int:
+        for _ in range(300):
+            ensure_local_dirs(cfg)
+        return 1
+
+    with ThreadPoolExecutor(8) as pool:
+        assert sum(pool.map(many, range(8))) == 8
+    assert not [p for p in (tmp_path / "lh").iterdir() if p.name.startswith(".pando-write-probe")]

@@ -309,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-template", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--b", type=int, default=100_000, help="minimum block size in rows of the full table")
+    ap.add_argument("--file-rows", type=int, default=None,
+                    help="rows per data file (default b): blocks of >= b rows written as files of about this size")
     ap.add_argument("--sample-rate", type=float, default=0.01)
     ap.add_argument("--min-leaf", type=int, default=None,
                     help="top-down threshold in sample rows (default: build_layout's rule)")
@@ -351,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     idx = np.sort(rng.choice(n, size=max(1, int(round(n * args.sample_rate))), replace=False))
     sample = lineitem.take(pa.array(idx))
     b_sample = args.b * len(idx) / n
+    file_rows_full = args.file_rows or args.b
+    f_sample = file_rows_full * len(idx) / n
     expected = expected_workload(train, sample, args.draws, args.seed,
                                  dimensions={k: v for k, v in tables.items() if k != "lineitem"},
                                  validation_draws=args.draws)
@@ -421,10 +425,10 @@ def main(argv: list[str] | None = None) -> int:
         layout, stats = measure_k(k, sample, cuts, masks, sides, train, b_sample, min_leaf, args.max_ktuples,
                                   not args.no_trace_memory)
         t0 = time.perf_counter()
-        in_block = choose_in_block_order(layout, sample, train, b_sample) if args.in_block else InBlockOrder(None)
+        in_block = (choose_in_block_order(layout, sample, train, f_sample) if args.in_block else InBlockOrder(None))
         stats["in_block"] = in_block.to_json()
         t1 = time.perf_counter()
-        stats["validation_rows"] = files_cost(layout, sample, expected.validation, b_sample, in_block.column)
+        stats["validation_rows"] = files_cost(layout, sample, expected.validation, f_sample, in_block.column)
         log(f"k={k}: validation draws read {stats['validation_rows']:.3f} of the sample's rows (files_cost, "
             f"{time.perf_counter() - t1:.1f} s): what select_layout compares across k")
         log(f"k={k}: in-block order {in_block.column} ({time.perf_counter() - t0:.1f} s; workload rows read on the "
@@ -466,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         stats["violations"] = violations
         # Files of about b rows per block, cut along the in-block order (workload/in_block.py).
         t0 = time.perf_counter()
-        file_of = block_files(lineitem, row_block, layout.num_blocks, args.b, in_block.column)
+        file_of = block_files(lineitem, row_block, layout.num_blocks, file_rows_full, in_block.column)
         files = int(file_of.max()) + 1
         file_rows = np.bincount(file_of, minlength=files)
         file_block = np.zeros(files, dtype=np.int64)
@@ -552,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"layout_tpch_sf{args.sf:g}_b{args.b}"
+    stem = f"layout_tpch_sf{args.sf:g}_b{args.b}" + (f"_f{args.file_rows}" if args.file_rows else "")
     (out / f"{stem}.json").write_text(json.dumps(report, indent=1, default=str))
     md = markdown(report, ks)
     (out / f"{stem}.md").write_text(md)

@@ -281,13 +281,14 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                     order_by = f"zorder({', '.join(cols)})" if len(cols) > 1 else f"{cols[0]} ASC NULLS LAST"
                 # Same rows per file as Pando: Iceberg rolls a file over when its *estimated* size
                 # passes target-file-size-bytes, and the estimate overshoots the compressed size,
-                # so the first rewrite aims at input bytes / wanted files and, when the file count
-                # is off by more than 25 %, one more rewrite scales the target by the miss.
+                # so the first rewrite aims at input bytes / wanted files and, while the file count
+                # is off by more than CALIBRATION_TOLERANCE, the next target comes from the
+                # attempts so far (calibrated_target).
                 src = _files_stats(spark, name)
                 want = pando_files.get(t) or max(1, math.ceil(src["rows"] / opts.b))
                 target = max(1024, src["bytes"] // want)
             tried = []  # (target-file-size-bytes, files) per sort/z-order attempt
-            for attempt in range(1 if layout.startswith("pando") else 2):
+            for _ in range(1 if layout.startswith("pando") else CALIBRATION_ATTEMPTS):
                 if not layout.startswith("pando"):
                     stmt = (f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'sort', "
                             f"sort_order => '{order_by}', options => map('rewrite-all', 'true', "
@@ -302,10 +303,10 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 stats = _files_stats(spark, name)
                 if not layout.startswith("pando"):
                     tried.append((target, stats["files"]))
-                if layout.startswith("pando") or attempt == 1 or abs(stats["files"] - want) <= 0.25 * want:
+                if layout.startswith("pando") or abs(stats["files"] - want) <= CALIBRATION_TOLERANCE * want:
                     break
-                target = max(1024, int(target * stats["files"] / want))
-            entry = {**stats, "rewrite_seconds": seconds, "statement": stmt, "attempts": attempt + 1}
+                target = calibrated_target(tried, want)
+            entry = {**stats, "rewrite_seconds": seconds, "statement": stmt, "attempts": max(1, len(tried))}
             if layout.startswith("pando"):
                 phases = dict(metrics.seconds)
                 entry.update(blocks=metrics.blocks, trees=_trees_kept(catalog, name), phases=phases,
@@ -320,6 +321,38 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             info["tables"][t] = entry
         layouts[layout] = info
     return layouts
+
+
+CALIBRATION_ATTEMPTS = 4  # sort / z-order rewrites at most, to land on Pando's file count
+CALIBRATION_TOLERANCE = 0.1  # ... within 10 %
+
+
+def calibrated_target(tried: list[tuple[int, int]], want: int) -> int:
+    """The next ``target-file-size-bytes`` to try, from ``(target, files)`` attempts, for ``want``
+    files. Files fall as the target grows, but not in proportion (Iceberg's writer rolls files on
+    an estimate, and its file groups bin-pack): one attempt scales the target by the miss; two
+    or more fit ``log files = a + s · log target`` through the two attempts closest to ``want``
+    (on both sides of it when there are such) and solve for ``want``."""
+    if not tried:
+        raise ValueError("calibrated_target needs at least one attempt")
+    want = max(1, int(want))
+    by_miss = sorted(tried, key=lambda tf: abs(math.log(max(1, tf[1]) / want)))
+    t0, f0 = by_miss[0]
+    above = [tf for tf in tried if tf[1] > want]
+    below = [tf for tf in tried if tf[1] < want]
+    pair = None
+    if above and below:
+        pair = (min(above, key=lambda tf: tf[1]), max(below, key=lambda tf: tf[1]))
+    elif len(by_miss) > 1:
+        pair = (by_miss[0], by_miss[1])
+    guess = t0 * max(1, f0) / want
+    if pair is not None:
+        (ta, fa), (tb, fb) = pair
+        if ta != tb and fa != fb and fa > 0 and fb > 0:
+            slope = (math.log(fa) - math.log(fb)) / (math.log(ta) - math.log(tb))
+            if slope < 0:  # the expected direction: a larger target, fewer files
+                guess = math.exp(math.log(ta) + (math.log(want) - math.log(fa)) / slope)
+    return max(1024, round(guess))
 
 
 def _range_zorder(spark, opts: BenchOptions, source_ns: str, train, t: str, name: str, files: int,

@@ -317,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-ktuples", type=int, default=10_000)
     ap.add_argument("--no-in-block", dest="in_block", action="store_false",
                     help="files inside a block in routing order (no in-block order)")
+    ap.add_argument("--cross-fit", action="store_true",
+                    help="candidate cuts from one set of synthetic draws, the cost model on another")
     ap.add_argument("--draws", type=int, default=16,
                     help="synthetic draws per template (workload/templates.py); 0 = the training literals only")
     ap.add_argument("--selective", type=float, default=0.5,
@@ -355,12 +357,17 @@ def main(argv: list[str] | None = None) -> int:
     b_sample = args.b * len(idx) / n
     file_rows_full = args.file_rows or args.b
     f_sample = file_rows_full * len(idx) / n
+    train_pairs = list(train)
     expected = expected_workload(train, sample, args.draws, args.seed,
                                  dimensions={k: v for k, v in tables.items() if k != "lineitem"},
                                  validation_draws=args.draws)
     train = expected.queries  # training + synthetic draws: what the optimizer learns from
     cand = expected.candidate_cuts()
     joins = train_wl.join_induced_cuts("lineitem", provider, filters=[f for f, _ in train])
+    if args.cross_fit:  # candidates from these draws, the cost model on independent ones
+        other = expected_workload([(f, w) for f, w in train_pairs], sample, args.draws, args.seed + 7919,
+                                  dimensions={k: v for k, v in tables.items() if k != "lineitem"})
+        train = other.queries
     cuts = cand + joins
     log(f"templates: {len(expected.templates)}, {args.draws} synthetic draws per template with parameters → "
         f"{len(train)} optimizer queries; {len(cand)} candidate + {len(joins)} join-induced cuts")
@@ -556,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"layout_tpch_sf{args.sf:g}_b{args.b}" + (f"_f{args.file_rows}" if args.file_rows else "")
+    stem = f"layout_tpch_sf{args.sf:g}_b{args.b}" + (f"_f{args.file_rows}" if args.file_rows else "") + ("_xfit" if args.cross_fit else "")
     (out / f"{stem}.json").write_text(json.dumps(report, indent=1, default=str))
     md = markdown(report, ks)
     (out / f"{stem}.md").write_text(md)

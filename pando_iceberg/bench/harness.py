@@ -17,8 +17,8 @@ Layouts (``--layouts``):
   half with k trees.
 
 All use the same target block size b (default 100,000 rows × SF): Pando's ``min-block-rows``,
-and for sort/z-order a ``target-file-size-bytes`` calibrated (at most one extra rewrite) so that
-their file counts match Pando k=3's within 25 %.
+and for sort/z-order a ``target-file-size-bytes`` calibrated (up to ``CALIBRATION_ATTEMPTS``
+rewrites, :func:`calibrated_target`) so that their file counts match Pando k=3's within 10 %.
 
 Per held-out query and layout: files and bytes read per table from the executed plan's scans
 (Iceberg's scan metrics for Spark's native Iceberg scan; for Pando's scan-task-set scans, which

@@ -138,7 +138,7 @@ class Executed:
     plan_seconds: float = 0.0  # Pando's planning (pyiceberg manifests, trees, join key sets)
 
 
-def _execute(spark, catalog, sql: str, pando: bool) -> Executed:
+def execute_query(spark, catalog, sql: str, pando: bool) -> Executed:
     """Run ``sql`` once: rows, per-table files/bytes read by the executed plan, wall seconds.
     Baselines read through Spark's own Iceberg scan; Pando through ``pando_iceberg.spark.sql``
     (the one pruned path: ``run_sql`` collects the same DataFrame), keeping the DataFrame to
@@ -409,9 +409,9 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
             ns = layouts[layout]["namespace"]
             pando = layout.startswith("pando")
             qsql = qualify(sql, ns)
-            first = _execute(spark, catalog, qsql, pando)  # warm-up; its rows and files are reported
+            first = execute_query(spark, catalog, qsql, pando)  # warm-up; its rows and files are reported
             rows, metrics = first.rows, first.tables
-            timed = [_execute(spark, catalog, qsql, pando) for _ in range(opts.runs)] or [first]
+            timed = [execute_query(spark, catalog, qsql, pando) for _ in range(opts.runs)] or [first]
             times = [e.seconds for e in timed]
             if reference is None:
                 reference = rows

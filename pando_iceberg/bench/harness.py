@@ -306,6 +306,8 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 if layout.startswith("pando") or abs(stats["files"] - want) <= CALIBRATION_TOLERANCE * want:
                     break
                 target = calibrated_target(tried, want)
+                if any(target == t for t, _ in tried):  # the writer ignores the target here
+                    break
             entry = {**stats, "rewrite_seconds": seconds, "statement": stmt, "attempts": max(1, len(tried))}
             if layout.startswith("pando"):
                 phases = dict(metrics.seconds)

@@ -115,8 +115,9 @@ def test_bench_taxi_arrival_vs_zorder_end_to_end(spark, catalog, lakehouse_cfg, 
     # 1,000 rows whatever the target: the calibration can only move the target the right way.
     tried = z["attempted_files"]
     assert z["attempts"] == len(tried) and tried[-1][1] == z["files"] and z["max_file_rows"] <= 1000
-    if not math.isclose(tried[0][1], 12, rel_tol=0.25):
-        assert len(tried) == 2 and (tried[1][0] > tried[0][0]) == (tried[0][1] > 12)
+    if not math.isclose(tried[0][1], 12, rel_tol=0.1):
+        assert len(tried) >= 2 and (tried[1][0] > tried[0][0]) == (tried[0][1] > 12)
+    assert len({t for t, _ in tried}) == len(tried)  # no target is tried twice
     assert 12 <= z["files"] <= 24
     # The stronger baseline: exactly the wanted file count, the z-order columns plus the date
     # filtered, and clustered: a file's trip_distance span is far narrower than in arrival order.

@@ -434,6 +434,10 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
                                     "plan_s": statistics.median(e.plan_seconds for e in timed),
                                     "same_result": same, "result_rows": len(rows)}
         queries.append(q)
+        # Spark deletes a query's shuffle files only when the driver's GC collects its shuffle
+        # dependencies (ContextCleaner); with a large heap that can take longer than a run, and
+        # at SF 10 the shuffle files of 6 layouts x 44 queries filled the disk (78 GB free).
+        spark._jvm.java.lang.System.gc()
     return queries, mismatches
 
 

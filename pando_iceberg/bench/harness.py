@@ -386,6 +386,7 @@ def _range_zorder(spark, opts: BenchOptions, source_ns: str, train, t: str, name
 
 def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict], test, progress) -> tuple[list, int]:
     from ..spark.pruned import plan_query
+    from ..spark.session import release_shuffle_files
 
     tables = LAID_OUT[opts.dataset]
     source_ns = layouts["arrival"]["namespace"]
@@ -434,10 +435,7 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
                                     "plan_s": statistics.median(e.plan_seconds for e in timed),
                                     "same_result": same, "result_rows": len(rows)}
         queries.append(q)
-        # Spark deletes a query's shuffle files only when the driver's GC collects its shuffle
-        # dependencies (ContextCleaner); with a large heap that can take longer than a run, and
-        # at SF 10 the shuffle files of 6 layouts x 44 queries filled the disk (78 GB free).
-        spark._jvm.java.lang.System.gc()
+        release_shuffle_files(spark)  # at SF 10 six layouts' shuffle files filled the disk
     return queries, mismatches
 
 

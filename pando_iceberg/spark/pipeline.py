@@ -43,7 +43,7 @@ from ..workload.in_block import BlockFiles
 from . import iceberg_jvm as jv
 from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, WriteSpec, write_blocks
 from .rewrite_common import IncrementalResult, PandoRewriteError, after_failure, arrow_batch_rows, write_spec
-from .session import refresh_table
+from .session import refresh_table, release_shuffle_files
 
 # A written file, as ``write_blocks`` reports it (one pyspark Row of ``WRITTEN_FILE_DDL``):
 # .block, .path, .record_count, .file_size_in_bytes, .ktuples (packed codes, comma-separated).
@@ -134,6 +134,9 @@ def run_rewrite(spark: Any, table_name: str, table: Any, base_id: int, rewrite: 
         snapshot_id = after_failure(spark, failure, table_name, layout_id, committing, written, sidecar_path,
                                     io_properties, location, data_dir, progress)
     refresh_table(spark, table_name)
+    # The write shuffled the whole table: its files go now (measured: released only once a later
+    # command has run, so after the refresh; tests/spark/test_shuffle_cleanup.py).
+    release_shuffle_files(spark)
     return Committed(layout_id, snapshot_id, written, sidecar)
 
 

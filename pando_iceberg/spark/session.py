@@ -89,6 +89,9 @@ def build_conf(cfg: PandoConfig, app_name: str = "pando-iceberg", quiet: bool = 
         "spark.ui.enabled": "false" if quiet else "true",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.adaptive.enabled": "true",
+        # A long session (notebooks, the CLI's runbooks) keeps finished jobs' shuffle files until
+        # the driver's GC runs: at least every 5 minutes, not Spark's 30 (release_shuffle_files).
+        "spark.cleaner.periodicGC.interval": "5min",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # Iceberg writes: keep local parallelism small and files sorted within tasks only when asked.
         "spark.sql.iceberg.handle-timestamp-without-timezone": "true",
@@ -191,7 +194,7 @@ def stop_spark(spark) -> None:
 
 
 __all__ = ["ConfigError", "SparkSetupError", "SparkSqlError", "build_conf", "iceberg_runtime_jar", "java_executable",
-           "spark_session", "start_spark", "stop_spark"]
+           "release_shuffle_files", "spark_session", "start_spark", "stop_spark"]
 
 
 def quote_name(name: str) -> str:
@@ -206,3 +209,17 @@ def refresh_table(spark, name: str) -> None:
     """``REFRESH TABLE`` with the name quoted: drop Spark's cached metadata of the table (another
     process, or pyiceberg, may have committed since Spark loaded it)."""
     spark.sql(f"REFRESH TABLE {quote_name(name)}")
+
+
+def release_shuffle_files(spark) -> None:
+    """Let Spark delete the shuffle files of the jobs nothing refers to any more. Spark removes a
+    job's shuffle files only when the driver's garbage collector collects its shuffle dependency
+    (ContextCleaner; by itself every ``spark.cleaner.periodicGC.interval``); with a large heap
+    that may not happen for a long time, and a rewrite shuffles the whole table (≈ 5 GB at
+    TPC-H SF 10 per rewrite, which filled the disk of a six-layout benchmark). Python's
+    references to the finished DataFrames go first, so that py4j releases their JVM objects;
+    the deletion itself happens on Spark's cleaner thread, shortly after."""
+    import gc
+
+    gc.collect()
+    spark._jvm.java.lang.System.gc()

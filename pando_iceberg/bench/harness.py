@@ -42,6 +42,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from .checkpoint import Checkpoint, CheckpointError
 from .tpcds import DATE_KEYS as TPCDS_DATE_KEYS
 from .tpcds import LAID_OUT_FACTS as TPCDS_FACTS
 from .workloads import qualify
@@ -83,6 +84,7 @@ class BenchOptions:
     # train = test: every query both learned from and measured (labelled in-sample in the report);
     # tpcds: the extension's 99 queries (or --templates) with TPC-DS's own parameters
     in_sample: bool = False
+    resume: bool = False  # continue the run whose checkpoint is in out (see .checkpoint)
 
     def validate(self) -> None:
         if self.dataset not in DATASETS:
@@ -220,9 +222,11 @@ def _trees_kept(catalog, name: str) -> int | None:
     return None if k is None else int(k)
 
 
-def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train, progress) -> dict[str, dict]:
+def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train, progress,
+                  checkpoint: Checkpoint | None = None) -> dict[str, dict]:
     """Copy the dataset per layout and lay out its tables: Pando with the Python verbs, the sort and
-    z-order with Iceberg's own ``rewrite_data_files`` procedure."""
+    z-order with Iceberg's own ``rewrite_data_files`` procedure. A layout the checkpoint holds, whose
+    tables still have the files recorded, is reused."""
     from ..procedures import call
     from ..table import LayoutOptions, PandoTable
     from ..tpch import copy_table
@@ -242,6 +246,15 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
     pando_files: dict[str, int] = {}  # table → files of the Pando layout the sort/zorder files are sized to
     for layout in order:
         ns = f"{source_ns}_{layout.replace('-', '_')}"
+        done = checkpoint.layout(layout) if checkpoint else None
+        if done is not None and _still_laid_out(spark, done):
+            progress(f"{layout}: reused from the checkpoint ({ns})")
+            layouts[layout] = done
+            if layout.startswith("pando"):
+                for t, entry in done["tables"].items():
+                    if layout == "pando-k3" or t not in pando_files:
+                        pando_files[t] = entry["files"]
+            continue
         progress(f"{layout}: copying {len(all_tables)} tables into {ns}")
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
         for t in all_tables:
@@ -322,7 +335,21 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 entry["attempted_files"] = tried
             info["tables"][t] = entry
         layouts[layout] = info
+        if checkpoint:
+            checkpoint.save_layout(layout, info)
     return layouts
+
+
+def _still_laid_out(spark, info: dict) -> bool:
+    """Every table of a checkpointed layout exists with the files and rows recorded."""
+    for t, entry in info["tables"].items():
+        try:
+            stats = _files_stats(spark, f"{info['namespace']}.{t}")
+        except Exception:  # dropped, or its namespace gone
+            return False
+        if (stats["files"], stats["rows"]) != (entry["files"], entry["rows"]):
+            return False
+    return True
 
 
 CALIBRATION_ATTEMPTS = 4  # sort / z-order rewrites at most, to land on Pando's file count
@@ -384,7 +411,8 @@ def _range_zorder(spark, opts: BenchOptions, source_ns: str, train, t: str, name
 
 # ---- queries --------------------------------------------------------------------------------
 
-def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict], test, progress) -> tuple[list, int]:
+def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict], test, progress,
+                    checkpoint: Checkpoint | None = None) -> tuple[list, int]:
     from ..spark.pruned import plan_query
     from ..spark.session import release_shuffle_files
 
@@ -392,11 +420,17 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
     source_ns = layouts["arrival"]["namespace"]
     queries = []
     mismatches = 0
+    measured = checkpoint.queries(opts.layouts) if checkpoint else {}
     for i, (template, sql) in enumerate(test, 1):
+        if (i, sql) in measured:
+            progress(f"query {i}/{len(test)} (template {template}): reused from the checkpoint")
+            queries.append(measured[i, sql])
+            mismatches += sum(not m["same_result"] for m in measured[i, sql]["layouts"].values())
+            continue
         progress(f"query {i}/{len(test)} (template {template})")
         base_sql = qualify(sql, source_ns)
         plans = plan_query(spark, catalog, base_sql, use_layout=False).plans
-        q: dict[str, Any] = {"template": template, "sql": sql, "tables": {}, "layouts": {}}
+        q: dict[str, Any] = {"index": i, "template": template, "sql": sql, "tables": {}, "layouts": {}}
         for t in tables:
             plan = plans.get(f"{source_ns}.{t}")
             if plan is None:
@@ -435,6 +469,8 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
                                     "plan_s": statistics.median(e.plan_seconds for e in timed),
                                     "same_result": same, "result_rows": len(rows)}
         queries.append(q)
+        if checkpoint:
+            checkpoint.save_query(q)
         release_shuffle_files(spark)  # at SF 10 six layouts' shuffle files filled the disk
     return queries, mismatches
 
@@ -484,6 +520,10 @@ def run_bench(spark, catalog, cfg, opts: BenchOptions, progress: Callable[[str],
     opts.validate()
     t_all = time.time()
     Path(opts.out).mkdir(parents=True, exist_ok=True)
+    try:
+        checkpoint = Checkpoint(opts, resume=opts.resume)
+    except CheckpointError as e:
+        raise BenchError(str(e)) from None
     ctx = ProcedureContext(cfg, catalog, lambda: spark, progress=progress)
     t0 = time.time()
     source_ns = prepare_dataset(spark, catalog, opts, progress)
@@ -497,8 +537,8 @@ def run_bench(spark, catalog, cfg, opts: BenchOptions, progress: Callable[[str],
         train, test = split_for(opts)
         if opts.in_sample:
             extra = {"workload": "in-sample: train = test (every query learned from and measured; not held out)"}
-    layouts = apply_layouts(ctx, spark, catalog, opts, source_ns, train, progress)
-    queries, mismatches = measure_queries(spark, catalog, opts, layouts, test, progress)
+    layouts = apply_layouts(ctx, spark, catalog, opts, source_ns, train, progress, checkpoint)
+    queries, mismatches = measure_queries(spark, catalog, opts, layouts, test, progress, checkpoint)
     report = {**extra, "options": asdict(opts), "b": opts.b, "namespace": source_ns, "train_queries": len(train),
               "test_queries": len(test), "load_seconds": load_s, "layouts": layouts, "queries": queries,
               "mismatches": mismatches, "wall_seconds": time.time() - t_all,
@@ -597,6 +637,8 @@ def add_arguments(p) -> None:
     p.add_argument("--pando-options", default="", help="more Pando rewrite options as key=value pairs, "
                    "comma-separated (e.g. template-draws=0,in-block-order=none)")
     p.add_argument("--out", default="bench-out", help="output directory for the report (default bench-out)")
+    p.add_argument("--resume", action="store_true", help="continue the run whose checkpoint is in --out (same "
+                   "options; --layouts may add layouts): finished layouts and measured queries are reused")
     p.add_argument("--scaling", action="store_true", help="scaling mode (Fig. 11) instead of one comparison")
     p.add_argument("--scaling-sf", default="0.1,1", help="scaling mode: scale factors (default 0.1,1)")
     p.add_argument("--scaling-per-template", default="1,8,32",
@@ -637,7 +679,7 @@ def options_from_args(args) -> BenchOptions:
                         per_template=args.per_template, seed=args.seed, out=args.out, runs=args.runs,
                         templates=_ints(args.templates, "--templates"), block_rows=args.block_rows,
                         sample_rate=args.sample_rate, pando_options=_pairs(args.pando_options),
-                        in_sample=getattr(args, "in_sample", False))
+                        in_sample=getattr(args, "in_sample", False), resume=getattr(args, "resume", False))
     opts.validate()
     return opts
 
@@ -654,6 +696,8 @@ def run_from_args(cfg, args, progress: Callable[[str], None] = print) -> int:
         except ValueError:
             raise BenchError(f"--scaling-sf must be comma-separated numbers, got {args.scaling_sf!r}") from None
         ns = _ints(args.scaling_per_template, "--scaling-per-template")
+        if opts.resume:
+            raise BenchError("--resume continues a comparison run; scaling mode (--scaling) keeps no checkpoint")
         if "sort" not in opts.layouts:
             raise BenchError("scaling mode normalizes by the sort layout: --layouts must include 'sort'")
     catalog = load_catalog(cfg)

@@ -179,3 +179,56 @@ def test_scaling_mode_normalizes_by_sort_on_fixed_test_queries(spark, catalog, l
     md = (tmp_path / "scaling.md").read_text()
     assert "pando-k1" in md and (tmp_path / "scaling.png").stat().st_size > 10_000
     assert json.loads((tmp_path / "scaling.json").read_text())["points"][1]["per_template"] == 3
+
+
+def test_checkpoint_keeps_layouts_and_queries_and_refuses_other_options(tmp_path):
+    from dataclasses import replace
+
+    from pando_iceberg.bench.checkpoint import Checkpoint, CheckpointError
+
+    opts = BenchOptions(dataset="tpch", sf=0.01, layouts=("arrival", "sort"), out=str(tmp_path))
+    with pytest.raises(CheckpointError, match=r"no checkpoint in .*checkpoint"):
+        Checkpoint(opts, resume=True)
+    cp = Checkpoint(opts, resume=False)
+    sort = {"namespace": "tpch_sort", "tables": {"lineitem": {"files": 3, "rows": 10, "attempted_files": [(1, 2)]}}}
+    cp.save_layout("sort", sort)
+    q = {"index": 1, "sql": "SELECT 1", "layouts": {"arrival": {"same_result": True}, "sort": {"same_result": True}}}
+    cp.save_query(q)
+    with open(cp.dir / "queries.jsonl", "a") as f:
+        f.write('{"index": 2, "sql": "SEL')  # a run killed while writing its line
+    more = replace(opts, layouts=("arrival", "sort", "pando-k1"), resume=True)
+    again = Checkpoint(more, resume=True)  # layouts may differ
+    assert again.layout("sort") == json.loads(json.dumps(sort)) and again.layout("pando-k1") is None
+    assert again.queries(("sort", "arrival")) == {(1, "SELECT 1"): q}
+    assert again.queries(more.layouts) == {}  # measured without pando-k1: measured again
+    with pytest.raises(CheckpointError, match=r"seed: 0 there, 7 now.*only --layouts may differ"):
+        Checkpoint(replace(opts, seed=7), resume=True)
+    Checkpoint(opts, resume=False)  # a run without --resume starts over
+    assert again.layout("sort") is None and again.queries(opts.layouts) == {}
+
+
+def test_bench_resume_reuses_finished_layouts_and_queries(spark, catalog, lakehouse_cfg, tpch, tmp_path):
+    from dataclasses import replace
+
+    def normal(x):
+        return json.loads(json.dumps(x, default=str))
+
+    opts = BenchOptions(dataset="tpch", sf=0.01, layouts=("arrival", "pando-k1"), per_template=2, runs=0,
+                        templates=[6], namespace="tpch", out=str(tmp_path))
+    first = run_bench(spark, catalog, lakehouse_cfg, opts)
+    snapshot = catalog.load_table("tpch_pando_k1.lineitem").current_snapshot().snapshot_id
+    more = replace(opts, layouts=("arrival", "pando-k1", "sort"), resume=True)
+    said: list[str] = []
+    rep = run_bench(spark, catalog, lakehouse_cfg, more, progress=said.append)
+    assert "pando-k1: reused from the checkpoint (tpch_pando_k1)" in said
+    assert catalog.load_table("tpch_pando_k1.lineitem").current_snapshot().snapshot_id == snapshot  # not rewritten
+    assert normal(rep["layouts"]["pando-k1"]) == normal(first["layouts"]["pando-k1"])
+    assert catalog.load_table("tpch_sort.lineitem").current_snapshot().summary.operation.value == "replace"
+    assert not [m for m in said if m.startswith("query") and "reused" in m]  # a layout was added: measured again
+    assert rep["mismatches"] == 0 and all("sort" in q["layouts"] for q in rep["queries"])
+    said.clear()
+    again = run_bench(spark, catalog, lakehouse_cfg, more, progress=said.append)
+    assert sum("reused from the checkpoint" in m for m in said) == 2 + len(rep["queries"])
+    assert normal(again["queries"]) == normal(rep["queries"]) and again["mismatches"] == 0
+    with pytest.raises(BenchError, match="seed: 0 there, 1 now"):
+        run_bench(spark, catalog, lakehouse_cfg, replace(more, seed=1))

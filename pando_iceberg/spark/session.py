@@ -218,8 +218,17 @@ def release_shuffle_files(spark) -> None:
     that may not happen for a long time, and a rewrite shuffles the whole table (≈ 5 GB at
     TPC-H SF 10 per rewrite, which filled the disk of a six-layout benchmark). Python's
     references to the finished DataFrames go first, so that py4j releases their JVM objects;
-    the deletion itself happens on Spark's cleaner thread, shortly after."""
+    then the listener bus's queue, whose SQL-execution-end events hold their query's plan (and so
+    its shuffles) until a listener has seen them (up to ``LISTENER_DRAIN_MS``). The deletion
+    itself happens on Spark's cleaner thread, shortly after."""
     import gc
 
     gc.collect()
+    try:
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(LISTENER_DRAIN_MS)
+    except Exception:  # a busy bus (py4j's TimeoutException): collect what is free already
+        pass
     spark._jvm.java.lang.System.gc()
+
+
+LISTENER_DRAIN_MS = 10_000

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pando_iceberg.spark.rewrite import RewriteOptions, rewrite_table
+from pando_iceberg.spark.session import release_shuffle_files
 from pando_iceberg.workload.tpch_queries import tpch_workload
 
 pytestmark = pytest.mark.spark
@@ -31,18 +32,31 @@ def _shuffle_files(spark, since: float) -> list[Path]:
     return out
 
 
+def _drained(spark, quiet: float = 3.0, limit: float = 90.0) -> None:
+    """Wait until no shuffle file has gone for ``quiet`` seconds (at most ``limit``)."""
+    last, still, end = len(_shuffle_files(spark, 0)), time.time(), time.time() + limit
+    while time.time() - still < quiet and time.time() < end:
+        time.sleep(0.5)
+        now = len(_shuffle_files(spark, 0))
+        if now != last:
+            last, still = now, time.time()
+
+
 def test_rewrite_removes_its_shuffle_files(spark, tpch, lakehouse_cfg):
     spark.sql("DROP TABLE IF EXISTS tpch.li_shuffle")
     spark.sql("CREATE TABLE tpch.li_shuffle USING iceberg AS SELECT * FROM tpch.lineitem")
-    spark._jvm.java.lang.System.gc()  # what came before this test is not this test's business
-    time.sleep(1)
+    # What came before this test is not its business, but in a long session the cleaner has a
+    # backlog (every earlier test's RDDs, broadcasts and shuffles, cleaned one by one once a GC
+    # finds them): collect it now and wait until the shuffle files on disk stop going.
+    release_shuffle_files(spark)
+    _drained(spark)
     t0 = time.time() - 1
     workload = [sql.replace(" lineitem", " li_shuffle") for t, sql in tpch_workload(2, seed=3) if t in (6, 14)]
     result = rewrite_table(spark, "tpch.li_shuffle", workload,
                            RewriteOptions(k=1, sample_rate=0.5, min_block_rows=5000, seed=1),
                            io_properties=lakehouse_cfg.pyiceberg_properties())
     assert result.added_data_files_count > 1
-    deadline = time.time() + 30
+    deadline = time.time() + 60
     left = _shuffle_files(spark, t0)
     while left and time.time() < deadline:  # the cleaner deletes asynchronously
         time.sleep(0.5)

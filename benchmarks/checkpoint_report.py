@@ -35,23 +35,13 @@ def main() -> None:
     from pando_iceberg.config import load_config
 
     saved = json.loads(Path(a.out, "checkpoint", "options.json").read_text())
-    lines = Path(a.out, "checkpoint", "queries.jsonl").read_text().splitlines()
-    queries = []
-    for line in lines:
-        try:
-            queries.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut by a stop
-            pass
-    if not queries:
+    cp = Checkpoint(BenchOptions(**{**saved, "out": a.out}), resume=True)  # checks the options as --resume does
+    layouts = cp.measured_layouts()
+    if not layouts:
         raise SystemExit(f"no measured query in {a.out}/checkpoint yet")
-    layouts = tuple(queries[0]["layouts"])
     opts = BenchOptions(**{**saved, "layouts": layouts, "out": a.out})
-    cp = Checkpoint(opts, resume=True)  # checks the options as --resume does
-    by_key = {}
-    for q in queries:
-        if tuple(q["layouts"]) == layouts:
-            by_key[q["index"], q["sql"]] = q  # a query measured again: the later line wins
-    queries = [by_key[k] for k in sorted(by_key)]
+    measured = cp.queries(layouts)
+    queries = [measured[k] for k in sorted(measured)]
     train, test = split_for(opts) if opts.dataset != "tpcds" else ([], [])
 
     catalog = load_catalog(load_config(home=a.home))

@@ -62,19 +62,26 @@ class Checkpoint:
         tmp.write_text(json.dumps(info, indent=2, default=str))
         tmp.replace(self._layout_file(layout))  # whole or absent, even if the run dies here
 
+    def _measured(self) -> list[dict]:
+        """Every whole line of ``queries.jsonl``, in order."""
+        f = self.dir / "queries.jsonl"
+        out = []
+        for line in f.read_text().splitlines() if f.is_file() else []:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:  # the last line of a run killed while writing it
+                continue
+        return out
+
+    def measured_layouts(self) -> tuple[str, ...]:
+        """The layouts the first measured query was measured on (none yet: ())."""
+        first = next(iter(self._measured()), None)
+        return tuple(first["layouts"]) if first else ()
+
     def queries(self, layouts: tuple[str, ...]) -> dict[tuple[int, str], dict]:
         """Measured queries by (position in the held-out list, SQL), those measured on exactly ``layouts``."""
-        f = self.dir / "queries.jsonl"
-        out: dict[tuple[int, str], dict] = {}
-        if f.is_file():
-            for line in f.read_text().splitlines():
-                try:
-                    q = json.loads(line)
-                except json.JSONDecodeError:  # the last line of a run killed while writing it
-                    continue
-                if set(q.get("layouts", {})) == set(layouts):
-                    out[q["index"], q["sql"]] = q  # a query measured again: the later line wins
-        return out
+        return {(q["index"], q["sql"]): q for q in self._measured()  # measured again: the later line wins
+                if set(q.get("layouts", {})) == set(layouts)}
 
     def save_query(self, q: dict) -> None:
         with open(self.dir / "queries.jsonl", "a") as f:

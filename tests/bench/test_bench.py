@@ -199,7 +199,7 @@ def test_checkpoint_keeps_layouts_and_queries_and_refuses_other_options(tmp_path
     more = replace(opts, layouts=("arrival", "sort", "pando-k1"), resume=True)
     again = Checkpoint(more, resume=True)  # layouts may differ
     assert again.layout("sort") == json.loads(json.dumps(sort)) and again.layout("pando-k1") is None
-    assert again.queries(("sort", "arrival")) == {(1, "SELECT 1"): q}
+    assert again.queries(("sort", "arrival")) == {(1, "SELECT 1"): q} and again.measured_layouts() == ("arrival", "sort")
     assert again.queries(more.layouts) == {}  # measured without pando-k1: measured again
     with pytest.raises(CheckpointError, match=r"seed: 0 there, 7 now.*only --layouts may differ"):
         Checkpoint(replace(opts, seed=7), resume=True)

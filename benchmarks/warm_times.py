@@ -3,7 +3,7 @@
 layout ... warm runs, medians of 3").
 
     PYTHONPATH=. .venv/bin/python benchmarks/warm_times.py --home H --report OUT/bench_tpch_sf10.json \\
-        --layouts zorder,zorder-ranges,pando-k3 [--runs 3] [--selective 0.1]
+        --layouts zorder,zorder-ranges,pando-k3 [--runs 3] [--selective 0.1] [--only-selective]
 
 Reuses the run's tables (every layout's namespace in ``--home``) and its queries (the report's
 JSON). Per query, the layouts are timed back to back, each by the bench's own path
@@ -32,6 +32,7 @@ def main() -> None:
     p.add_argument("--layouts", required=True, help="comma-separated, as in the run (e.g. zorder,pando-k3)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--selective", type=float, default=0.1)
+    p.add_argument("--only-selective", action="store_true", help="time the selective queries only")
     a = p.parse_args()
 
     from pando_iceberg.bench.harness import execute_query, same_rows
@@ -58,6 +59,8 @@ def main() -> None:
             continue
         total = rows_of[layouts[0]]
         selective = all(v["matching_rows"] <= a.selective * total[t] for t, v in filtered.items())
+        if a.only_selective and not selective:
+            continue
         entry = {"template": q["template"], "selective": selective, "layouts": {}}
         reference = None
         for layout in layouts:

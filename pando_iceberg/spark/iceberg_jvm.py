@@ -303,39 +303,59 @@ def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: se
 SCAN_METRICS = ("resultDataFiles", "skippedDataFiles", "totalDataFileSize", "numOutputRows")
 
 
-def executed_scans(df) -> list[tuple[str, dict[str, int]]]:
-    """The scans an action on ``df`` executed: ``(table name, metrics)`` per ``BatchScan`` node
-    (Iceberg's resultDataFiles / skippedDataFiles / totalDataFileSize where the scan reports them,
-    numOutputRows). Call after an action ran on ``df``.
+def executed_nodes(df) -> Iterator[tuple[Any, bool]]:
+    """The nodes of the plan an action on ``df`` executed, each with whether it is in the final
+    plan. Call after an action ran on ``df``.
 
     Adaptive query execution hides finished stages behind query-stage nodes, and when a stage's
     result makes the rest of the plan empty (TPC-H Q18 at small scale: no order passes the HAVING)
     it replaces the whole final plan by an empty ``LocalTableScan``. So the walk covers the final
-    plan and the initial plan, each node once (by plan id): a node only in the initial plan counts
-    if it ran (it produced rows or read files)."""
-    root = df._jdf.queryExecution().executedPlan()
-    found: dict[int, tuple[str, dict[str, int], bool]] = {}
+    plan and the initial plan (``final`` False: nodes there may never have run)."""
+    def visit(node, final: bool) -> Iterator[tuple[Any, bool]]:
+        yield node, final
+        children = node.children()
+        for i in range(children.size()):
+            yield from visit(children.apply(i), final)
+        kind = node.getClass().getSimpleName()
+        if kind == "AdaptiveSparkPlanExec":
+            yield from visit(node.executedPlan(), final)
+            yield from visit(node.initialPlan(), False)
+        elif kind.endswith("QueryStageExec"):
+            yield from visit(node.plan(), final)
 
-    def visit(node, final: bool):
+    yield from visit(df._jdf.queryExecution().executedPlan(), True)
+
+
+def executed_scans(df) -> list[tuple[str, dict[str, int]]]:
+    """The scans an action on ``df`` executed: ``(table name, metrics)`` per ``BatchScan`` node
+    (Iceberg's resultDataFiles / skippedDataFiles / totalDataFileSize where the scan reports them,
+    numOutputRows), each node once (by plan id; :func:`executed_nodes`): a node only in the
+    initial plan counts if it ran (it produced rows or read files)."""
+    found: dict[int, tuple[str, dict[str, int], bool]] = {}
+    for node, final in executed_nodes(df):
         if node.nodeName().startswith("BatchScan"):
             metrics = node.metrics()
             m = {k: int(metrics.apply(k).value()) for k in SCAN_METRICS if metrics.contains(k)}
             name = str(node.nodeName())[len("BatchScan"):].strip()
             key = int(node.id())
             found[key] = (name, m, final or (key in found and found[key][2]))
-        children = node.children()
-        for i in range(children.size()):
-            visit(children.apply(i), final)
-        kind = node.getClass().getSimpleName()
-        if kind == "AdaptiveSparkPlanExec":
-            visit(node.executedPlan(), final)
-            visit(node.initialPlan(), False)
-        elif kind.endswith("QueryStageExec"):
-            visit(node.plan(), final)
-
-    visit(root, True)
     return [(name, m) for name, m, final in found.values()
             if final or m.get("numOutputRows", 0) or m.get("resultDataFiles", 0)]
+
+
+def executed_shuffle_ids(df) -> set[int]:
+    """The shuffles an action on ``df`` wrote: adaptive execution's shuffle query stages (each ran),
+    and without adaptive execution the final plan's exchanges. An exchange of the initial plan is
+    not asked: its shuffle dependency is created on first access, so asking would register a new
+    shuffle."""
+    ids = set()
+    for node, final in executed_nodes(df):
+        kind = node.getClass().getSimpleName()
+        if kind == "ShuffleQueryStageExec":
+            ids.add(int(node.shuffle().shuffleDependency().shuffleId()))
+        elif kind == "ShuffleExchangeExec" and final:
+            ids.add(int(node.shuffleDependency().shuffleId()))
+    return ids
 
 
 def scan_metrics(df) -> dict[str, int]:

@@ -43,7 +43,7 @@ from ..workload.in_block import BlockFiles
 from . import iceberg_jvm as jv
 from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, WriteSpec, write_blocks
 from .rewrite_common import IncrementalResult, PandoRewriteError, after_failure, arrow_batch_rows, write_spec
-from .session import refresh_table, release_shuffle_files
+from .session import drop_shuffles, refresh_table, release_shuffle_files
 
 # A written file, as ``write_blocks`` reports it (one pyspark Row of ``WRITTEN_FILE_DDL``):
 # .block, .path, .record_count, .file_size_in_bytes, .ktuples (packed codes, comma-separated).
@@ -134,8 +134,9 @@ def run_rewrite(spark: Any, table_name: str, table: Any, base_id: int, rewrite: 
         snapshot_id = after_failure(spark, failure, table_name, layout_id, committing, written, sidecar_path,
                                     io_properties, location, data_dir, progress)
     refresh_table(spark, table_name)
-    # The write shuffled the whole table: its files go now (measured: released only once a later
-    # command has run, so after the refresh; tests/spark/test_shuffle_cleanup.py).
+    # The write's shuffle went in shuffle_and_write; what else ran (the sample, the learning's jobs)
+    # goes when the GC finds it unreferenced: now (after the refresh, a later command: measured,
+    # tests/spark/test_shuffle_cleanup.py).
     release_shuffle_files(spark)
     return Committed(layout_id, snapshot_id, written, sidecar)
 
@@ -148,9 +149,12 @@ def shuffle_and_write(spark: Any, routed: Any, tasks: int, spec: WriteSpec, rows
     pause_path = os.environ.get(PAUSE_ENV_PREFIX + "WRITING")
     if pause_path:
         writer = pause_after_first_file(writer, pause_path, float(os.environ.get("PANDO_TEST_PAUSE_TIMEOUT", "300")))
-    with arrow_batch_rows(spark, rows_per_batch):
-        return list(routed.repartition(tasks, BLOCK_COL).sortWithinPartitions(*order)
-                    .mapInArrow(writer, WRITTEN_FILE_DDL).collect())
+    written = routed.repartition(tasks, BLOCK_COL).sortWithinPartitions(*order).mapInArrow(writer, WRITTEN_FILE_DDL)
+    try:
+        with arrow_batch_rows(spark, rows_per_batch):
+            return list(written.collect())
+    finally:
+        drop_shuffles(spark, written)  # the whole table, shuffled: its files go now, not at a later GC
 
 
 def check_written_rows(written: list[Written], expected: int, expected_were: str) -> None:

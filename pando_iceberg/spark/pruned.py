@@ -34,6 +34,7 @@ from sqlglot import exp, parse_one
 from ..planner.joins import BoundedCache
 from . import iceberg_jvm as jv
 from .rewrite import SparkKeyProvider, arrow_schema_of, collect_arrow
+from .session import drop_shuffles
 
 log = logging.getLogger("pando_iceberg.spark")
 
@@ -349,6 +350,7 @@ def run_sql(spark, catalog, sql: str, *, use_layout: bool = True, limit: int | N
         rows = result.collect()
         metrics = jv.scan_metrics(result)
         columns = list(result.columns)
+        drop_shuffles(spark, result)  # collected: its shuffle files go now, not at a later GC
         explains, notes = df.pando.explains, df.pando.notes()
     return PrunedQuery(sql, rows, columns, explains, metrics, time.perf_counter() - t0, notes)
 

@@ -193,8 +193,8 @@ def stop_spark(spark) -> None:
         SparkContext._jvm = None
 
 
-__all__ = ["ConfigError", "SparkSetupError", "SparkSqlError", "build_conf", "iceberg_runtime_jar", "java_executable",
-           "release_shuffle_files", "spark_session", "start_spark", "stop_spark"]
+__all__ = ["ConfigError", "SparkSetupError", "SparkSqlError", "build_conf", "drop_shuffles", "iceberg_runtime_jar",
+           "java_executable", "release_shuffle_files", "spark_session", "start_spark", "stop_spark"]
 
 
 def quote_name(name: str) -> str:
@@ -230,5 +230,23 @@ def release_shuffle_files(spark) -> None:
         pass
     spark._jvm.java.lang.System.gc()
 
+
+
+def drop_shuffles(spark, df) -> int:
+    """Delete now the shuffle files of the actions that ran on ``df`` (its executed plan's
+    shuffles, ``iceberg_jvm.executed_shuffle_ids``), through Spark's own cleaner, waiting until
+    the block managers removed them; returns how many shuffles. For a DataFrame whose result is
+    already collected and that will not run again: the rewrite's write, a collected query. Unlike
+    :func:`release_shuffle_files` it does not depend on the garbage collector finding the plan
+    unreferenced (in a full test session a rewrite's shuffle outlived 60 s after it)."""
+    from .iceberg_jvm import executed_shuffle_ids
+
+    cleaner = spark.sparkContext._jsc.sc().cleaner()
+    if not cleaner.isDefined():  # spark.cleaner.referenceTracking=false: Spark never deletes them
+        return 0
+    ids = executed_shuffle_ids(df)
+    for shuffle_id in sorted(ids):
+        cleaner.get().doCleanupShuffle(shuffle_id, True)
+    return len(ids)
 
 LISTENER_DRAIN_MS = 10_000

@@ -3,7 +3,8 @@
 Spark deletes a job's shuffle files only when the driver's garbage collector collects the job's
 shuffle dependencies (ContextCleaner), which in a session with a large heap may not happen for
 a long time: at TPC-H SF 10, six rewrites' shuffle files (≈ 5 GB each) accumulated until the
-disk was full. After ``rewrite_table`` returns, the shuffle files it wrote must go."""
+disk was full. After ``rewrite_table`` returns, the shuffle files it wrote must go; a collected
+query's shuffle files go when ``drop_shuffles`` is called, whatever still refers to its plan."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pando_iceberg.spark.rewrite import RewriteOptions, rewrite_table
-from pando_iceberg.spark.session import release_shuffle_files
+from pando_iceberg.spark.session import drop_shuffles, release_shuffle_files
 from pando_iceberg.workload.tpch_queries import tpch_workload
 
 pytestmark = pytest.mark.spark
@@ -63,3 +64,19 @@ def test_rewrite_removes_its_shuffle_files(spark, tpch, lakehouse_cfg):
         left = _shuffle_files(spark, t0)
     assert not left, f"{len(left)} shuffle file(s) of the rewrite still on disk: {[p.name for p in left[:5]]}"
     spark.sql("DROP TABLE tpch.li_shuffle")
+
+
+def test_drop_shuffles_deletes_a_collected_querys_shuffles_while_its_plan_is_referenced(spark, tpch):
+    release_shuffle_files(spark)
+    _drained(spark)
+    t0 = time.time() - 1
+    df = spark.sql("SELECT l_returnflag, l_linestatus, count(*) AS n FROM tpch.lineitem "
+                   "GROUP BY l_returnflag, l_linestatus ORDER BY n")
+    rows = df.collect()
+    assert sum(r.n for r in rows) == tpch["lineitem"].rows
+    written = _shuffle_files(spark, t0)
+    assert written, "the aggregation and the sort shuffle: their files are on disk until dropped"
+    # df and its executed plan are still referenced here: no garbage collection can free them
+    assert drop_shuffles(spark, df) >= 2
+    assert not [p for p in written if p.exists()], "drop_shuffles returns after the files are removed"
+    assert drop_shuffles(spark, df) >= 2  # dropping again is harmless

@@ -254,10 +254,7 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
         if done is not None and _still_laid_out(spark, done):
             progress(f"{layout}: reused from the checkpoint ({ns})")
             layouts[layout] = done
-            if layout.startswith("pando"):
-                for t, entry in done["tables"].items():
-                    if layout == "pando-k3" or t not in pando_files:
-                        pando_files[t] = entry["files"]
+            _size_baselines_to(pando_files, layout, done)
             continue
         progress(f"{layout}: copying {len(all_tables)} tables into {ns}")
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
@@ -331,17 +328,25 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 entry.update(blocks=metrics.blocks, trees=_trees_kept(catalog, name), phases=phases,
                              optimizer_seconds=phases.get("sampling", 0.0) + phases.get("optimizing", 0.0),
                              sidecar_bytes=_sidecar_bytes(catalog, name))
-                if layout == "pando-k3" or t not in pando_files:  # sort/zorder files sized like Pando's
-                    pando_files[t] = stats["files"]
             else:
                 entry["sort_order"] = order_by
                 entry["target_file_size_bytes"] = target
                 entry["attempted_files"] = tried
             info["tables"][t] = entry
         layouts[layout] = info
+        _size_baselines_to(pando_files, layout, info)
         if checkpoint:
             checkpoint.save_layout(layout, info)
     return layouts
+
+
+def _size_baselines_to(pando_files: dict[str, int], layout: str, info: dict) -> None:
+    """Record a Pando layout's file count per table it laid out (``blocks`` > 0): the sort's and
+    z-order's files are sized to k=3's, else to the first Pando layout's."""
+    if layout.startswith("pando"):
+        for t, entry in info["tables"].items():
+            if entry.get("blocks") and (layout == "pando-k3" or t not in pando_files):
+                pando_files[t] = entry["files"]
 
 
 def _still_laid_out(spark, info: dict) -> bool:

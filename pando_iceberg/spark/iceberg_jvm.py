@@ -344,17 +344,16 @@ def executed_scans(df) -> list[tuple[str, dict[str, int]]]:
 
 
 def executed_shuffle_ids(df) -> set[int]:
-    """The shuffles an action on ``df`` wrote: adaptive execution's shuffle query stages (each ran),
-    and without adaptive execution the final plan's exchanges. An exchange of the initial plan is
-    not asked: its shuffle dependency is created on first access, so asking would register a new
-    shuffle."""
+    """The shuffles an action on ``df`` wrote: the exchanges whose shuffle dependency exists, which
+    Spark creates when the exchange first runs and then sets the exchange's ``numPartitions``
+    metric (an exchange that never ran is not asked for its dependency: asking would create and
+    register a new shuffle)."""
     ids = set()
-    for node, final in executed_nodes(df):
-        kind = node.getClass().getSimpleName()
-        if kind == "ShuffleQueryStageExec":
-            ids.add(int(node.shuffle().shuffleDependency().shuffleId()))
-        elif kind == "ShuffleExchangeExec" and final:
-            ids.add(int(node.shuffleDependency().shuffleId()))
+    for node, _ in executed_nodes(df):
+        if node.getClass().getSimpleName() == "ShuffleExchangeExec":
+            metrics = node.metrics()
+            if metrics.contains("numPartitions") and int(metrics.apply("numPartitions").value()) > 0:
+                ids.add(int(node.shuffleDependency().shuffleId()))
     return ids
 
 

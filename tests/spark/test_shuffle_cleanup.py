@@ -66,9 +66,18 @@ def test_rewrite_removes_its_shuffle_files(spark, tpch, lakehouse_cfg):
     spark.sql("DROP TABLE tpch.li_shuffle")
 
 
-def test_drop_shuffles_deletes_a_collected_querys_shuffles_while_its_plan_is_referenced(spark, tpch):
+@pytest.mark.parametrize("adaptive", ["true", "false"])
+def test_drop_shuffles_deletes_a_collected_querys_shuffles_while_its_plan_is_referenced(spark, tpch, adaptive):
     release_shuffle_files(spark)
     _drained(spark)
+    spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+    try:
+        _drop_shuffles_of_a_query(spark, tpch)
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", "true")
+
+
+def _drop_shuffles_of_a_query(spark, tpch):
     t0 = time.time() - 1
     df = spark.sql("SELECT l_returnflag, l_linestatus, count(*) AS n FROM tpch.lineitem "
                    "GROUP BY l_returnflag, l_linestatus ORDER BY n")
@@ -80,3 +89,5 @@ def test_drop_shuffles_deletes_a_collected_querys_shuffles_while_its_plan_is_ref
     assert drop_shuffles(spark, df) >= 2
     assert not [p for p in written if p.exists()], "drop_shuffles returns after the files are removed"
     assert drop_shuffles(spark, df) >= 2  # dropping again is harmless
+    # a DataFrame no action ran on wrote no shuffle: nothing to drop, none created by asking
+    assert drop_shuffles(spark, spark.sql("SELECT l_returnflag, count(*) FROM tpch.lineitem GROUP BY 1")) == 0

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import time
 from pathlib import Path
 
 
@@ -30,7 +28,7 @@ def main() -> None:
     from pando_iceberg.bench import report as rep
     from pando_iceberg.bench.checkpoint import Checkpoint
     from pando_iceberg.bench.datasets import dataset_namespace
-    from pando_iceberg.bench.harness import LAID_OUT, BenchOptions, bench_stem, split_for
+    from pando_iceberg.bench.harness import LAID_OUT, BenchOptions, bench_report, bench_stem, split_for
     from pando_iceberg.catalog import load_catalog
     from pando_iceberg.config import load_config
 
@@ -59,16 +57,10 @@ def main() -> None:
             if done is None:
                 raise SystemExit(f"layout {x} has measured queries but no checkpoint entry")
             entries[x] = done
-    report = {"options": {**saved, "layouts": list(layouts), "out": a.out}, "b": opts.b, "namespace": source_ns,
-              "train_queries": len(train), "test_queries": len(test) or len(queries), "load_seconds": 0.0,
-              "layouts": entries, "queries": queries,
-              "mismatches": sum(not m["same_result"] for q in queries for m in q["layouts"].values()),
-              "wall_seconds": 0.0, "machine": {"nproc": os.cpu_count(),
-                          "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "partial": f"{len(queries)} of {len(test) or '?'} held-out queries measured "
-                         f"(templates {', '.join(str(t) for t in sorted({q['template'] for q in queries}))})"}
-    report["summary"] = rep.summarize(report)
+    report = bench_report(opts, source_ns, entries, queries, train_queries=len(train),
+                          test_queries=len(test) or len(queries), load_seconds=0.0, wall_seconds=0.0)
+    report["partial"] = (f"{len(queries)} of {len(test) or '?'} held-out queries measured "
+                         f"(templates {', '.join(str(t) for t in sorted({q['template'] for q in queries}))})")
     stem = bench_stem(opts) + "_partial"
     Path(a.out, f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
     title, _, rest = rep.markdown(report, stem).partition("\n")

@@ -520,9 +520,6 @@ def split_for(opts: BenchOptions, per_template: int | None = None, seed: int | N
 def run_bench(spark, catalog, cfg, opts: BenchOptions, progress: Callable[[str], None] = lambda m: None) -> dict:
     """One comparison run; writes ``bench_<dataset>_sf<SF>.json``/``.md`` and PNGs into ``opts.out``.
     The report's ``mismatches`` counts queries whose result differs from the arrival table's."""
-    import os
-    import platform
-
     from ..procedures import ProcedureContext
     from . import report as rep
 
@@ -547,14 +544,9 @@ def run_bench(spark, catalog, cfg, opts: BenchOptions, progress: Callable[[str],
         if opts.in_sample:
             extra = {"workload": "in-sample: train = test (every query learned from and measured; not held out)"}
     layouts = apply_layouts(ctx, spark, catalog, opts, source_ns, train, progress, checkpoint)
-    queries, mismatches = measure_queries(spark, catalog, opts, layouts, test, progress, checkpoint)
-    report = {**extra, "options": asdict(opts), "b": opts.b, "namespace": source_ns, "train_queries": len(train),
-              "test_queries": len(test), "load_seconds": load_s, "layouts": layouts, "queries": queries,
-              "mismatches": mismatches, "wall_seconds": time.time() - t_all,
-              "machine": {"nproc": os.cpu_count(), "memory_gib": _memory_gib(), "python": platform.python_version(),
-                          "platform": platform.platform()},
-              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    report["summary"] = rep.summarize(report)
+    queries, _ = measure_queries(spark, catalog, opts, layouts, test, progress, checkpoint)
+    report = bench_report(opts, source_ns, layouts, queries, train_queries=len(train), test_queries=len(test),
+                          load_seconds=load_s, wall_seconds=time.time() - t_all, extra=extra)
     stem = bench_stem(opts)
     Path(opts.out, f"{stem}.json").write_text(json.dumps(report, indent=2, default=str))
     rep.plots(report, Path(opts.out), stem)
@@ -567,6 +559,28 @@ def run_bench(spark, catalog, cfg, opts: BenchOptions, progress: Callable[[str],
         md += "\nTPC-DS queries left out (stage: error):\n\n" + "".join(
             f"- q{n} ({v['stage']}): {v['error']}\n" for n, v in failed.items())
     Path(opts.out, f"{stem}.md").write_text(md)
+    return report
+
+
+def bench_report(opts: BenchOptions, source_ns: str, layouts: dict[str, dict], queries: list, *, train_queries: int,
+                 test_queries: int, load_seconds: float, wall_seconds: float,
+                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A run's report (the JSON ``pando bench`` writes) with its summary: a finished run's, or
+    ``benchmarks/checkpoint_report.py``'s from a checkpoint."""
+    import os
+    import platform
+
+    from . import report as rep
+
+    report = {**(extra or {}), "options": asdict(opts), "b": opts.b, "namespace": source_ns,
+              "train_queries": train_queries, "test_queries": test_queries, "load_seconds": load_seconds,
+              "layouts": layouts, "queries": queries,
+              "mismatches": sum(not m["same_result"] for q in queries for m in q["layouts"].values()),
+              "wall_seconds": wall_seconds,
+              "machine": {"nproc": os.cpu_count(), "memory_gib": _memory_gib(), "python": platform.python_version(),
+                          "platform": platform.platform()},
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    report["summary"] = rep.summarize(report)
     return report
 
 

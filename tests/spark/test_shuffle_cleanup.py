@@ -70,11 +70,12 @@ def test_rewrite_removes_its_shuffle_files(spark, tpch, lakehouse_cfg):
 def test_drop_shuffles_deletes_a_collected_querys_shuffles_while_its_plan_is_referenced(spark, tpch, adaptive):
     release_shuffle_files(spark)
     _drained(spark)
+    before = spark.conf.get("spark.sql.adaptive.enabled")
     spark.conf.set("spark.sql.adaptive.enabled", adaptive)
     try:
         _drop_shuffles_of_a_query(spark, tpch)
     finally:
-        spark.conf.set("spark.sql.adaptive.enabled", "true")
+        spark.conf.set("spark.sql.adaptive.enabled", before)
 
 
 def _drop_shuffles_of_a_query(spark, tpch):

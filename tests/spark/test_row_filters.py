@@ -1,0 +1,153 @@
+"""Row filters (``planner.joins.row_filters``, ``spark.pruned.semi_joined``): a join filter's key
+set drops the fact's rows whose foreign key is not in it before Spark's joins and aggregates.
+
+Differential: every result equals the unpruned one (``use_layout=False`` applies no row filter),
+counts and integer sums exactly, the float sum within a relative 1e-9 (summation order). The
+plans must show the semi-join, and the limits (keys, dimension share) must leave a join alone
+with a note saying why.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pando_iceberg.bench.datasets import load_star, star_brand
+from pando_iceberg.expr import JoinFilter, TableFilter
+from pando_iceberg.expr.keys import keys_array
+from pando_iceberg.planner import joins
+from pando_iceberg.spark.pruned import pruned_sql, run_sql
+from pando_iceberg.spark.rewrite import SparkKeyProvider, arrow_schema_of
+
+pytestmark = pytest.mark.spark
+
+REL_TOL = 1e-9
+NS = "rowfilt"
+
+
+@pytest.fixture(scope="module")
+def star(spark, catalog):
+    load_star(spark, catalog, 0.01, seed=11, namespace=NS, batch_rows=3000)  # 30,000 sales, 1,600 products
+    return NS
+
+
+def brand_query(ns: str, brand: str, correlated: bool = False) -> str:
+    """A brand's sales; ``correlated``: only those below a fifth of their product's mean quantity
+    (TPC-H Q17's shape, where the row filter pays most: the AVG per product key)."""
+    extra = (f" AND f.quantity < (SELECT 0.2 * avg(s2.quantity) * 5 FROM {ns}.sales s2 "
+             f"WHERE s2.product_key = p.product_key)") if correlated else ""
+    return (f"SELECT count(*) AS n, sum(f.quantity) AS q, sum(f.amount) AS r FROM {ns}.sales f "
+            f"JOIN {ns}.products p ON f.product_key = p.product_key WHERE p.p_brand = '{brand}'{extra}")
+
+
+def assert_same(got, want):
+    assert len(got) == len(want) == 1
+    (a,), (b,) = got, want
+    assert a["n"] == b["n"] and a["q"] == b["q"], (a, b)
+    assert math.isclose(a["r"], b["r"], rel_tol=REL_TOL), (a, b)
+
+
+def executed(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+@pytest.mark.parametrize("correlated", [False, True])
+def test_row_filter_semi_joins_the_fact_and_stays_exact(spark, catalog, star, correlated):
+    brand = star_brand(2, 3)
+    sql = brand_query(star, brand, correlated)
+    products = spark.sql(f"SELECT product_key FROM {star}.products WHERE p_brand = '{brand}'").collect()
+    joins.KEY_SETS.clear()
+    with pruned_sql(spark, catalog, sql) as df:
+        rows = df.collect()
+        plan = executed(df)
+        filters = df.pando.plan.row_filters[f"{star}.sales"]
+        notes = df.pando.notes()
+    assert [f.join.column for f in filters] == ["product_key"]
+    assert sorted(keys_array(filters[0].keys).tolist()) == sorted(r[0] for r in products)
+    assert any(f"product_key semi-joined with {len(products):,} keys of {star}.products" in n for n in notes), notes
+    assert "LeftSemi" in plan, plan
+    full = run_sql(spark, catalog, sql, use_layout=False)
+    assert full.rows[0]["n"] > 0
+    assert_same(rows, full.rows)
+
+
+def test_too_many_keys_or_too_large_a_dimension_leave_the_rows_alone(spark, catalog, star, monkeypatch):
+    brand = star_brand(1, 1)
+    sql = brand_query(star, brand)
+    n = spark.sql(f"SELECT count(*) FROM {star}.products WHERE p_brand = '{brand}'").first()[0]
+    full = run_sql(spark, catalog, sql, use_layout=False).rows
+
+    monkeypatch.setattr(joins, "ROW_FILTER_MAX_KEYS", n - 1)
+    joins.KEY_SETS.clear()
+    with pruned_sql(spark, catalog, sql) as df:
+        assert f"{star}.sales" not in df.pando.plan.row_filters
+        assert any(f"{n:,} keys (more than {n - 1:,}: at most {n - 1:,}" in x for x in df.pando.notes()), df.pando.notes()
+        assert_same(df.collect(), full)
+
+    monkeypatch.setattr(joins, "ROW_FILTER_MAX_KEYS", n)
+    monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", (n - 1) / 1600)  # the brand keeps more of the products
+    joins.KEY_SETS.clear()
+    with pruned_sql(spark, catalog, sql) as df:
+        assert f"{star}.sales" not in df.pando.plan.row_filters
+        assert any(f"{n:,} keys (more than {n - 1:,}" in x and "1,600 rows" in x for x in df.pando.notes()), \
+            df.pando.notes()
+        assert_same(df.collect(), full)
+    monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", 0.1)
+
+    monkeypatch.setattr(joins, "ROW_FILTER_MAX_KEYS", n)
+    monkeypatch.setattr(joins, "ROW_FILTER_DIMENSION_SHARE", 0.01)  # products (1,600) > 1 % of 30,000
+    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 0)  # keys already read for join pruning would be used
+    joins.KEY_SETS.clear()
+    with pruned_sql(spark, catalog, sql) as df:
+        assert f"{star}.sales" not in df.pando.plan.row_filters
+        assert any("above 1% of this table's rows" in x for x in df.pando.notes()), df.pando.notes()
+        assert_same(df.collect(), full)
+
+    monkeypatch.setattr(joins, "ROW_FILTER_MAX_KEYS", 0)  # off
+    with pruned_sql(spark, catalog, sql) as df:
+        assert not df.pando.plan.row_filters and not df.pando.plan.row_filter_notes
+
+
+def test_a_join_that_filters_nothing_gets_no_row_filter(spark, catalog, star):
+    sql = (f"SELECT count(*) AS n, sum(f.quantity) AS q, sum(f.amount) AS r FROM {star}.sales f "
+           f"JOIN {star}.products p ON f.product_key = p.product_key")
+    with pruned_sql(spark, catalog, sql) as df:
+        assert not df.pando.plan.row_filters.get(f"{star}.sales")
+        assert_same(df.collect(), run_sql(spark, catalog, sql, use_layout=False).rows)
+
+
+def test_bounded_key_reader_never_returns_a_truncated_set(spark):
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NS}")
+    spark.sql(f"DROP TABLE IF EXISTS {NS}.dim_nulls")
+    spark.sql(f"CREATE TABLE {NS}.dim_nulls (k BIGINT, a STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {NS}.dim_nulls VALUES (NULL, 'x'), (NULL, 'x'), (1, 'x'), (2, 'x'), (3, 'y')")
+    schema = arrow_schema_of(spark.table(f"{NS}.dim_nulls"))
+    join = JoinFilter("fk", f"{NS}.dim_nulls", "k", TableFilter("a = 'x'", schema, table=f"{NS}.dim_nulls"))
+    provider = SparkKeyProvider(spark, {})
+    assert np.array_equal(provider.at_most(2)(join), [1, 2])  # the NULL keys do not count against the limit
+    with pytest.raises(ValueError, match="more than 1 keys"):
+        provider.at_most(1)(join)
+
+
+def test_keys_of_a_large_dimension_read_by_spark_and_bounded(spark, catalog, star, monkeypatch):
+    """Above MAX_DIMENSION_ROWS the keys come from a Spark job that stops one row past the limit."""
+    brand = star_brand(3, 0)
+    sql = brand_query(star, brand, correlated=True)
+    n = spark.sql(f"SELECT count(*) FROM {star}.products WHERE p_brand = '{brand}'").first()[0]
+    full = run_sql(spark, catalog, sql, use_layout=False).rows
+    monkeypatch.setattr(joins, "MAX_DIMENSION_ROWS", 0)
+    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 0)
+    joins.KEY_SETS.clear()
+    with pruned_sql(spark, catalog, sql) as df:
+        (f,) = df.pando.plan.row_filters[f"{star}.sales"]
+        assert f.source == "spark" and len(keys_array(f.keys)) == n
+        assert_same(df.collect(), full)
+    monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", (n - 1) / 1600)
+    joins.KEY_SETS.clear()
+    with pruned_sql(spark, catalog, sql) as df:
+        assert f"{star}.sales" not in df.pando.plan.row_filters
+        assert any(f"more than {n - 1:,} keys" in x for x in df.pando.notes()), df.pando.notes()
+        assert_same(df.collect(), full)
+    assert len(joins.KEY_SETS) == 0  # the stopped read left nothing in the cache

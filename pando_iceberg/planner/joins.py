@@ -96,6 +96,14 @@ KEY_SETS = BoundedCache(256)  # (uuid, snapshot, pk, filter SQL, sub-dimension s
 SMALL_DIMENSIONS = BoundedCache(32)  # (uuid, snapshot) → pa.Table
 UNIQUENESS = BoundedCache(1024)  # (uuid, snapshot, column) → bool
 
+class TooManyKeys(ValueError):
+    """A bounded key read stopped past its limit (``row_filters``' reader)."""
+
+
+# Key sets a row filter's bounded read stopped past a limit: (chain snapshots, pk, filter SQL) →
+# that limit; a query with the same literals on the same snapshots does not read them again.
+TOO_MANY_KEYS = BoundedCache(1024)
+
 KeyReader = Callable[[Any], Any]  # JoinFilter → key set (e.g. a Spark job), for large dimensions
 
 
@@ -286,6 +294,11 @@ def _chain_snapshots(catalog, join, tables: dict[str, Any]) -> tuple:
     return out
 
 
+def _key_set_key(catalog, join, tables: dict[str, Any]) -> tuple:
+    """The cache key of a join's key set: its chain's snapshots, the pk and the filter's SQL."""
+    return (_chain_snapshots(catalog, join, tables), join.dim_pk, join.dim_filter.to_sql())
+
+
 def dimension_keys(catalog, join, *, row_limit: int | None = None, fallback: KeyReader | None = None) -> KeySetResult:
     """``SELECT DISTINCT pk FROM dim WHERE p`` (nested join filters applied) for a join filter:
     from the cache, else through pyiceberg when every dimension of the chain has at most
@@ -295,8 +308,7 @@ def dimension_keys(catalog, join, *, row_limit: int | None = None, fallback: Key
         return KeySetResult(join.dim_keys, "supplied")
     limit = MAX_DIMENSION_ROWS if row_limit is None else row_limit
     tables: dict[str, Any] = {}
-    chain = _chain_snapshots(catalog, join, tables)
-    cache_key = (chain, join.dim_pk, join.dim_filter.to_sql())
+    cache_key = _key_set_key(catalog, join, tables)
     hit = KEY_SETS.get(cache_key)
     if hit is not None:
         return KeySetResult(hit, "cache", time.perf_counter() - t0)
@@ -580,10 +592,19 @@ def row_filters(catalog, tf, table_rows: int, *, max_keys: int | None = None,
         if j.dim_keys is not None:
             keys, source = j.dim_keys, j.key_source or "supplied"
         elif chain_within(catalog, j, int(table_rows * ROW_FILTER_DIMENSION_SHARE)):
+            seen = _key_set_key(catalog, j, {})
+            known = TOO_MANY_KEYS.get(seen)
+            if known is not None and limit <= known:
+                notes.append(f"no row filter for {j.to_sql()}: more than {known:,} keys (an earlier read, same snapshots)")
+                continue
             try:
                 r = dimension_keys(catalog, j, fallback=None if reader is None else reader(limit))
-            except Exception as e:  # the reader's early "too many keys", or an unreadable dimension
+            except TooManyKeys as e:  # the reader stopped past the limit
+                TOO_MANY_KEYS.put(seen, limit)
                 notes.append(f"no row filter for {j.to_sql()}: {e}")
+                continue
+            except Exception as e:  # an unreadable dimension: Spark's own join decides
+                notes.append(f"no row filter for {j.to_sql()}: {type(e).__name__}: {e}")
                 continue
             keys, source = r.keys, r.source
         else:
@@ -608,6 +629,8 @@ __all__ = [
     "ROW_FILTER_KEY_SHARE",
     "ROW_FILTER_MAX_KEYS",
     "SMALL_DIMENSIONS",
+    "TooManyKeys",
+    "TOO_MANY_KEYS",
     "UNIQUENESS",
     "BoundedCache",
     "JoinPruning",

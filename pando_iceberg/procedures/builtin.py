@@ -268,17 +268,20 @@ def explain_scan(ctx: ProcedureContext, table: str | None, filter: str | None, q
     if query is not None:
         from ..spark.pruned import plan_query
 
-        explains = plan_query(ctx.spark, ctx.catalog, query).explains
-    else:
-        assert table is not None  # checked above
-        explains = {table: scan(ctx.table(table), row_filter=filter if filter is not None else "TRUE").explain()}
-    return explain_result(explains)
+        qp = plan_query(ctx.spark, ctx.catalog, query)
+        return explain_result(qp.explains, {n: [f.note() for f in qp.row_filters.get(n, [])]
+                                            + qp.row_filter_notes.get(n, []) for n in qp.explains})
+    assert table is not None  # checked above
+    return explain_result({table: scan(ctx.table(table), row_filter=filter if filter is not None else "TRUE").explain()})
 
 
-def explain_result(explains: dict[str, Any]) -> Result:
+def explain_result(explains: dict[str, Any], row_filters: dict[str, list[str]] | None = None) -> Result:
+    """One row per table and stage; ``row_filters``: per table, the row filters Spark applies
+    (and the joins left without one, with why)."""
     rows = []
     for name, e in explains.items():
         rows.append((name, "all live files", e.total_files, e.total_bytes, e.total_rows, ""))
+        rows += [(name, "row filter", None, None, None, note) for note in (row_filters or {}).get(name, [])]
         rows.append((name, "iceberg (partitions, min/max)", e.iceberg_files, e.iceberg_bytes, e.iceberg_rows, ""))
         for t in e.trees:
             rows.append((name, f"pando tree {t.tree}", None, None, None,

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import sqlglot
 
 from ..expr import keys as keyset
+from ..planner.joins import TooManyKeys
 from ..workload.in_block import BlockFiles
 from . import iceberg_jvm as jv
 from .blocks import WriteSpec
@@ -258,14 +259,14 @@ class SparkKeyProvider:
 
     def at_most(self, max_keys: int):
         """A key reader (JoinFilter → keys) that stops after ``max_keys + 1`` rows and raises
-        ``ValueError`` when there are more: a row filter's keys, never a truncated set (the
+        ``planner.joins.TooManyKeys`` when there are more: a row filter's keys, never a truncated set (the
         key must be the dimension's unique key, as every join filter's is)."""
         def read(join) -> np.ndarray:
             pk = sqlglot.exp.column(join.dim_pk, quoted=True).sql(dialect="spark")
             frame = self._frame(join.dim_table, join.dim_filter).where(f"{pk} IS NOT NULL").select(join.dim_pk)
             col = collect_arrow(frame.limit(max_keys + 1)).column(0)
             if len(col) > max_keys:
-                raise ValueError(f"more than {max_keys:,} keys")
+                raise TooManyKeys(f"more than {max_keys:,} keys")
             return np.sort(col.to_numpy(zero_copy_only=False))
         return read
 

@@ -68,6 +68,14 @@ def test_explain_scan_reports_stages_and_prunes(ctx):
     assert any(s.startswith("pando tree ") for s in stages)
 
 
+def test_explain_scan_of_a_query_names_its_row_filters(ctx, spark):
+    parts = spark.sql("SELECT count(*) FROM tpch.part WHERE p_brand = 'Brand#23'").first()[0]
+    r = call(ctx, "CALL pando.system.explain_scan(query => \"SELECT sum(l_quantity) FROM ops.li JOIN tpch.part "
+                  "ON l_partkey = p_partkey WHERE p_brand = 'Brand#23'\")")
+    filters = [row[5] for row in r.rows if row[0] == "ops.li" and row[1] == "row filter"]
+    assert filters == [f"row filter: l_partkey semi-joined with {parts:,} keys of tpch.part (pyiceberg)"], r.rows
+
+
 def test_health_degrades_after_appends_and_nightly_runbook_relays_out(ctx, spark):
     before = call(ctx, "CALL pando.system.layout_health('ops.li')")
     spark.sql("INSERT INTO ops.li SELECT * FROM tpch.lineitem WHERE l_orderkey % 5 = 0")

@@ -127,7 +127,7 @@ def test_bounded_key_reader_never_returns_a_truncated_set(spark):
     join = JoinFilter("fk", f"{NS}.dim_nulls", "k", TableFilter("a = 'x'", schema, table=f"{NS}.dim_nulls"))
     provider = SparkKeyProvider(spark, {})
     assert np.array_equal(provider.at_most(2)(join), [1, 2])  # the NULL keys do not count against the limit
-    with pytest.raises(ValueError, match="more than 1 keys"):
+    with pytest.raises(joins.TooManyKeys, match="more than 1 keys"):
         provider.at_most(1)(join)
 
 
@@ -146,8 +146,14 @@ def test_keys_of_a_large_dimension_read_by_spark_and_bounded(spark, catalog, sta
         assert_same(df.collect(), full)
     monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", (n - 1) / 1600)
     joins.KEY_SETS.clear()
+    joins.TOO_MANY_KEYS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         assert f"{star}.sales" not in df.pando.plan.row_filters
         assert any(f"more than {n - 1:,} keys" in x for x in df.pando.notes()), df.pando.notes()
         assert_same(df.collect(), full)
-    assert len(joins.KEY_SETS) == 0  # the stopped read left nothing in the cache
+    assert len(joins.KEY_SETS) == 0  # the stopped read left no key set in the cache
+    with pruned_sql(spark, catalog, sql) as df:  # the same literals again: not read a second time
+        assert any(f"more than {n - 1:,} keys (an earlier read" in x for x in df.pando.notes()), df.pando.notes()
+    monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", 0.1)  # a larger limit reads again
+    with pruned_sql(spark, catalog, sql) as df:
+        assert [f.join.column for f in df.pando.plan.row_filters[f"{star}.sales"]] == ["product_key"]

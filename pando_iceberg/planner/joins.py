@@ -595,7 +595,8 @@ def row_filters(catalog, tf, table_rows: int, *, max_keys: int | None = None,
             seen = _key_set_key(catalog, j, {})
             known = TOO_MANY_KEYS.get(seen)
             if known is not None and limit <= known:
-                notes.append(f"no row filter for {j.to_sql()}: more than {known:,} keys (an earlier read, same snapshots)")
+                notes.append(f"no row filter for {j.to_sql()}: more than {known:,} keys "
+                             "(an earlier read, same snapshots)")
                 continue
             try:
                 r = dimension_keys(catalog, j, fallback=None if reader is None else reader(limit))
@@ -629,13 +630,13 @@ __all__ = [
     "ROW_FILTER_KEY_SHARE",
     "ROW_FILTER_MAX_KEYS",
     "SMALL_DIMENSIONS",
-    "TooManyKeys",
     "TOO_MANY_KEYS",
     "UNIQUENESS",
     "BoundedCache",
     "JoinPruning",
     "KeySetResult",
     "RowFilter",
+    "TooManyKeys",
     "bounds_may_contain",
     "chain_within",
     "constrains",

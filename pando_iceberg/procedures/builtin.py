@@ -272,7 +272,8 @@ def explain_scan(ctx: ProcedureContext, table: str | None, filter: str | None, q
         return explain_result(qp.explains, {n: [f.note() for f in qp.row_filters.get(n, [])]
                                             + qp.row_filter_notes.get(n, []) for n in qp.explains})
     assert table is not None  # checked above
-    return explain_result({table: scan(ctx.table(table), row_filter=filter if filter is not None else "TRUE").explain()})
+    explain = scan(ctx.table(table), row_filter=filter if filter is not None else "TRUE").explain()
+    return explain_result({table: explain})
 
 
 def explain_result(explains: dict[str, Any], row_filters: dict[str, list[str]] | None = None) -> Result:

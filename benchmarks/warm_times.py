@@ -13,6 +13,10 @@ compared with the first layout's (same tolerance as the bench). A query is *sele
 its matching rows are at most ``--selective`` of every laid-out table it filters (the issue's
 "lower bound ≤ 10 % of the table"). Prints the sums per layout (all and selective queries),
 the 1-minute load average before and after, and writes ``<report stem>_warm.json``.
+
+Variants split a gain between the layout and the planner: ``zorder:planner`` reads z-order's
+tables through Pando's planner (join pruning and row filters apply to tables without a layout),
+``pando-k3:no-row-filters`` reads Pando's with row filters off.
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--home", required=True)
     p.add_argument("--report", required=True, help="the bench run's JSON report")
-    p.add_argument("--layouts", required=True, help="comma-separated, as in the run (e.g. zorder,pando-k3)")
+    p.add_argument("--layouts", required=True,
+                   help="comma-separated, as in the run (e.g. zorder,pando-k3); a suffix picks a variant: "
+                        "'zorder:planner' reads the baseline through Pando's planner (join pruning and row "
+                        "filters, no layout), 'pando-k3:no-row-filters' turns row filters off")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--selective", type=float, default=0.1)
     p.add_argument("--only-selective", action="store_true", help="time the selective queries only")
@@ -39,17 +46,24 @@ def main() -> None:
     from pando_iceberg.bench.workloads import qualify
     from pando_iceberg.catalog import load_catalog
     from pando_iceberg.config import load_config
+    from pando_iceberg.planner import joins
     from pando_iceberg.spark.session import start_spark
 
     report = json.loads(Path(a.report).read_text())
     layouts = [x for x in a.layouts.split(",") if x]
-    missing = [x for x in layouts if x not in report["layouts"]]
+    base = {x: x.split(":")[0] for x in layouts}  # the run's layout each variant reads
+    variants = {x: x.split(":")[1] if ":" in x else "" for x in layouts}
+    unknown = [x for x, v in variants.items() if v not in ("", "planner", "no-row-filters")]
+    if unknown:
+        raise SystemExit(f"unknown variants: {unknown}; accepted: ':planner', ':no-row-filters'")
+    missing = [base[x] for x in layouts if base[x] not in report["layouts"]]
     if missing:
         raise SystemExit(f"layouts not in the report: {missing}; it has {sorted(report['layouts'])}")
     cfg = load_config(home=a.home)
     spark = start_spark(cfg, app_name="warm-times")
     catalog = load_catalog(cfg)
-    rows_of = {L: {t: v["rows"] for t, v in report["layouts"][L]["tables"].items()} for L in layouts}
+    rows_of = {L: {t: v["rows"] for t, v in report["layouts"][base[L]]["tables"].items()} for L in layouts}
+    row_filter_keys = joins.ROW_FILTER_MAX_KEYS
     load0 = os.getloadavg()[0]
     t_start = time.time()
     out = []
@@ -64,8 +78,9 @@ def main() -> None:
         entry = {"template": q["template"], "selective": selective, "layouts": {}}
         reference = None
         for layout in layouts:
-            sql = qualify(q["sql"], report["layouts"][layout]["namespace"])
-            pando = layout.startswith("pando")
+            sql = qualify(q["sql"], report["layouts"][base[layout]]["namespace"])
+            pando = layout.startswith("pando") or variants[layout] == "planner"
+            joins.ROW_FILTER_MAX_KEYS = 0 if variants[layout] == "no-row-filters" else row_filter_keys
             first = execute_query(spark, catalog, sql, pando)
             timed = [execute_query(spark, catalog, sql, pando) for _ in range(a.runs)]
             reference = first.rows if reference is None else reference

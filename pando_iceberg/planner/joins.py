@@ -543,10 +543,11 @@ ROW_FILTER_MAX_KEYS = _row_limit_from_env("PANDO_ROW_FILTER_MAX_KEYS", 1_000_000
 # this share of the filtered table's rows: reading it then costs at most about that share of
 # the scan it may save (TPC-H: part and customer qualify for lineitem, orders does not).
 ROW_FILTER_DIMENSION_SHARE = 0.1
-# ... and it filters only when it keeps at most this share of the dimension's keys, so about that
-# share of the table's rows: TPC-H SF 10 (warm, Pando k=3), Q17's 0.1 % of part 29 s → 7 s, Q7's
-# 8 % of supplier 11 s → 6 s, Q9's 5.4 % of part 28 s → 23 s; Q3's 20 % of customer on orders
-# 2.0 s → 3.6 s (the semi-join repeats the join Spark does anyway, for a fifth of the rows).
+# ... and it filters only when it keeps at most this share of the dimension's rows, so about that
+# share of the table's: at TPC-H SF 10 (Pando k=3, BENCHMARKS.md 2026-11-26 (later)) Q17's 0.1 % of
+# part, Q7's 8 % of supplier and Q9's 5.4 % of part made those queries 7.1×, 2.7× and 1.5× faster;
+# Q3's 20 % of customer, semi-joined to orders, made it about 1 s slower in a first try (the
+# semi-join repeats the join Spark does anyway, for a fifth of the rows).
 ROW_FILTER_KEY_SHARE = 0.1
 
 

@@ -374,6 +374,9 @@ def semi_joined(spark, df: DataFrame, filters: list[Any]) -> DataFrame:
     for i, f in enumerate(filters):
         name = f"__pando_key_{i}"
         values = keys_array(f.keys)
+        if len(values) == 0:  # no dimension row qualifies: the inner join keeps no row
+            df = df.where(F.lit(False))
+            continue
         if values.dtype == np.uint64:  # BitMap64: Spark has no unsigned type; keys come from signed columns
             values = values.astype(np.int64)
         keys = spark.createDataFrame(pa.table({name: values}).to_pandas())  # Arrow-enabled session: one batch

@@ -157,3 +157,12 @@ def test_keys_of_a_large_dimension_read_by_spark_and_bounded(spark, catalog, sta
     monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", 0.1)  # a larger limit reads again
     with pruned_sql(spark, catalog, sql) as df:
         assert [f.join.column for f in df.pando.plan.row_filters[f"{star}.sales"]] == ["product_key"]
+
+
+def test_an_empty_key_set_keeps_no_row(spark, catalog, star):
+    sql = brand_query(star, "no such brand")
+    with pruned_sql(spark, catalog, sql) as df:
+        (f,) = df.pando.plan.row_filters[f"{star}.sales"]
+        assert len(keys_array(f.keys)) == 0
+        rows = df.collect()
+    assert rows[0]["n"] == 0 and [tuple(r) for r in rows] == [tuple(r) for r in spark.sql(sql).collect()]

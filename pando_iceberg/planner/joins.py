@@ -14,7 +14,9 @@ has at most :data:`MAX_DIMENSION_ROWS` rows (``$PANDO_JOIN_KEYS_MAX_DIMENSION_RO
 caller-supplied reader (Spark) is used, or the join is left undecided (no file removed, a note).
 They are cached process-wide per (dimension table uuid, snapshot id, filter SQL) — the snapshots
 of a chain's sub-dimensions included — in a bounded LRU; a new dimension snapshot is a new key,
-so a cached key set is never stale.
+so a cached key set is never stale. The dimension columns they were computed from are kept too
+(:data:`DIMENSION_COLUMNS`, per uuid and snapshot, bounded in bytes): a held-out query's new
+literals on the same dimension are a vectorized filter of those columns, not another read.
 
 Uniqueness of a dimension column (FK→PK without declared identifier fields, issue 14) is checked
 the same way, cached per (table uuid, snapshot id, column).
@@ -38,9 +40,8 @@ from ..expr import keys as keyset
 from ..expr import same_table
 
 
-def _row_limit_from_env(name: str = "PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", default: int = 1_000_000,
-                        meaning: str = "the largest dimension, in rows, "
-                                       "whose key sets are read through pyiceberg") -> int:
+def _int_from_env(name: str = "PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", default: int = 1_000_000,
+                  meaning: str = "the largest dimension, in rows, whose key sets are read through pyiceberg") -> int:
     raw = os.environ.get(name, str(default))
     try:
         value = int(raw)
@@ -51,50 +52,70 @@ def _row_limit_from_env(name: str = "PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", defaul
     return value
 
 
-MAX_DIMENSION_ROWS = _row_limit_from_env()
+MAX_DIMENSION_ROWS = _int_from_env()
 # Join pruning alone (no literal cut needs the keys) reads a key set only when every table of
 # the join's chain has at most this many rows: a key set costs a read of the dimension, and
 # pays only where the fact's files are narrow in the foreign key (issue 16: no Spark job per
 # query for join pruning). $PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS.
-JOIN_PRUNING_MAX_ROWS = _row_limit_from_env("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", 100_000,
+JOIN_PRUNING_MAX_ROWS = _int_from_env("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", 100_000,
                                             "the largest dimension, in rows, read for join pruning alone")
 
 
 class BoundedCache:
-    """A thread-safe LRU of at most ``max_entries`` values (key sets, uniqueness answers)."""
+    """A thread-safe LRU of at most ``max_entries`` values (key sets, uniqueness answers) and,
+    when ``max_bytes`` is given, at most that many bytes by ``size(value)``; a value larger than
+    ``max_bytes`` on its own is not kept."""
 
-    def __init__(self, max_entries: int = 256):
+    def __init__(self, max_entries: int = 256, *, max_bytes: int | None = None,
+                 size: Callable[[Any], int] | None = None):
+        if max_bytes is not None and size is None:
+            raise ValueError("BoundedCache(max_bytes=...) needs size=, the bytes of a value")
         self._lock = threading.Lock()
-        self._entries: OrderedDict[Any, Any] = OrderedDict()
+        self._entries: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._size = size
+        self.bytes = 0
 
     def get(self, key):
         with self._lock:
             if key not in self._entries:
                 return None
             self._entries.move_to_end(key)
-            return self._entries[key]
+            return self._entries[key][0]
 
     def put(self, key, value) -> None:
+        nbytes = int(self._size(value)) if self._size is not None else 0
         with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.bytes -= old[1]
+            if self.max_bytes is not None and nbytes > self.max_bytes:
+                return
+            self._entries[key] = (value, nbytes)
+            self.bytes += nbytes
+            while len(self._entries) > self.max_entries or (self.max_bytes is not None and self.bytes > self.max_bytes):
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.bytes -= dropped
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self.bytes = 0
 
     def __len__(self) -> int:
         return len(self._entries)
 
 
 KEY_SETS = BoundedCache(256)  # (uuid, snapshot, pk, filter SQL, sub-dimension snapshots) → KeySet
-# Small dimensions (at most JOIN_PRUNING_MAX_ROWS rows) whole, per (uuid, snapshot): a held-out
-# query's new literals then cost one vectorized filter, not a read (issue 16).
-SMALL_DIMENSIONS = BoundedCache(32)  # (uuid, snapshot) → pa.Table
+# The columns of dimensions that key sets were read from, per (uuid, snapshot), in Arrow: a
+# held-out query's new literals then cost one vectorized filter, not a read (issue 16). Bounded
+# in bytes: $PANDO_DIMENSION_CACHE_BYTES (default 256 MiB; 0 keeps none).
+DIMENSION_COLUMNS = BoundedCache(64, max_bytes=_int_from_env(
+    "PANDO_DIMENSION_CACHE_BYTES", 256 * 1024 * 1024, "the bytes of dimension columns kept for key sets"),
+    size=lambda t: t.nbytes)
 UNIQUENESS = BoundedCache(1024)  # (uuid, snapshot, column) → bool
+
 
 class TooManyKeys(ValueError):
     """A bounded key read stopped past its limit (``row_filters``' reader)."""
@@ -324,28 +345,39 @@ def dimension_keys(catalog, join, *, row_limit: int | None = None, fallback: Key
     return KeySetResult(keys, source, time.perf_counter() - t0)
 
 
+def dimension_columns(dim, columns: Sequence[str]) -> pa.Table:
+    """The dimension's current snapshot projected on ``columns`` (and on every column read for it
+    before), through pyiceberg, kept in :data:`DIMENSION_COLUMNS` per (uuid, snapshot)."""
+    names = {f.name.lower(): f.name for f in dim.schema().fields}
+    wanted = {names[c.lower()] for c in columns}
+    key = (str(dim.metadata.table_uuid), _snapshot_id(dim))
+    hit = DIMENSION_COLUMNS.get(key)
+    if hit is not None and wanted <= set(hit.schema.names):
+        return hit
+    if hit is not None:
+        wanted |= set(hit.schema.names)
+    arrow = dim.scan(selected_fields=tuple(n for n in names.values() if n in wanted)).to_arrow()
+    DIMENSION_COLUMNS.put(key, arrow)
+    return arrow
+
+
 def _read_keys(tables: dict[str, Any], join) -> Any:
-    """The key set through pyiceberg + Arrow: Iceberg's pruning on the dimension's own filter,
-    then the filter and the nested semi-joins on the rows (vectorized)."""
-    from ..expr.iceberg import to_pyiceberg
+    """The key set through pyiceberg + Arrow: the columns the join needs (cached per snapshot,
+    :func:`dimension_columns`), then the filter and the nested semi-joins on the rows
+    (vectorized)."""
+    from sqlglot import exp
 
     dim = tables[join.dim_table]
     flt = join.dim_filter
-    arrow = None
-    if dimension_rows(dim) <= JOIN_PRUNING_MAX_ROWS:
-        key = (str(dim.metadata.table_uuid), _snapshot_id(dim))
-        arrow = SMALL_DIMENSIONS.get(key)
-        if arrow is None:
-            arrow = dim.scan().to_arrow()
-            SMALL_DIMENSIONS.put(key, arrow)
-    if arrow is None:
-        arrow = dim.scan(row_filter=to_pyiceberg(flt, dim.schema())).to_arrow()
+    needed = {join.dim_pk, *(inner.column for inner in flt.joins)}
+    needed |= {c.name for c in flt.expr.find_all(exp.Column)}
+    arrow = dimension_columns(dim, sorted(needed))
     mask = np.ones(arrow.num_rows, dtype=bool) if flt.is_true_expr() else np.asarray(flt.evaluate(arrow), dtype=bool)
     names = {n.lower(): n for n in arrow.schema.names}
     for inner in flt.joins:
         keys = inner.dim_keys if inner.dim_keys is not None else _read_keys(tables, inner)
         mask &= keyset.member_mask(arrow.column(names[inner.column]), keys)
-    pks = arrow.column(names[join.dim_pk]).filter(pa.array(mask)).drop_null()
+    pks = arrow.column(names[join.dim_pk.lower()]).filter(pa.array(mask)).drop_null()
     return keyset.normalize_keys(pks)
 
 
@@ -536,7 +568,7 @@ def non_unique_literal_joins(table, layout, memo: dict | None = None,
 # the same reasoning that lets a file holding none of the keys be skipped lets each row holding
 # none be dropped. It pays where Spark would otherwise carry the whole table through a shuffle:
 # TPC-H Q17's correlated AVG per part key, Q7's sort-merge join with orders.
-ROW_FILTER_MAX_KEYS = _row_limit_from_env("PANDO_ROW_FILTER_MAX_KEYS", 1_000_000,
+ROW_FILTER_MAX_KEYS = _int_from_env("PANDO_ROW_FILTER_MAX_KEYS", 1_000_000,
                                           "the most keys a join's key set may have to filter the "
                                           "table's rows (0: no row filters)")
 # A key set is read for a row filter alone only when every table of the join's chain has at most
@@ -624,13 +656,13 @@ def row_filters(catalog, tf, table_rows: int, *, max_keys: int | None = None,
 
 
 __all__ = [
+    "DIMENSION_COLUMNS",
     "JOIN_PRUNING_MAX_ROWS",
     "KEY_SETS",
     "MAX_DIMENSION_ROWS",
     "ROW_FILTER_DIMENSION_SHARE",
     "ROW_FILTER_KEY_SHARE",
     "ROW_FILTER_MAX_KEYS",
-    "SMALL_DIMENSIONS",
     "TOO_MANY_KEYS",
     "UNIQUENESS",
     "BoundedCache",
@@ -642,6 +674,7 @@ __all__ = [
     "chain_within",
     "constrains",
     "declared_key",
+    "dimension_columns",
     "dimension_keys",
     "dimension_rows",
     "file_bounds",

@@ -113,3 +113,22 @@ def test_bounded_cache_evicts_least_recently_used():
     assert c.get("a") == 1  # a is now the most recent
     c.put("c", 3)
     assert c.get("b") is None and c.get("a") == 1 and c.get("c") == 3 and len(c) == 2
+
+
+def test_bounded_cache_keeps_its_byte_bound():
+    """Evicts least recently used values until the bytes fit; a value above the bound is not
+    kept; replacing a key counts its bytes once."""
+    c = BoundedCache(100, max_bytes=10, size=len)
+    c.put("a", "xxxx")
+    c.put("b", "yyyy")
+    assert c.get("a") == "xxxx"
+    c.put("c", "zzzz")  # 12 bytes: b, the least recently used, goes
+    assert c.get("b") is None and c.bytes == 8 and len(c) == 2
+    c.put("a", "xxxxxx")
+    assert c.bytes == 10 and c.get("a") == "xxxxxx" and c.get("c") == "zzzz"
+    c.put("big", "w" * 11)
+    assert c.get("big") is None and c.bytes == 10
+    c.clear()
+    assert c.bytes == 0 and len(c) == 0
+    with pytest.raises(ValueError, match="size="):
+        BoundedCache(2, max_bytes=1)

@@ -42,32 +42,42 @@ def test_a_new_snapshot_with_a_duplicate_is_checked_again(catalog):
     assert not stats_refute_uniqueness(t, "k") and not is_unique(t, "k") and key_basis(t, "k") is None
 
 
-def test_small_dimension_read_once_per_snapshot_and_new_literals_filter_it(catalog, monkeypatch):
-    """A held-out query's new literal over a small dimension is a filter of the cached table
-    (no read); a new snapshot is read again; a dimension above the limit is read with the filter."""
+def test_dimension_columns_read_once_per_snapshot_and_new_literals_filter_them(catalog, monkeypatch):
+    """A held-out query's new literal on a dimension is a filter of its cached columns (no read);
+    only the columns a join needs are read, a join needing another column reads again (and keeps
+    both), a new snapshot is read again, and columns above the byte bound are not kept."""
     from pando_iceberg.expr import TableFilter
     from pando_iceberg.planner import joins
 
-    t = catalog.create_table("d.small", schema=pa.schema([("k", pa.int64()), ("a", pa.string())]))
-    t.append(pa.table({"k": pa.array(range(10), pa.int64()), "a": [f"v{i % 3}" for i in range(10)]}))
+    schema = pa.schema([("k", pa.int64()), ("a", pa.string()), ("b", pa.int64()), ("wide", pa.string())])
+    t = catalog.create_table("d.small", schema=schema)
+    t.append(pa.table({"k": pa.array(range(10), pa.int64()), "a": [f"v{i % 3}" for i in range(10)],
+                       "b": pa.array([i % 2 for i in range(10)], pa.int64()), "wide": ["x" * 100] * 10}))
     schema = catalog.load_table("d.small").schema().as_arrow()
     fact = pa.schema([("fk", pa.int64())])
-    join = lambda lit: TableFilter.from_sql(f"fk IN (SELECT k FROM d.small WHERE a = '{lit}')", fact, "d.f",
-                                            schemas={"d.small": schema}).joins[0]
+    join = lambda where: TableFilter.from_sql(f"fk IN (SELECT k FROM d.small WHERE {where})", fact, "d.f",
+                                              schemas={"d.small": schema}).joins[0]
+    keys = lambda where: sorted(joins.keyset.keys_array(joins.dimension_keys(catalog, join(where)).keys))
     joins.KEY_SETS.clear()
-    joins.SMALL_DIMENSIONS.clear()
+    joins.DIMENSION_COLUMNS.clear()
     reads = []
     real_scan = type(t).scan
     monkeypatch.setattr(type(t), "scan", lambda self, *a, **kw: reads.append(kw) or real_scan(self, *a, **kw))
-    assert sorted(joins.keyset.keys_array(joins.dimension_keys(catalog, join("v0")).keys)) == [0, 3, 6, 9]
-    assert sorted(joins.keyset.keys_array(joins.dimension_keys(catalog, join("v1")).keys)) == [1, 4, 7]
-    assert len(reads) == 1 and len(joins.SMALL_DIMENSIONS) == 1  # one read, two literals
-    t.append(pa.table({"k": pa.array([10], pa.int64()), "a": ["v1"]}))
-    assert sorted(joins.keyset.keys_array(joins.dimension_keys(catalog, join("v1")).keys)) == [1, 4, 7, 10]
-    assert len(reads) == 2
-    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 5)  # above the limit: read with the filter, not cached
-    assert sorted(joins.keyset.keys_array(joins.dimension_keys(catalog, join("v2")).keys)) == [2, 5, 8]
-    assert len(reads) == 3 and "row_filter" in reads[-1] and len(joins.SMALL_DIMENSIONS) == 2
+    assert keys("a = 'v0'") == [0, 3, 6, 9]
+    assert keys("a = 'v1'") == [1, 4, 7]
+    assert len(reads) == 1 and len(joins.DIMENSION_COLUMNS) == 1  # one read, two literals
+    assert set(reads[0]["selected_fields"]) == {"k", "a"}  # not the wide column
+    assert keys("a = 'v1' AND b = 0") == [4]
+    assert len(reads) == 2 and set(reads[1]["selected_fields"]) == {"k", "a", "b"}
+    assert keys("b = 1") == [1, 3, 5, 7, 9] and len(reads) == 2
+    t.append(pa.table({"k": pa.array([10], pa.int64()), "a": ["v1"], "b": pa.array([0], pa.int64()),
+                       "wide": ["y"]}))
+    assert keys("a = 'v1'") == [1, 4, 7, 10]
+    assert len(reads) == 3
+    small = joins.BoundedCache(8, max_bytes=10, size=lambda a: a.nbytes)
+    monkeypatch.setattr(joins, "DIMENSION_COLUMNS", small)  # columns above the bound are read, not kept
+    assert keys("a = 'v2'") == [2, 5, 8] and keys("a = 'v0'") == [0, 3, 6, 9]
+    assert len(reads) == 5 and len(small) == 0 and small.bytes == 0
 
 
 def test_predicates_decide_only_while_the_chain_holds_the_same_rows(catalog):

@@ -197,13 +197,28 @@ public static java.util.List chosen(Object planned, String joinedPaths) throws j
     return out;
 }
 """
-_CHOSEN_METHODS: dict[int, tuple[object, object]] = {}  # id(gateway) → (gateway, java Method or None)
+# A long column from the driver as a local relation (broadcast without a job): py4j passes the
+# keys as one byte[]; ``spark.createDataFrame`` of an Arrow batch costs 16 ms for 100 keys and
+# 176 ms for 100,000 (TPC-H SF 1 row filters, issue 16).
+_LONGS_SOURCE = """
+public static org.apache.spark.sql.Dataset longs(org.apache.spark.sql.SparkSession spark, byte[] data, String name) {
+    java.nio.LongBuffer values = java.nio.ByteBuffer.wrap(data).asLongBuffer();
+    java.util.List rows = new java.util.ArrayList(values.remaining());
+    while (values.hasRemaining()) {
+        rows.add(org.apache.spark.sql.RowFactory.create(new Object[] {Long.valueOf(values.get())}));
+    }
+    org.apache.spark.sql.types.StructType schema = new org.apache.spark.sql.types.StructType()
+        .add(name, org.apache.spark.sql.types.DataTypes.LongType, false);
+    return spark.createDataFrame(rows, schema);
+}
+"""
+_COMPILED: dict[tuple[int, str], tuple[object, object]] = {}  # (id(gateway), name) → (gateway, Method or None)
 
 
-def _chosen_method(gateway):
-    """The compiled ``chosen`` method of this JVM (None when it cannot be compiled: the tasks
-    are then kept in Python, one task at a time)."""
-    hit = _CHOSEN_METHODS.get(id(gateway))
+def _compiled(gateway, name: str, source: str, arg_types: tuple[str, ...]):
+    """The static method ``name`` of ``source``, compiled once per JVM with Janino (None when it
+    cannot be: callers then take a slower path through py4j)."""
+    hit = _COMPILED.get((id(gateway), name))
     if hit is not None and hit[0] is gateway:
         return hit[1]
     jvm = gateway.jvm
@@ -211,15 +226,38 @@ def _chosen_method(gateway):
     try:
         evaluator = jvm.org.codehaus.janino.ClassBodyEvaluator()
         evaluator.setParentClassLoader(jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
-        evaluator.cook(_CHOSEN_SOURCE)
-        types = gateway.new_array(jvm.java.lang.Class, 2)
-        types[0] = jvm.java.lang.Class.forName("java.lang.Object")
-        types[1] = jvm.java.lang.Class.forName("java.lang.String")
-        method = evaluator.getClazz().getMethod("chosen", types)
+        evaluator.cook(source)
+        types = gateway.new_array(jvm.java.lang.Class, len(arg_types))
+        for i, t in enumerate(arg_types):
+            types[i] = jvm.java.lang.Class.forName(t) if t != "byte[]" else jvm.java.lang.Class.forName("[B")
+        method = evaluator.getClazz().getMethod(name, types)
     except Exception as e:  # no Janino on this JVM's classpath, or it refused the source
-        log.info("pando: tasks are kept in Python (%s: %s)", type(e).__name__, e)
-    _CHOSEN_METHODS[id(gateway)] = (gateway, method)
+        log.info("pando: %s is not compiled in the JVM (%s: %s)", name, type(e).__name__, e)
+    _COMPILED[(id(gateway), name)] = (gateway, method)
     return method
+
+
+def _invoke(gateway, method, *args):
+    jargs = gateway.new_array(gateway.jvm.java.lang.Object, len(args))
+    for i, a in enumerate(args):
+        jargs[i] = a
+    return method.invoke(None, jargs)
+
+
+def long_column(spark, values, name: str):
+    """A DataFrame of one non-null ``bigint`` column ``name`` holding ``values`` (int64 numpy),
+    built in the JVM as a local relation; None when the helper cannot be compiled."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    method = _compiled(gateway, "longs", _LONGS_SOURCE,
+                       ("org.apache.spark.sql.SparkSession", "byte[]", "java.lang.String")) if gateway else None
+    if method is None:
+        return None
+    from pyspark.sql import DataFrame
+
+    data = bytearray(values.astype(">i8").tobytes())
+    return DataFrame(_invoke(gateway, method, spark._jsparkSession, data, name), spark)
 
 
 def _keep_tasks(planned, keep_paths: set[str] | None, in_jvm: bool = True):
@@ -228,14 +266,12 @@ def _keep_tasks(planned, keep_paths: set[str] | None, in_jvm: bool = True):
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
-    method = _chosen_method(gateway) if in_jvm and gateway is not None else None
+    method = _compiled(gateway, "chosen", _CHOSEN_SOURCE, ("java.lang.Object", "java.lang.String")) \
+        if in_jvm and gateway is not None else None
     if method is None:
         return [t for t in _iter(planned) if keep_paths is None or str(t.file().location()) in keep_paths]
-    assert gateway is not None  # a method is only chosen with a gateway
-    args = gateway.new_array(gateway.jvm.java.lang.Object, 2)
-    args[0] = planned
-    args[1] = None if keep_paths is None else "\u0000".join(keep_paths)  # no path holds a NUL
-    return method.invoke(None, args)
+    paths = None if keep_paths is None else "\u0000".join(keep_paths)  # no path holds a NUL
+    return _invoke(gateway, method, planned, paths)
 
 
 def chosen_tasks(table, snapshot_id: int | None, keep_paths: set[str] | None, row_filter=None,

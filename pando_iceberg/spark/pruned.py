@@ -365,8 +365,9 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
 
 def semi_joined(spark, df: DataFrame, filters: list[Any]) -> DataFrame:
     """``df`` keeping the rows whose foreign key is in each row filter's key set: a left semi
-    join with the keys, broadcast (one Arrow batch from the driver; a literal IN list of 100,000
-    keys took 4 s to parse and slowed TPC-H Q9 down, the broadcast join sped it up)."""
+    join with the keys, broadcast (integer keys as a local relation built in the JVM, others as
+    one Arrow batch from the driver; a literal IN list of 100,000 keys took 4 s to parse and
+    slowed TPC-H Q9 down, the broadcast join sped it up)."""
     from pyspark.sql import functions as F
 
     from ..expr.keys import keys_array
@@ -379,7 +380,9 @@ def semi_joined(spark, df: DataFrame, filters: list[Any]) -> DataFrame:
             continue
         if values.dtype == np.uint64:  # BitMap64: Spark has no unsigned type; keys come from signed columns
             values = values.astype(np.int64)
-        keys = spark.createDataFrame(pa.table({name: values}).to_pandas())  # Arrow-enabled session: one batch
+        keys = jv.long_column(spark, values, name) if values.dtype.kind == "i" else None
+        if keys is None:  # other key types (or no compiled helper): one Arrow batch from the driver
+            keys = spark.createDataFrame(pa.table({name: values}).to_pandas())
         df = df.join(F.broadcast(keys), df[f.join.column] == keys[name], "left_semi")
     return df
 

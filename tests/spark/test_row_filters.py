@@ -166,3 +166,24 @@ def test_an_empty_key_set_keeps_no_row(spark, catalog, star):
         assert len(keys_array(f.keys)) == 0
         rows = df.collect()
     assert rows[0]["n"] == 0 and [tuple(r) for r in rows] == [tuple(r) for r in spark.sql(sql).collect()]
+
+
+def test_integer_keys_are_a_local_relation_built_in_the_jvm(spark):
+    """``iceberg_jvm.long_column``: every int64 (the extremes included) comes back exactly, the
+    column is a non-null bigint, and the semi-join with it broadcasts a LocalTableScan."""
+    from pyspark.sql import functions as F
+
+    from pando_iceberg.spark import iceberg_jvm as jv
+
+    values = np.array([5, -(2**63), 2**63 - 1, 0, 5], dtype=np.int64)
+    keys = jv.long_column(spark, values, "k")
+    assert keys is not None, "the Janino helper did not compile"
+    assert [(f.name, f.dataType.simpleString(), f.nullable) for f in keys.schema.fields] == [("k", "bigint", False)]
+    assert [r.k for r in keys.collect()] == values.tolist()
+    facts = spark.range(0, 10_000).withColumnRenamed("id", "fk")
+    step = np.arange(0, 10_000, 7, dtype=np.int64)
+    keys = jv.long_column(spark, step, "k")
+    kept = facts.join(F.broadcast(keys), facts.fk == keys.k, "left_semi")
+    assert sorted(r.fk for r in kept.collect()) == step.tolist()
+    assert "LocalTableScan" in executed(kept) and "LeftSemi" in executed(kept)
+    assert jv.long_column(spark, np.array([], dtype=np.int64), "k").count() == 0

@@ -569,8 +569,14 @@ def non_unique_literal_joins(table, layout, memo: dict | None = None,
 # none be dropped. It pays where Spark would otherwise carry the whole table through a shuffle:
 # TPC-H Q17's correlated AVG per part key, Q7's sort-merge join with orders.
 ROW_FILTER_MAX_KEYS = _int_from_env("PANDO_ROW_FILTER_MAX_KEYS", 1_000_000,
-                                          "the most keys a join's key set may have to filter the "
-                                          "table's rows (0: no row filters)")
+                                    "the most keys a join's key set may have to filter the table's rows "
+                                    "(0: no row filters)")
+# Only a table of at least this many rows is filtered: Spark joins a smaller one about as fast as it
+# semi-joins it, and the keys' broadcast and views cost planning time (TPC-H SF 1: customer and
+# supplier filtered by a nation's keys, partsupp by a nation's suppliers, 20-50 ms per query for no
+# gain in the run). $PANDO_ROW_FILTER_MIN_ROWS.
+ROW_FILTER_MIN_ROWS = _int_from_env("PANDO_ROW_FILTER_MIN_ROWS", 1_000_000,
+                                    "the fewest rows a table must have for row filters")
 # A key set is read for a row filter alone only when every table of the join's chain has at most
 # this share of the filtered table's rows: reading it then costs at most about that share of
 # the scan it may save (TPC-H: part and customer qualify for lineitem, orders does not).
@@ -608,14 +614,19 @@ def row_filters(catalog, tf, table_rows: int, *, max_keys: int | None = None,
     """The join filters of ``tf`` to apply to the table's rows, with their key sets, and notes
     for those left out. A join that filters nothing is left out. A key set may have at most
     ``max_keys`` (default :data:`ROW_FILTER_MAX_KEYS`) keys and :data:`ROW_FILTER_KEY_SHARE` of
-    its dimension's rows. One already on the filter is used; otherwise one is read (cached,
-    :func:`dimension_keys`; above :data:`MAX_DIMENSION_ROWS` rows by ``reader(limit)``, which
+    its dimension's rows; a table under :data:`ROW_FILTER_MIN_ROWS` rows gets none. One already
+    on the filter is used; otherwise one is read (cached, :func:`dimension_keys`; above :data:`MAX_DIMENSION_ROWS` rows by ``reader(limit)``, which
     raises past ``limit`` keys) when every table of the chain has at most
     :data:`ROW_FILTER_DIMENSION_SHARE` of ``table_rows``."""
     max_keys = ROW_FILTER_MAX_KEYS if max_keys is None else max_keys
     out: list[RowFilter] = []
     notes: list[str] = []
     if max_keys <= 0 or catalog is None:
+        return out, notes
+    if table_rows < ROW_FILTER_MIN_ROWS:
+        if any(constrains(j) for j in tf.joins):
+            notes.append(f"no row filters: {table_rows:,} rows (fewer than {ROW_FILTER_MIN_ROWS:,}: "
+                         "Spark's own join is as fast)")
         return out, notes
     for j in tf.joins:
         if not constrains(j):
@@ -663,6 +674,7 @@ __all__ = [
     "ROW_FILTER_DIMENSION_SHARE",
     "ROW_FILTER_KEY_SHARE",
     "ROW_FILTER_MAX_KEYS",
+    "ROW_FILTER_MIN_ROWS",
     "TOO_MANY_KEYS",
     "UNIQUENESS",
     "BoundedCache",

@@ -335,25 +335,30 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
     stack = contextlib.ExitStack()
     try:
         tag = uuid.uuid4().hex[:12]
-        views: dict[str, str] = {}
+        sources: dict[str, exp.Expression] = {}  # table → what the query reads instead: a view or a subquery
         with contextlib.ExitStack() as view_stack:  # the views live only while Spark analyses the query
+            def view(df: DataFrame, name: str) -> str:
+                df.createOrReplaceTempView(name)
+                view_stack.callback(spark.catalog.dropTempView, name)
+                return name
+
             t1 = time.perf_counter()
             for i, (name, plan) in enumerate(sorted(qp.plans.items())):
                 filters = qp.row_filters.get(name, [])
-                if stage == "auto" and not prunes_beyond_iceberg(plan):
-                    if not filters:
-                        continue  # Spark's own Iceberg scan reads the same files without staging them
-                    df = spark.table(name)  # Spark's own scan, its rows filtered below
-                else:
+                source = name  # Spark's own Iceberg scan: it plans the same files without staging them
+                if stage == "always" or prunes_beyond_iceberg(plan):
                     table = qp.tables.get(name) or catalog.load_table(name)
-                    df = stack.enter_context(staged_plan(spark, table, name, plan))
-                df = semi_joined(spark, df, filters)
-                views[name] = f"__pando_scan_{tag}_{i}"
-                df.createOrReplaceTempView(views[name])
-                view_stack.callback(spark.catalog.dropTempView, views[name])
+                    source = view(stack.enter_context(staged_plan(spark, table, name, plan)), f"__pando_scan_{tag}_{i}")
+                if filters:
+                    keys = [key_frame(spark, f.keys) for f in filters]
+                    sources[name] = semi_join_sql(source, [
+                        (f.join.column, None if k is None else view(k, f"__pando_keys_{tag}_{i}_{j}"))
+                        for j, (f, k) in enumerate(zip(filters, keys))])
+                elif source != name:
+                    sources[name] = exp.to_table(source)
             t2 = time.perf_counter()
-            # nothing staged: Spark reads the query as written (its own scans plan the same files)
-            result = spark.sql(_replace_tables(qp.tree, views).sql(dialect="spark") if views else sql)
+            # nothing replaced: Spark reads the query as written (its own scans plan the same files)
+            result = spark.sql(_replace_tables(qp.tree, sources).sql(dialect="spark") if sources else sql)
             timings.update(stage=t2 - t1, analyse=time.perf_counter() - t2)
     except BaseException:
         stack.close()
@@ -363,28 +368,43 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
     return out
 
 
-def semi_joined(spark, df: DataFrame, filters: list[Any]) -> DataFrame:
-    """``df`` keeping the rows whose foreign key is in each row filter's key set: a left semi
-    join with the keys, broadcast (integer keys as a local relation built in the JVM, others as
-    one Arrow batch from the driver; a literal IN list of 100,000 keys took 4 s to parse and
-    slowed TPC-H Q9 down, the broadcast join sped it up)."""
-    from pyspark.sql import functions as F
+KEY_COLUMN = "__pando_key"
 
+
+def key_frame(spark, keys: Any) -> DataFrame | None:
+    """A row filter's key set as a one-column DataFrame (:data:`KEY_COLUMN`), None when empty:
+    integer keys as a local relation built in the JVM, others as one Arrow batch from the driver.
+    (A literal IN list of 100,000 keys took 4 s to parse and slowed TPC-H Q9 down; the broadcast
+    semi-join sped it up.)"""
     from ..expr.keys import keys_array
 
-    for i, f in enumerate(filters):
-        name = f"__pando_key_{i}"
-        values = keys_array(f.keys)
-        if len(values) == 0:  # no dimension row qualifies: the inner join keeps no row
-            df = df.where(F.lit(False))
-            continue
-        if values.dtype == np.uint64:  # BitMap64: Spark has no unsigned type; keys come from signed columns
-            values = values.astype(np.int64)
-        keys = jv.long_column(spark, values, name) if values.dtype.kind == "i" else None
-        if keys is None:  # other key types (or no compiled helper): one Arrow batch from the driver
-            keys = spark.createDataFrame(pa.table({name: values}).to_pandas())
-        df = df.join(F.broadcast(keys), df[f.join.column] == keys[name], "left_semi")
-    return df
+    values = keys_array(keys)
+    if len(values) == 0:
+        return None
+    if values.dtype == np.uint64:  # BitMap64: Spark has no unsigned type; keys come from signed columns
+        values = values.astype(np.int64)
+    frame = jv.long_column(spark, values, KEY_COLUMN) if values.dtype.kind == "i" else None
+    if frame is None:  # other key types (or no compiled helper)
+        frame = spark.createDataFrame(pa.table({KEY_COLUMN: values}).to_pandas())
+    return frame
+
+
+def semi_join_sql(source: str, filters: list[tuple[str, str | None]]) -> exp.Expression:
+    """``SELECT t.* FROM source t`` keeping the rows whose column is among each key view's keys (a
+    broadcast left semi-join per ``(column, key view)``); a view of None is an empty key set,
+    which keeps no row (the inner join keeps none)."""
+    views = [v for _, v in filters if v is not None]
+    hint = f"/*+ BROADCAST({', '.join(views)}) */ " if views else ""
+    sql = f"SELECT {hint}__pando_t.* FROM {exp.to_table(source).sql(dialect='spark')} AS __pando_t"
+    for column, v in filters:
+        if v is not None:
+            sql += (f" LEFT SEMI JOIN {v} ON __pando_t.{exp.to_identifier(column).sql(dialect='spark')}"
+                    f" = {v}.{KEY_COLUMN}")
+    if len(views) < len(filters):
+        sql += " WHERE false"
+    select = parse_one(sql, read="spark")
+    assert isinstance(select, exp.Select)
+    return select.subquery()
 
 
 def run_sql(spark, catalog, sql: str, *, use_layout: bool = True, limit: int | None = None) -> PrunedQuery:
@@ -406,13 +426,15 @@ def _qualified(t: exp.Table) -> str:
     return ".".join(parts[-2:]) if len(parts) >= 2 else parts[-1]
 
 
-def _replace_tables(tree: exp.Expression, views: dict[str, str]) -> exp.Expression:
+def _replace_tables(tree: exp.Expression, sources: dict[str, exp.Expression]) -> exp.Expression:
+    """``tree`` with each reference to a table of ``sources`` replaced by what it reads instead (a
+    view or a subquery), under the reference's alias (or the table's name)."""
     tree = tree.copy()
     by_tail: dict[str, list[str]] = {}
-    for name in views:
+    for name in sources:
         by_tail.setdefault(name.split(".")[-1], []).append(name)
     def resolve(q: str) -> str | None:
-        if q in views:
+        if q in sources:
             return q
         hits = by_tail.get(q.split(".")[-1], [])
         return hits[0] if len(hits) == 1 else None
@@ -422,11 +444,14 @@ def _replace_tables(tree: exp.Expression, views: dict[str, str]) -> exp.Expressi
         if found is None:
             continue
         alias = t.args.get("alias") or exp.TableAlias(this=exp.to_identifier(t.name))
-        t.replace(exp.Table(this=exp.to_identifier(views[found]), alias=alias))
+        new = sources[found].copy()
+        new.set("alias", alias)
+        t.replace(new)
     return tree
 
 
 __all__ = [
+    "KEY_COLUMN",
     "SPARK_SCHEMAS",
     "PlanCatalog",
     "PrunedDataFrame",
@@ -434,12 +459,13 @@ __all__ = [
     "PrunedScans",
     "QueryPlan",
     "collect_arrow",
+    "key_frame",
     "plan_query",
     "pruned_sql",
     "pruned_table",
     "prunes_beyond_iceberg",
     "run_sql",
-    "semi_joined",
+    "semi_join_sql",
     "spark_schema",
     "staged_plan",
     "with_join_keys",

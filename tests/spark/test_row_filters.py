@@ -1,4 +1,4 @@
-"""Row filters (``planner.joins.row_filters``, ``spark.pruned.semi_joined``): a join filter's key
+"""Row filters (``planner.joins.row_filters``, ``spark.pruned.semi_join_sql``): a join filter's key
 set drops the fact's rows whose foreign key is not in it before Spark's joins and aggregates.
 
 Differential: every result equals the unpruned one (``use_layout=False`` applies no row filter),
@@ -67,7 +67,7 @@ def test_row_filter_semi_joins_the_fact_and_stays_exact(spark, catalog, star, co
     assert [f.join.column for f in filters] == ["product_key"]
     assert sorted(keys_array(filters[0].keys).tolist()) == sorted(r[0] for r in products)
     assert any(f"product_key semi-joined with {len(products):,} keys of {star}.products" in n for n in notes), notes
-    assert "LeftSemi" in plan, plan
+    assert "LeftSemi" in plan and "BroadcastHashJoin" in plan, plan
     full = run_sql(spark, catalog, sql, use_layout=False)
     assert full.rows[0]["n"] > 0
     assert_same(rows, full.rows)
@@ -104,6 +104,16 @@ def test_too_many_keys_or_too_large_a_dimension_leave_the_rows_alone(spark, cata
         assert f"{star}.sales" not in df.pando.plan.row_filters
         assert any("above 1% of this table's rows" in x for x in df.pando.notes()), df.pando.notes()
         assert_same(df.collect(), full)
+
+    monkeypatch.setattr(joins, "ROW_FILTER_DIMENSION_SHARE", 0.1)
+    monkeypatch.setattr(joins, "ROW_FILTER_MIN_ROWS", 30_001)  # the default is 1,000,000 (conftest: 0)
+    with pruned_sql(spark, catalog, sql) as df:
+        assert f"{star}.sales" not in df.pando.plan.row_filters
+        assert any("no row filters: 30,000 rows (fewer than 30,001" in x for x in df.pando.notes()), df.pando.notes()
+        assert_same(df.collect(), full)
+    monkeypatch.setattr(joins, "ROW_FILTER_MIN_ROWS", 30_000)
+    with pruned_sql(spark, catalog, sql) as df:
+        assert [f.join.column for f in df.pando.plan.row_filters[f"{star}.sales"]] == ["product_key"]
 
     monkeypatch.setattr(joins, "ROW_FILTER_MAX_KEYS", 0)  # off
     with pruned_sql(spark, catalog, sql) as df:

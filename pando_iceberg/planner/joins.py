@@ -615,9 +615,9 @@ def row_filters(catalog, tf, table_rows: int, *, max_keys: int | None = None,
     for those left out. A join that filters nothing is left out. A key set may have at most
     ``max_keys`` (default :data:`ROW_FILTER_MAX_KEYS`) keys and :data:`ROW_FILTER_KEY_SHARE` of
     its dimension's rows; a table under :data:`ROW_FILTER_MIN_ROWS` rows gets none. One already
-    on the filter is used; otherwise one is read (cached, :func:`dimension_keys`; above :data:`MAX_DIMENSION_ROWS` rows by ``reader(limit)``, which
-    raises past ``limit`` keys) when every table of the chain has at most
-    :data:`ROW_FILTER_DIMENSION_SHARE` of ``table_rows``."""
+    on the filter is used; otherwise one is read (cached, :func:`dimension_keys`; above
+    :data:`MAX_DIMENSION_ROWS` rows by ``reader(limit)``, which raises past ``limit`` keys) when
+    every table of the chain has at most :data:`ROW_FILTER_DIMENSION_SHARE` of ``table_rows``."""
     max_keys = ROW_FILTER_MAX_KEYS if max_keys is None else max_keys
     out: list[RowFilter] = []
     notes: list[str] = []

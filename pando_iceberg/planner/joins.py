@@ -40,8 +40,8 @@ from ..expr import keys as keyset
 from ..expr import same_table
 
 
-def _int_from_env(name: str = "PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", default: int = 1_000_000,
-                  meaning: str = "the largest dimension, in rows, whose key sets are read through pyiceberg") -> int:
+def _int_from_env(name: str, default: int, meaning: str) -> int:
+    """A non-negative integer setting from the environment (``meaning`` names it in errors)."""
     raw = os.environ.get(name, str(default))
     try:
         value = int(raw)
@@ -52,13 +52,14 @@ def _int_from_env(name: str = "PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", default: int
     return value
 
 
-MAX_DIMENSION_ROWS = _int_from_env()
+MAX_DIMENSION_ROWS = _int_from_env("PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", 1_000_000,
+                                   "the largest dimension, in rows, whose key sets are read through pyiceberg")
 # Join pruning alone (no literal cut needs the keys) reads a key set only when every table of
 # the join's chain has at most this many rows: a key set costs a read of the dimension, and
 # pays only where the fact's files are narrow in the foreign key (issue 16: no Spark job per
 # query for join pruning). $PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS.
 JOIN_PRUNING_MAX_ROWS = _int_from_env("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", 100_000,
-                                            "the largest dimension, in rows, read for join pruning alone")
+                                      "the largest dimension, in rows, read for join pruning alone")
 
 
 class BoundedCache:

@@ -398,8 +398,8 @@ def semi_join_sql(source: str, filters: list[tuple[str, str | None]]) -> exp.Exp
     sql = f"SELECT {hint}__pando_t.* FROM {exp.to_table(source).sql(dialect='spark')} AS __pando_t"
     for column, v in filters:
         if v is not None:
-            sql += (f" LEFT SEMI JOIN {v} ON __pando_t.{exp.to_identifier(column).sql(dialect='spark')}"
-                    f" = {v}.{KEY_COLUMN}")
+            col = exp.to_identifier(column, quoted=True).sql(dialect="spark")
+            sql += f" LEFT SEMI JOIN {v} ON __pando_t.{col} = {v}.{KEY_COLUMN}"
     if len(views) < len(filters):
         sql += " WHERE false"
     select = parse_one(sql, read="spark")

@@ -197,3 +197,21 @@ def test_integer_keys_are_a_local_relation_built_in_the_jvm(spark):
     assert sorted(r.fk for r in kept.collect()) == step.tolist()
     assert "LocalTableScan" in executed(kept) and "LeftSemi" in executed(kept)
     assert jv.long_column(spark, np.array([], dtype=np.int64), "k").count() == 0
+
+
+def test_semi_join_sql_quotes_the_column_and_an_empty_set_keeps_no_row(spark):
+    """The subquery a row-filtered table becomes: a column named like a keyword works, every key
+    view is broadcast, and an empty key set (no view) keeps no row."""
+    from pando_iceberg.spark import iceberg_jvm as jv
+    from pando_iceberg.spark.pruned import KEY_COLUMN, semi_join_sql
+
+    spark.range(0, 100).selectExpr("id AS `order`", "id % 7 AS b").createOrReplaceTempView("rf_t")
+    jv.long_column(spark, np.array([3, 5, 99, 1000], dtype=np.int64), KEY_COLUMN).createOrReplaceTempView("rf_k1")
+    jv.long_column(spark, np.array([5, 99], dtype=np.int64), KEY_COLUMN).createOrReplaceTempView("rf_k2")
+    sub = semi_join_sql("rf_t", [("order", "rf_k1"), ("order", "rf_k2")]).sql(dialect="spark")
+    assert "BROADCAST(rf_k1, rf_k2)" in sub and "`order`" in sub
+    df = spark.sql(f"SELECT * FROM {sub} AS x")
+    assert sorted(r["order"] for r in df.collect()) == [5, 99]
+    assert executed(df).count("BroadcastHashJoin") == 2
+    empty = semi_join_sql("rf_t", [("order", "rf_k1"), ("b", None)]).sql(dialect="spark")
+    assert spark.sql(f"SELECT count(*) FROM {empty} AS x").first()[0] == 0

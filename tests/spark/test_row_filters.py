@@ -212,6 +212,6 @@ def test_semi_join_sql_quotes_the_column_and_an_empty_set_keeps_no_row(spark):
     assert "BROADCAST(rf_k1, rf_k2)" in sub and "`order`" in sub
     df = spark.sql(f"SELECT * FROM {sub} AS x")
     assert sorted(r["order"] for r in df.collect()) == [5, 99]
-    assert executed(df).count("BroadcastHashJoin") == 2
+    assert "BroadcastHashJoin" in executed(df) and "SortMergeJoin" not in executed(df)
     empty = semi_join_sql("rf_t", [("order", "rf_k1"), ("b", None)]).sql(dialect="spark")
     assert spark.sql(f"SELECT count(*) FROM {empty} AS x").first()[0] == 0

@@ -63,6 +63,9 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
         self.table = table
         self.by_lower = {name.lower(): name for name in schema.names}
         self.empty = Context(schema.empty_table())
+        # kinds of the nodes this binder built, by id (the node is kept, so its id is not reused):
+        # an AND/OR nest is type-checked once per node, not once per level
+        self._kinds: dict[int, tuple[exp.Expression, str]] = {}
 
     def where(self) -> str:
         return f"table {self.table!r}: " if self.table else ""
@@ -71,11 +74,31 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
         return PandoExprError(self.where() + msg)
 
     def kind_of(self, node: exp.Expression) -> str:
+        hit = self._kinds.get(id(node))
+        if hit is not None:
+            return hit[1]
         try:
-            return eval_node(node, self.empty).kind
+            kind = eval_node(node, self.empty).kind
         except PandoExprError as e:
             msg, text = str(e), node.sql(DIALECT)
             raise self.fail(msg if text in msg else f"{msg} in {text}") from None
+        self._kinds[id(node)] = (node, kind)
+        return kind
+
+    def connective_kind(self, node: exp.Expression) -> str:
+        """The kind of an AND, OR or parenthesis over bound operands, from the operands' kinds
+        (the evaluator's rules: AND/OR operands are booleans or NULL)."""
+        if isinstance(node, exp.Paren):
+            kind = self.kind_of(node.this)
+        else:
+            word = "AND" if isinstance(node, exp.And) else "OR"
+            for operand in (node.this, node.expression):
+                k = self.kind_of(operand)
+                if k not in ("bool", "null"):
+                    raise self.fail(f"{word} operand must be a boolean, got a {k} value in {node.sql(DIALECT)}")
+            kind = "bool"
+        self._kinds[id(node)] = (node, kind)
+        return kind
 
     # -------------------------------------------------------------- the walk
 
@@ -170,14 +193,30 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
             if const.kind == "interval":
                 return node
             return render(const)
-        out = node.copy()
-        for key, value in list(out.args.items()):
+        # A new node over bound children: copying the node first would copy its whole subtree at
+        # every level of an AND/OR nest, only for the children to be replaced.
+        args: dict[str, Any] = {}
+        for key, value in node.args.items():
             if isinstance(value, exp.Expression) and not isinstance(value, (exp.DataType, exp.Var, exp.Identifier)):
-                out.set(key, self.bind(value))
+                args[key] = self._fresh(self.bind(value), value)
+            elif isinstance(value, exp.Expression):
+                args[key] = value.copy()
             elif isinstance(value, list):
-                out.set(key, [self.bind(v) if isinstance(v, exp.Expression) else v for v in value])
-        self.kind_of(out)
+                args[key] = [self._fresh(self.bind(v), v) if isinstance(v, exp.Expression) else v for v in value]
+            else:
+                args[key] = value
+        out = type(node)(**args)
+        if isinstance(out, (exp.And, exp.Or, exp.Paren)):
+            self.connective_kind(out)
+        else:
+            self.kind_of(out)
         return out
+
+    @staticmethod
+    def _fresh(bound: exp.Expression, original: exp.Expression) -> exp.Expression:
+        """``bound``, or a copy when it is a node of the input tree (the child itself or one
+        below it, which has a parent there): the new node must not take it from that tree."""
+        return bound.copy() if bound is original or bound.parent is not None else bound
 
     def check_typed_literals(self, node: exp.Expression) -> None:
         """`DATE 'x'` / `TIMESTAMP 'x'` (sqlglot: Cast; an explicit Spark CAST is TryCast)

@@ -198,11 +198,11 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
         args: dict[str, Any] = {}
         for key, value in node.args.items():
             if isinstance(value, exp.Expression) and not isinstance(value, (exp.DataType, exp.Var, exp.Identifier)):
-                args[key] = self._fresh(self.bind(value), value)
+                args[key] = self._fresh(self.bind(value))
             elif isinstance(value, exp.Expression):
                 args[key] = value.copy()
             elif isinstance(value, list):
-                args[key] = [self._fresh(self.bind(v), v) if isinstance(v, exp.Expression) else v for v in value]
+                args[key] = [self._fresh(self.bind(v)) if isinstance(v, exp.Expression) else v for v in value]
             else:
                 args[key] = value
         out = type(node)(**args)
@@ -213,10 +213,10 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
         return out
 
     @staticmethod
-    def _fresh(bound: exp.Expression, original: exp.Expression) -> exp.Expression:
-        """``bound``, or a copy when it is a node of the input tree (the child itself or one
-        below it, which has a parent there): the new node must not take it from that tree."""
-        return bound.copy() if bound is original or bound.parent is not None else bound
+    def _fresh(bound: exp.Expression) -> exp.Expression:
+        """``bound``, or a copy when it is a node of the input tree (it has a parent there: the
+        child itself or one below it): the new node must not take it from that tree."""
+        return bound.copy() if bound.parent is not None else bound
 
     def check_typed_literals(self, node: exp.Expression) -> None:
         """`DATE 'x'` / `TIMESTAMP 'x'` (sqlglot: Cast; an explicit Spark CAST is TryCast)

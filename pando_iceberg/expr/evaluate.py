@@ -409,16 +409,16 @@ def _case(branches: list[tuple[Vec, Vec]], default: Vec) -> Vec:
 def _in_list(term: Vec, values: list[TypedValue]) -> Vec:
     n = len(term.valid)
     has_null = any(v.kind == "null" for v in values)
-    hit = np.zeros(n, dtype=bool)
     if term.kind == "string" and all(v.kind in ("string", "null") for v in values):
         # one hash lookup per row (``=`` per value built an n-row array of each literal)
         value_set = pa.array([v.value for v in values if v.kind == "string"], pa.large_string())
         hit = pc.is_in(term.data, value_set=value_set).fill_null(False).to_numpy(zero_copy_only=False) & term.valid
-        values = []
-    for v in values:  # a loop over the IN list, not over rows
-        if v.kind != "null":
-            eq = compare("=", term, literal_vec(v, n))
-            hit |= eq.data & eq.valid
+    else:
+        hit = np.zeros(n, dtype=bool)
+        for v in values:  # a loop over the IN list, not over rows
+            if v.kind != "null":
+                eq = compare("=", term, literal_vec(v, n))
+                hit |= eq.data & eq.valid
     valid = term.valid & (hit | (not has_null))
     return Vec("bool", hit, valid)
 

@@ -178,7 +178,8 @@ def stats_refute_uniqueness(table, column: str) -> bool:
 def is_unique(table, column: str, reader: Callable[[], bool] | None = None) -> bool:
     """``column`` holds no NULL and no value twice in the table's current snapshot: refuted from
     manifest statistics when they suffice, else checked by ``reader`` (e.g. Spark) or by reading
-    that one column through pyiceberg; cached per (table uuid, snapshot id, column)."""
+    that one column through pyiceberg (:func:`dimension_columns`, which key sets of the same
+    snapshot then reuse); cached per (table uuid, snapshot id, column)."""
     key = (str(table.metadata.table_uuid), _snapshot_id(table), column.lower())
     hit = UNIQUENESS.get(key)
     if hit is None:
@@ -188,7 +189,7 @@ def is_unique(table, column: str, reader: Callable[[], bool] | None = None) -> b
             hit = bool(reader())
         else:
             name = table.schema().find_field(column, case_sensitive=False).name
-            col = table.scan(selected_fields=(name,)).to_arrow().column(0)
+            col = dimension_columns(table, [name]).column(name)
             hit = col.null_count == 0 and pc.count_distinct(col).as_py() == len(col)
         UNIQUENESS.put(key, hit)
     return hit

@@ -216,8 +216,9 @@ _COMPILED: dict[tuple[int, str], tuple[object, object]] = {}  # (id(gateway), na
 
 
 def _compiled(gateway, name: str, source: str, arg_types: tuple[str, ...]):
-    """The static method ``name`` of ``source``, compiled once per JVM with Janino (None when it
-    cannot be: callers then take a slower path through py4j)."""
+    """The static method ``name`` of ``source`` (its argument classes by JVM name, ``[B`` for
+    ``byte[]``), compiled once per JVM with Janino (None when it cannot be: callers then take a
+    slower path through py4j)."""
     hit = _COMPILED.get((id(gateway), name))
     if hit is not None and hit[0] is gateway:
         return hit[1]
@@ -229,7 +230,7 @@ def _compiled(gateway, name: str, source: str, arg_types: tuple[str, ...]):
         evaluator.cook(source)
         types = gateway.new_array(jvm.java.lang.Class, len(arg_types))
         for i, t in enumerate(arg_types):
-            types[i] = jvm.java.lang.Class.forName(t) if t != "byte[]" else jvm.java.lang.Class.forName("[B")
+            types[i] = jvm.java.lang.Class.forName(t)
         method = evaluator.getClazz().getMethod(name, types)
     except Exception as e:  # no Janino on this JVM's classpath, or it refused the source
         log.info("pando: %s is not compiled in the JVM (%s: %s)", name, type(e).__name__, e)
@@ -251,7 +252,7 @@ def long_column(spark, values, name: str):
 
     gateway = SparkContext._gateway
     method = _compiled(gateway, "longs", _LONGS_SOURCE,
-                       ("org.apache.spark.sql.SparkSession", "byte[]", "java.lang.String")) if gateway else None
+                       ("org.apache.spark.sql.SparkSession", "[B", "java.lang.String")) if gateway else None
     if method is None:
         return None
     from pyspark.sql import DataFrame

@@ -63,6 +63,10 @@ def test_dimension_columns_read_once_per_snapshot_and_new_literals_filter_them(c
     reads = []
     real_scan = type(t).scan
     monkeypatch.setattr(type(t), "scan", lambda self, *a, **kw: reads.append(kw) or real_scan(self, *a, **kw))
+    joins.UNIQUENESS.clear()
+    assert joins.is_unique(catalog.load_table("d.small"), "k")  # reads k (and plans its stats), kept for key sets
+    assert all(r["selected_fields"] == ("k",) for r in reads) and len(joins.DIMENSION_COLUMNS) == 1
+    reads.clear()
     assert keys("a = 'v0'") == [0, 3, 6, 9]
     assert keys("a = 'v1'") == [1, 4, 7]
     assert len(reads) == 1 and len(joins.DIMENSION_COLUMNS) == 1  # one read, two literals

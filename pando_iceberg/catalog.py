@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from .config import PandoConfig, prepare_embedded_catalog
+from .planner.joins import BoundedCache
 
 
 def load_catalog(cfg: PandoConfig):
@@ -16,3 +17,37 @@ def load_catalog(cfg: PandoConfig):
     # Java's JdbcCatalog writes the V0 iceberg_tables schema; pyiceberg notes it in a log line and works.
     logging.getLogger("pyiceberg.catalog.sql").setLevel(logging.ERROR)
     return _load(cfg.catalog.name, **cfg.pyiceberg_properties())
+
+
+# Parsed table metadata by metadata file location: a metadata file never changes once written,
+# so a table whose catalog still points at it needs no new read and parse (issue 16: ~1–2.5 ms
+# per table per query, four tables per TPC-H join query).
+TABLE_METADATA = BoundedCache(256)
+
+
+def load_table(catalog, identifier):
+    """``catalog.load_table(identifier)``, the current table, reusing the parsed metadata of a
+    metadata file read before. For a SQL catalog (the embedded default, JDBC) the current
+    metadata location is one indexed SELECT (0.03 ms); other catalogs load as they do."""
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+    from pyiceberg.io import load_file_io
+    from pyiceberg.table import Table
+    from sqlalchemy import select
+
+    if isinstance(catalog, SqlCatalog):
+        namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
+        name = Catalog.table_name_from(identifier)
+        query = select(IcebergTables.metadata_location).where(
+            IcebergTables.catalog_name == catalog.name, IcebergTables.table_namespace == namespace,
+            IcebergTables.table_name == name)
+        with catalog.engine.connect() as connection:
+            location = connection.execute(query).scalar()
+        metadata = TABLE_METADATA.get(location) if location else None
+        if metadata is not None:
+            return Table(identifier=Catalog.identifier_to_tuple(namespace) + (name,), metadata=metadata,
+                         metadata_location=location, io=load_file_io({**catalog.properties, **metadata.properties},
+                                                                      location), catalog=catalog)
+    table = catalog.load_table(identifier)
+    TABLE_METADATA.put(table.metadata_location, table.metadata)
+    return table

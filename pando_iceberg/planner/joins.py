@@ -24,7 +24,6 @@ the same way, cached per (table uuid, snapshot id, column).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -36,29 +35,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..config import int_from_env
 from ..expr import keys as keyset
 from ..expr import same_table
 
-
-def _int_from_env(name: str, default: int, meaning: str) -> int:
-    """A non-negative integer setting from the environment (``meaning`` names it in errors)."""
-    raw = os.environ.get(name, str(default))
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not an integer ({meaning})") from None
-    if value < 0:
-        raise ValueError(f"{name}={raw!r} must be >= 0")
-    return value
-
-
-MAX_DIMENSION_ROWS = _int_from_env("PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", 1_000_000,
+MAX_DIMENSION_ROWS = int_from_env("PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", 1_000_000,
                                    "the largest dimension, in rows, whose key sets are read through pyiceberg")
 # Join pruning alone (no literal cut needs the keys) reads a key set only when every table of
 # the join's chain has at most this many rows: a key set costs a read of the dimension, and
 # pays only where the fact's files are narrow in the foreign key (issue 16: no Spark job per
 # query for join pruning). $PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS.
-JOIN_PRUNING_MAX_ROWS = _int_from_env("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", 100_000,
+JOIN_PRUNING_MAX_ROWS = int_from_env("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", 100_000,
                                       "the largest dimension, in rows, read for join pruning alone")
 
 
@@ -112,7 +99,7 @@ KEY_SETS = BoundedCache(256)  # (uuid, snapshot, pk, filter SQL, sub-dimension s
 # The columns of dimensions that key sets were read from, per (uuid, snapshot), in Arrow: a
 # held-out query's new literals then cost one vectorized filter, not a read (issue 16). Bounded
 # in bytes: $PANDO_DIMENSION_CACHE_BYTES (default 256 MiB; 0 keeps none).
-DIMENSION_COLUMNS = BoundedCache(64, max_bytes=_int_from_env(
+DIMENSION_COLUMNS = BoundedCache(64, max_bytes=int_from_env(
     "PANDO_DIMENSION_CACHE_BYTES", 256 * 1024 * 1024, "the bytes of dimension columns kept for key sets"),
     size=lambda t: t.nbytes)
 UNIQUENESS = BoundedCache(1024)  # (uuid, snapshot, column) → bool
@@ -570,14 +557,14 @@ def non_unique_literal_joins(table, layout, memo: dict | None = None,
 # the same reasoning that lets a file holding none of the keys be skipped lets each row holding
 # none be dropped. It pays where Spark would otherwise carry the whole table through a shuffle:
 # TPC-H Q17's correlated AVG per part key, Q7's sort-merge join with orders.
-ROW_FILTER_MAX_KEYS = _int_from_env("PANDO_ROW_FILTER_MAX_KEYS", 1_000_000,
+ROW_FILTER_MAX_KEYS = int_from_env("PANDO_ROW_FILTER_MAX_KEYS", 1_000_000,
                                     "the most keys a join's key set may have to filter the table's rows "
                                     "(0: no row filters)")
 # Only a table of at least this many rows is filtered: Spark joins a smaller one about as fast as it
 # semi-joins it, and the keys' broadcast and views cost planning time (TPC-H SF 1: customer and
 # supplier filtered by a nation's keys, partsupp by a nation's suppliers, 20-50 ms per query for no
 # gain in the run). $PANDO_ROW_FILTER_MIN_ROWS.
-ROW_FILTER_MIN_ROWS = _int_from_env("PANDO_ROW_FILTER_MIN_ROWS", 1_000_000,
+ROW_FILTER_MIN_ROWS = int_from_env("PANDO_ROW_FILTER_MIN_ROWS", 1_000_000,
                                     "the fewest rows a table must have for row filters")
 # A key set is read for a row filter alone only when every table of the join's chain has at most
 # this share of the filtered table's rows: reading it then costs at most about that share of

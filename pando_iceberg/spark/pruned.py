@@ -32,6 +32,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from sqlglot import exp, parse_one
 
+from ..catalog import load_table
 from ..planner.joins import BoundedCache
 from . import iceberg_jvm as jv
 from .rewrite import SparkKeyProvider, arrow_schema_of, collect_arrow
@@ -71,7 +72,7 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
     with staged_plan(spark, table, name, plan) as df:
         if plan.filter.joins:  # IN (SELECT ...) parts need SQL, not a DataFrame expression
             view = f"__pando_pruned_{abs(hash(name))}"
-            df.createOrReplaceTempView(view)
+            jv.temp_view(spark, df, view)
             try:
                 yield spark.sql(f"SELECT * FROM {view} WHERE {plan.filter.to_sql()}"), plan
             finally:
@@ -83,13 +84,17 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
 
 
 def staged_plan(spark, table, name: str, plan):
-    """``staged_scan`` of a ScanPlan's files (a context manager): the JVM plans with the filter
-    pyiceberg planned with (Iceberg's own pruning, once) and keeps the chosen files; a filter
-    the JVM cannot take is left out (every chosen file is still found)."""
+    """``staged_scan`` of a ScanPlan's files (a context manager): the chosen files' tasks from the
+    JVM's task cache when the snapshot fits it (``$PANDO_JVM_TASK_CACHE_FILES``), else the JVM
+    plans with the filter pyiceberg planned with (Iceberg's own pruning, once) and keeps the
+    chosen files; a filter the JVM cannot take is left out (every chosen file is still found)."""
     from ..expr.iceberg import to_pyiceberg
     from .jvm_filter import java_expression
 
     jtable = jv.load_table(spark, name)
+    if plan.snapshot_id is not None and plan.paths and plan.explain.total_files <= jv.TASK_CACHE_FILES:
+        key = f"{table.metadata.table_uuid}@{plan.snapshot_id}"  # the JVM's task cache
+        return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, cache_key=key)
     row_filter = None
     if plan.filter is not None and plan.snapshot_id is not None:
         try:
@@ -155,8 +160,8 @@ class QueryPlan:
 
 class PlanCatalog:
     """One query's view of the catalog: each table is loaded once per planning (the query, its
-    dimensions, the layouts' cut chains, the uniqueness checks all see the same metadata), the
-    rest is the catalog's. The tables it loads point back to it (``table.catalog``)."""
+    dimensions, the layouts' cut chains, the uniqueness checks all see the same metadata; parsed
+    metadata reused across queries, ``catalog.load_table``), the rest is the catalog's. The tables it loads point back to it (``table.catalog``)."""
 
     def __init__(self, catalog: Any) -> None:  # a pyiceberg Catalog
         self.catalog = catalog
@@ -165,7 +170,7 @@ class PlanCatalog:
     def load_table(self, name):
         key = ".".join(name) if isinstance(name, tuple) else str(name)
         if key not in self._tables:
-            table = self.catalog.load_table(name)
+            table = load_table(self.catalog, name)
             table.catalog = self
             self._tables[key] = table
         return self._tables[key]
@@ -338,7 +343,7 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
         sources: dict[str, exp.Expression] = {}  # table → what the query reads instead: a view or a subquery
         with contextlib.ExitStack() as view_stack:  # the views live only while Spark analyses the query
             def view(df: DataFrame, name: str) -> str:
-                df.createOrReplaceTempView(name)
+                jv.temp_view(spark, df, name)
                 view_stack.callback(spark.catalog.dropTempView, name)
                 return name
 

@@ -203,3 +203,29 @@ def test_manifest_list_read_once_per_snapshot_and_bounded(table, monkeypatch):
     table.append(pa.table({"id": [7_001], "region": ["us"], "note": ["newer"]}, schema=ARROW))
     snapshot_manifests(table.io, table.current_snapshot())
     assert list(manifests_module._MANIFEST_LISTS) == [table.current_snapshot().manifest_list]
+
+
+def test_load_table_reuses_parsed_metadata_until_the_table_changes(table):
+    """``catalog.load_table``: the current table every time; a metadata file already parsed is not
+    read again; a commit (another writer's, through the catalog) is seen at once; an unknown
+    table fails as the catalog's own load does."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from pando_iceberg.catalog import TABLE_METADATA, load_table
+
+    cat = table.catalog
+    TABLE_METADATA.clear()
+    first = load_table(cat, "db.t")
+    assert first.metadata_location == table.metadata_location
+    assert first.metadata == cat.load_table("db.t").metadata
+    again = load_table(cat, ("db", "t"))
+    assert again.metadata is first.metadata and again.name() == ("db", "t") and again is not first
+    assert again.io.properties.get("py-io-impl") == first.io.properties.get("py-io-impl")
+    assert [t.file.file_path for t in again.scan().plan_files()] == [t.file.file_path for t in first.scan().plan_files()]
+    cat.load_table("db.t").append(pa.table({"id": [9_999], "region": ["eu"], "note": ["new"]}, schema=ARROW))
+    after = load_table(cat, "db.t")
+    assert after.metadata_location != first.metadata_location
+    assert after.current_snapshot().snapshot_id != first.current_snapshot().snapshot_id
+    assert after.scan(row_filter=EqualTo("id", 9_999)).to_arrow().num_rows == 1
+    with pytest.raises(NoSuchTableError):
+        load_table(cat, "db.missing")

@@ -167,6 +167,46 @@ def test_jvm_plans_with_the_pyiceberg_filter(spark, catalog, laid_out):
     assert not filtered and {str(t.file().location()) for t in tasks} == plan.paths
 
 
+def test_jvm_task_cache_finds_the_chosen_files_and_stays_under_its_bound(spark, catalog, laid_out, monkeypatch):
+    """``iceberg_jvm.cached_tasks``: the chosen files' tasks of the snapshot, looked up in a cache
+    of the snapshot's tasks; a path the snapshot lacks gives None (the caller plans again); the
+    cache keeps at most ``TASK_CACHE_FILES`` tasks, least recently used snapshots going first,
+    and a snapshot larger than that is not kept at all."""
+    from pando_iceberg.planner import plan_scan
+
+    table = catalog.load_table(T)
+    jtable = jv.load_table(spark, T)
+    plan = plan_scan(table, "o_orderdate >= date '1994-01-01' AND o_orderdate < date '1994-04-01'")
+    n = plan.explain.total_files
+    assert 0 < len(plan.paths) < n
+    monkeypatch.setattr(jv, "TASK_CACHE_FILES", 2 * n)
+    for key in ("t@a", "t@b", "t@c"):  # three snapshots' worth under a bound of two
+        tasks = jv.cached_tasks(jtable, plan.snapshot_id, plan.paths, key)
+        assert sorted(str(t.file().location()) for t in tasks) == sorted(plan.paths)
+        snapshots, kept = jv.cached_task_counts()
+        assert kept <= 2 * n and snapshots <= 2
+    assert jv.cached_task_counts() == (2, 2 * n)
+    assert jv.cached_tasks(jtable, plan.snapshot_id, plan.paths | {"file:/not/a/data/file.parquet"}, "t@c") is None
+    monkeypatch.setattr(jv, "TASK_CACHE_FILES", n - 1)  # a snapshot over the bound: found, not kept
+    tasks = jv.cached_tasks(jtable, plan.snapshot_id, plan.paths, "t@d")
+    assert len(tasks) == len(plan.paths) and jv.cached_task_counts() == (2, 2 * n)
+    with jv.staged_scan(spark, jtable, T, plan.snapshot_id, plan.paths, cache_key="t@e") as df:
+        assert df.count() == plan.explain.pando_rows
+
+
+def test_temp_view_is_sparks_own_view_of_the_dataframe(spark, laid_out):
+    """``iceberg_jvm.temp_view`` (made in the session catalog, not by CreateViewCommand) reads what
+    the DataFrame reads, replaces a view of the same name, is temporary and is dropped like one."""
+    jv.temp_view(spark, spark.table(T).where("o_orderkey < 100"), "pando_tv")
+    got = sorted(r.o_orderkey for r in spark.sql("SELECT o_orderkey FROM pando_tv").collect())
+    assert got == sorted(r.o_orderkey for r in spark.table(T).where("o_orderkey < 100").collect()) and got
+    jv.temp_view(spark, spark.range(3).withColumnRenamed("id", "o_orderkey"), "pando_tv")
+    assert sorted(r.o_orderkey for r in spark.sql("SELECT o_orderkey FROM pando_tv").collect()) == [0, 1, 2]
+    assert spark.catalog.tableExists("pando_tv")
+    assert spark.catalog.dropTempView("pando_tv")  # True: it was a temporary view
+    assert not spark.catalog.tableExists("pando_tv")
+
+
 TYPED = "lazyq.typed"
 TYPED_FILTERS = [
     EqualTo("d", datetime.date(2020, 1, 5).isoformat()), LessThan("d", "2020-01-03"),

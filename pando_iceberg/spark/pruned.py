@@ -161,7 +161,8 @@ class QueryPlan:
 class PlanCatalog:
     """One query's view of the catalog: each table is loaded once per planning (the query, its
     dimensions, the layouts' cut chains, the uniqueness checks all see the same metadata; parsed
-    metadata reused across queries, ``catalog.load_table``), the rest is the catalog's. The tables it loads point back to it (``table.catalog``)."""
+    metadata reused across queries, ``catalog.load_table``), the rest is the catalog's. The
+    tables it loads point back to it (``table.catalog``)."""
 
     def __init__(self, catalog: Any) -> None:  # a pyiceberg Catalog
         self.catalog = catalog

@@ -89,6 +89,20 @@ def column_vec(arr: pa.Array | pa.ChunkedArray) -> Vec:
     return Vec(kind, data, valid, scale)
 
 
+def evaluation_ready(table: pa.Table) -> pa.Table:
+    """``table`` with each column as :func:`column_vec` reads it (one chunk; strings as
+    ``large_string``), for a table evaluated again and again (a cached dimension: TPC-H Q19's
+    part filter took 37 ms on pyiceberg's chunked ``string`` columns, 14 ms on these)."""
+    columns, fields = [], []
+    for field, col in zip(table.schema, table.columns):
+        arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        if arrow_kind(arr.type) == ("string", 0):
+            arr = arr.cast(pa.large_string())
+        columns.append(arr)
+        fields.append(field.with_type(arr.type))
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=table.schema.metadata))
+
+
 def _decimal_unscaled(arr: pa.Array) -> np.ndarray:
     n, off = len(arr), arr.offset
     if n == 0:

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 from ..config import int_from_env
 from ..expr import keys as keyset
 from ..expr import same_table
+from ..expr.evaluate import evaluation_ready
 
 MAX_DIMENSION_ROWS = int_from_env("PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", 1_000_000,
                                    "the largest dimension, in rows, whose key sets are read through pyiceberg")
@@ -336,7 +337,8 @@ def dimension_keys(catalog, join, *, row_limit: int | None = None, fallback: Key
 
 def dimension_columns(dim, columns: Sequence[str]) -> pa.Table:
     """The dimension's current snapshot projected on ``columns`` (and on every column read for it
-    before), through pyiceberg, kept in :data:`DIMENSION_COLUMNS` per (uuid, snapshot)."""
+    before), through pyiceberg, kept in :data:`DIMENSION_COLUMNS` per (uuid, snapshot) in the
+    form the evaluator reads (``expr.evaluate.evaluation_ready``)."""
     names = {f.name.lower(): f.name for f in dim.schema().fields}
     wanted = {names[c.lower()] for c in columns}
     key = (str(dim.metadata.table_uuid), _snapshot_id(dim))
@@ -345,7 +347,7 @@ def dimension_columns(dim, columns: Sequence[str]) -> pa.Table:
         return hit
     if hit is not None:
         wanted |= set(hit.schema.names)
-    arrow = dim.scan(selected_fields=tuple(n for n in names.values() if n in wanted)).to_arrow()
+    arrow = evaluation_ready(dim.scan(selected_fields=tuple(n for n in names.values() if n in wanted)).to_arrow())
     DIMENSION_COLUMNS.put(key, arrow)
     return arrow
 

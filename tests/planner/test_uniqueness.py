@@ -78,6 +78,9 @@ def test_dimension_columns_read_once_per_snapshot_and_new_literals_filter_them(c
                        "wide": ["y"]}))
     assert keys("a = 'v1'") == [1, 4, 7, 10]
     assert len(reads) == 3
+    kept = joins.dimension_columns(catalog.load_table("d.small"), ["a"])  # two data files, kept as one chunk
+    assert len(reads) == 3 and {c.num_chunks for c in kept.columns} == {1}
+    assert kept.schema.field("a").type == pa.large_string() and kept.num_rows == 11
     small = joins.BoundedCache(8, max_bytes=10, size=lambda a: a.nbytes)
     monkeypatch.setattr(joins, "DIMENSION_COLUMNS", small)  # columns above the bound are read, not kept
     assert keys("a = 'v2'") == [2, 5, 8] and keys("a = 'v0'") == [0, 3, 6, 9]
@@ -108,3 +111,16 @@ def test_predicates_decide_only_while_the_chain_holds_the_same_rows(catalog):
     t = catalog.load_table("d.dim2")
     assert not holds_rows_of(t, t.current_snapshot().snapshot_id)
     assert not holds_rows_of(t, 12345)  # an unknown (e.g. expired) snapshot
+
+
+def test_evaluation_ready_keeps_values_types_and_nullability():
+    from pando_iceberg.expr.evaluate import evaluation_ready
+
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("s", pa.string())], metadata={b"m": b"1"})
+    table = pa.Table.from_batches([pa.record_batch([pa.array([1, 2]), pa.array(["a", None])], schema=schema),
+                                   pa.record_batch([pa.array([3]), pa.array(["c"])], schema=schema)])
+    ready = evaluation_ready(table)
+    assert ready.to_pylist() == table.to_pylist() and ready.schema.metadata == {b"m": b"1"}
+    assert not ready.schema.field("k").nullable and ready.schema.field("s").type == pa.large_string()
+    assert [c.num_chunks for c in ready.columns] == [1, 1]
+    assert evaluation_ready(table.slice(0, 0)).num_rows == 0

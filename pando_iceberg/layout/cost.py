@@ -225,6 +225,27 @@ class Forest:
             reach[child] = reach[parent] & interleaved[side_row]
         return reach
 
+    def reached_sides(self, filter: Any, cuts: Sequence[Any]) -> SideMatrix:
+        """One filter's 1 × C side matrix (``side_matrix``), asking ``filter.sides`` only about
+        the cuts of nodes the filter reaches, level by level as ``reach`` walks: a cut met at no
+        reached node cannot change what is reached and stays undecided (both sides possible).
+        Planning one query asks a fraction of the questions for the same traversal; a filter
+        that only a cut it never meets would find unsatisfiable scans what it reaches (a
+        superset, never fewer rows)."""
+        c = len(cuts)
+        may = np.ones(2 * c, dtype=bool)  # interleaved as ``reach`` reads it: 2j TRUE, 2j + 1 NOT-TRUE
+        asked = np.zeros(c, dtype=bool)
+        reach = np.zeros(self.total_nodes, dtype=bool)
+        reach[self.offsets[:-1]] = True
+        for parent, side_row, child in self.levels:
+            live = reach[parent]
+            wanted = np.unique(side_row[live] // 2)
+            for j in wanted[~asked[wanted]].tolist():  # the cuts met, each asked once
+                t, n = filter.sides(cuts[j])
+                may[2 * j], may[2 * j + 1], asked[j] = bool(t), bool(n), True
+            reach[child] = live & may[side_row]
+        return SideMatrix(may[0::2].reshape(1, c).copy(), may[1::2].reshape(1, c).copy())
+
     def returns(self, reach: np.ndarray) -> np.ndarray:
         """(k·B) × Q bool: tree t returns block b for query q (row t·B + b): the union of the
         block sets of the leaves it reaches."""

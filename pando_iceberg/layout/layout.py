@@ -430,12 +430,12 @@ class Layout:
     def blocks_for(self, filter: Any, *, truncated: bool = True) -> tuple[np.ndarray, ScanExplanation]:
         """Block ids a filter must scan: cost.py's §5 traversal (``traverse``) for this one
         filter, explained per tree (leaves reached, blocks returned, sides skipped)."""
-        sides = side_matrix([filter], self.cuts)  # one ``filter.sides`` call per cut
+        forest = self.forest(truncated)
+        sides = forest.reached_sides(filter, self.cuts)  # ``filter.sides`` for the cuts it meets
         if sides.unsatisfiable[0]:
             first = int(np.flatnonzero(~(sides.may_true[0] | sides.may_not_true[0]))[0])
             empty = np.zeros(0, dtype=np.int32)
             return empty, ScanExplanation([], empty, self.num_blocks, unsatisfiable_by=self.cuts[first].key)
-        forest = self.forest(truncated)
         walk = traverse(forest, sides)
         scans = [
             TreeScan(t, plan.reached_leaves(walk.reach[t]), np.flatnonzero(walk.returns[t][0]).astype(np.int32),

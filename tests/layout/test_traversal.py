@@ -59,10 +59,16 @@ def test_planner_and_cost_model_share_one_traversal(seed):
         per_query = layout.cost(filters, truncated=truncated, per_query=True)
         assert np.array_equal(per_query, workload_cost(trees, lbs, layout.block_rows, side_matrix(filters, layout.cuts),
                                                        layout.cut_index, np.ones(len(filters)), per_query=True))
+        unsatisfiable = side_matrix(filters, layout.cuts).unsatisfiable
         for q, f in enumerate(filters):
             blocks, why = layout.blocks_for(f, truncated=truncated)
-            assert np.array_equal(np.flatnonzero(scanned[q]), blocks)
-            assert per_query[q] == layout.block_rows[blocks].sum()
+            if unsatisfiable[q] and why.unsatisfiable_by is None:
+                # the planner asks only the cuts it meets (Forest.reached_sides) and met none that
+                # empties f: it scans what it reaches, a superset of the cost model's nothing
+                assert per_query[q] == 0 and not scanned[q].any()
+            else:
+                assert np.array_equal(np.flatnonzero(scanned[q]), blocks)
+                assert per_query[q] == layout.block_rows[blocks].sum()
             if why.unsatisfiable_by is not None:
                 assert len(blocks) == 0 and why.trees == []
                 continue
@@ -75,6 +81,50 @@ def test_planner_and_cost_model_share_one_traversal(seed):
                 assert np.array_equal(scan.blocks, np.flatnonzero(mask)) and scan.blocks.dtype == np.int32
                 keep &= mask
             assert np.array_equal(blocks, np.flatnonzero(keep)) and blocks.dtype == np.int32
+
+
+class _Counting:
+    """A filter that counts the cuts it is asked about."""
+
+    def __init__(self, f):
+        self.f, self.asked = f, []
+
+    def sides(self, cut):
+        self.asked.append(cut.key)
+        return self.f.sides(cut)
+
+
+def _met(tree, flt) -> set[str]:
+    """The keys of the cuts at the inner nodes a depth-first walk of ``flt`` visits."""
+    met, stack = set(), [0]
+    while stack:
+        n = stack.pop()
+        cut = tree.node_cut[n]
+        if cut is not None:
+            met.add(cut.key)
+            may_true, may_not = flt.sides(cut)
+            stack += [c for c, ok in ((tree.true_child[n], may_true), (tree.not_true_child[n], may_not)) if ok]
+    return met
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_planning_asks_only_the_cuts_it_meets(seed):
+    """``Forest.reached_sides``: each cut at most once, exactly the cuts of the nodes the walk
+    visits, with the sides ``side_matrix`` gives them."""
+    layout, filters = _layout(20 + seed, 3, finalize=True)
+    forest = layout.forest()
+    fewer = 0
+    for f in filters:
+        counting = _Counting(f)
+        lazy = forest.reached_sides(counting, layout.cuts)
+        full = side_matrix([f], layout.cuts)
+        assert len(counting.asked) == len(set(counting.asked))
+        assert set(counting.asked) == set().union(*(_met(tree, f) for tree in layout.truncated))
+        for key in counting.asked:
+            j = layout.cut_index[key]
+            assert lazy.may_true[0, j] == full.may_true[0, j] and lazy.may_not_true[0, j] == full.may_not_true[0, j]
+        fewer += len(counting.asked) < len(layout.cuts)
+    assert fewer > 0  # some filter met only part of the cuts
 
 
 def test_reach_matrix_is_the_walk():

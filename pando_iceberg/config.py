@@ -427,8 +427,9 @@ def with_overrides(cfg: PandoConfig, **spark: Any) -> PandoConfig:
 
 
 def int_from_env(name: str, default: int, meaning: str) -> int:
-    """A non-negative integer setting from the environment (``meaning`` names it in errors)."""
-    raw = os.environ.get(name, str(default))
+    """A non-negative integer setting from the environment, ``default`` when unset or blank
+    (``meaning`` names it in errors)."""
+    raw = os.environ.get(name, "").strip() or str(default)
     try:
         value = int(raw)
     except ValueError:

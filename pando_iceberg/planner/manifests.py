@@ -21,7 +21,6 @@ Sizes are estimates of the Python objects' memory (see :func:`estimate_entries_b
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from collections import OrderedDict
@@ -34,6 +33,8 @@ from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestFile
 from pyiceberg.table import ManifestGroupPlanner
 from pyiceberg.utils.concurrent import ExecutorFactory
+
+from ..config import int_from_env
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 ENV_MAX_BYTES = "PANDO_MANIFEST_CACHE_BYTES"
@@ -67,7 +68,7 @@ class ManifestEntryCache:
 
     def __init__(self, max_bytes: int | None = None):
         if max_bytes is None:
-            max_bytes = _env_max_bytes()
+            max_bytes = int_from_env(ENV_MAX_BYTES, DEFAULT_MAX_BYTES, "a number of bytes")
         if int(max_bytes) < 0:
             raise ValueError(f"ManifestEntryCache max_bytes must be >= 0 (0 disables caching), got {max_bytes}")
         self.max_bytes = int(max_bytes)
@@ -124,19 +125,6 @@ class ManifestEntryCache:
         with self._lock:
             self._entries.clear()
             self.stats.bytes = self.stats.manifests = 0
-
-
-def _env_max_bytes() -> int:
-    raw = os.environ.get(ENV_MAX_BYTES)
-    if raw is None or raw.strip() == "":
-        return DEFAULT_MAX_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{ENV_MAX_BYTES}={raw!r}: expected a number of bytes (an integer >= 0)") from None
-    if value < 0:
-        raise ValueError(f"{ENV_MAX_BYTES}={raw!r}: expected a number of bytes (an integer >= 0)")
-    return value
 
 
 DEFAULT_MANIFEST_CACHE = ManifestEntryCache()

@@ -329,14 +329,18 @@ def _invoke(gateway, method, *args):
     return method.invoke(None, jargs)
 
 
-def long_column(spark, values, name: str):
-    """A DataFrame of one non-null ``bigint`` column ``name`` holding ``values`` (int64 numpy),
-    built in the JVM as a local relation; None when the helper cannot be compiled."""
+def _helper(name: str, source: str, arg_types: tuple[str, ...]):
+    """(the py4j gateway, the compiled static method ``name`` of ``source`` or None)."""
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
-    method = _compiled(gateway, "longs", _LONGS_SOURCE,
-                       ("org.apache.spark.sql.SparkSession", "[B", "java.lang.String")) if gateway else None
+    return gateway, (_compiled(gateway, name, source, arg_types) if gateway is not None else None)
+
+
+def long_column(spark, values, name: str):
+    """A DataFrame of one non-null ``bigint`` column ``name`` holding ``values`` (int64 numpy),
+    built in the JVM as a local relation; None when the helper cannot be compiled."""
+    gateway, method = _helper("longs", _LONGS_SOURCE, ("org.apache.spark.sql.SparkSession", "[B", "java.lang.String"))
     if method is None:
         return None
     from pyspark.sql import DataFrame
@@ -347,11 +351,7 @@ def long_column(spark, values, name: str):
 
 def temp_view(spark, df, name: str) -> None:
     """``df.createOrReplaceTempView(name)``, made directly in the session catalog (``_VIEW_SOURCE``)."""
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
-    arg_types = ("java.lang.Object", "java.lang.Object", "java.lang.String")
-    method = _compiled(gateway, "tempView", _VIEW_SOURCE, arg_types) if gateway is not None else None
+    gateway, method = _helper("tempView", _VIEW_SOURCE, ("java.lang.Object", "java.lang.Object", "java.lang.String"))
     if method is None:
         df.createOrReplaceTempView(name)
     else:
@@ -361,11 +361,8 @@ def temp_view(spark, df, name: str) -> None:
 def _keep_tasks(planned, keep_paths: set[str] | None, in_jvm: bool = True):
     """The tasks of ``planned`` (a Java CloseableIterable of FileScanTasks) whose file is in
     ``keep_paths`` (None: all), as a Java List (kept in the JVM) or a Python list of tasks."""
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
-    method = _compiled(gateway, "chosen", _CHOSEN_SOURCE, ("java.lang.Object", "java.lang.String")) \
-        if in_jvm and gateway is not None else None
+    gateway, method = _helper("chosen", _CHOSEN_SOURCE, ("java.lang.Object", "java.lang.String")) if in_jvm \
+        else (None, None)
     if method is None:
         return [t for t in _iter(planned) if keep_paths is None or str(t.file().location()) in keep_paths]
     paths = None if keep_paths is None else "\u0000".join(keep_paths)  # no path holds a NUL
@@ -381,11 +378,8 @@ def cached_tasks(table, snapshot_id: int, keep_paths: set[str], key: str):
     cache (``_CACHED_SOURCE``: the snapshot is planned once, unfiltered, on first use; ``key``
     names the table's snapshot); None when the helper cannot be compiled or a path is not a data
     file of the snapshot."""
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
     arg_types = ("java.lang.Object", "java.lang.Object", "java.lang.String", "java.lang.String", "java.lang.Object")
-    method = _compiled(gateway, "cachedChosen", _CACHED_SOURCE, arg_types) if gateway is not None else None
+    gateway, method = _helper("cachedChosen", _CACHED_SOURCE, arg_types)
     if method is None or not keep_paths:
         return None
     return _invoke(gateway, method, table, snapshot_id, key, "\u0000".join(keep_paths), TASK_CACHE_FILES)
@@ -393,10 +387,7 @@ def cached_tasks(table, snapshot_id: int, keep_paths: set[str], key: str):
 
 def cached_task_counts() -> tuple[int, int]:
     """(snapshots, tasks) the JVM's task cache holds now ((0, 0) before its first use)."""
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
-    method = _compiled(gateway, "cachedCounts", _CACHED_SOURCE, ()) if gateway is not None else None
+    gateway, method = _helper("cachedCounts", _CACHED_SOURCE, ())
     counts = _invoke(gateway, method) if method is not None else [0, 0]
     return int(counts[0]), int(counts[1])
 

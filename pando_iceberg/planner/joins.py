@@ -41,13 +41,13 @@ from ..expr import same_table
 from ..expr.evaluate import evaluation_ready
 
 MAX_DIMENSION_ROWS = int_from_env("PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", 1_000_000,
-                                   "the largest dimension, in rows, whose key sets are read through pyiceberg")
+                                  "the largest dimension, in rows, whose key sets are read through pyiceberg")
 # Join pruning alone (no literal cut needs the keys) reads a key set only when every table of
 # the join's chain has at most this many rows: a key set costs a read of the dimension, and
 # pays only where the fact's files are narrow in the foreign key (issue 16: no Spark job per
 # query for join pruning). $PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS.
 JOIN_PRUNING_MAX_ROWS = int_from_env("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", 100_000,
-                                      "the largest dimension, in rows, read for join pruning alone")
+                                     "the largest dimension, in rows, read for join pruning alone")
 
 
 class BoundedCache:
@@ -560,14 +560,14 @@ def non_unique_literal_joins(table, layout, memo: dict | None = None,
 # none be dropped. It pays where Spark would otherwise carry the whole table through a shuffle:
 # TPC-H Q17's correlated AVG per part key, Q7's sort-merge join with orders.
 ROW_FILTER_MAX_KEYS = int_from_env("PANDO_ROW_FILTER_MAX_KEYS", 1_000_000,
-                                    "the most keys a join's key set may have to filter the table's rows "
-                                    "(0: no row filters)")
+                                   "the most keys a join's key set may have to filter the table's rows "
+                                   "(0: no row filters)")
 # Only a table of at least this many rows is filtered: Spark joins a smaller one about as fast as it
 # semi-joins it, and the keys' broadcast and views cost planning time (TPC-H SF 1: customer and
 # supplier filtered by a nation's keys, partsupp by a nation's suppliers, 20-50 ms per query for no
 # gain in the run). $PANDO_ROW_FILTER_MIN_ROWS.
 ROW_FILTER_MIN_ROWS = int_from_env("PANDO_ROW_FILTER_MIN_ROWS", 1_000_000,
-                                    "the fewest rows a table must have for row filters")
+                                   "the fewest rows a table must have for row filters")
 # A key set is read for a row filter alone only when every table of the join's chain has at most
 # this share of the filtered table's rows: reading it then costs at most about that share of
 # the scan it may save (TPC-H: part and customer qualify for lineitem, orders does not).

@@ -340,7 +340,7 @@ def _learning_rows(props: dict[str, str]) -> list[tuple]:
         rows.append(("trees kept", None, None, None, f"k={chosen['kept_k']} of the layouts learned ({costs}: rows "
                      "of the sample that independent draws of the templates read, files' zone maps included)", None))
     for t in json.loads(props.get("pando.templates", "[]")):
-        params = ", ".join(f"{c} ({role})" for c, role in t.get("parameters", {}).items()) or "none (constant literals)"
+        params = ", ".join(f"{c} ({role})" for c, role in t.get("parameters", {}).items()) or "none (no literals)"
         rows.append(("template", None, None, None, f"{t['template']} — {t['training_draws']} training draw(s), "
                      f"{t['synthetic_draws']} synthetic; parameters: {params}", None))
     order = json.loads(props.get(P_IN_BLOCK, "null"))

@@ -10,7 +10,15 @@ little about `DATE '1996-09-02'`. This module is the one place where we go beyon
    Each literal of a template sits at a *site*: a comparison, BETWEEN, IN or ``LIKE 'x%'``
    whose other operand is a column. Sites on the same column form one *parameter group*.
 2. **Parameters.** A group whose literals differ between the template's training draws is a
-   parameter; one whose literals never differ is a constant and is left alone.
+   parameter. One whose literals agree in all n training draws may be a constant of the
+   template (TPC-H Q19's ``l_shipinstruct = 'DELIVER IN PERSON'``) or a parameter that happened
+   to repeat (two Q6 draws of the same year: one chance in five). The template's agreeing
+   groups are one pattern, seen n times; by Laplace's rule of succession (n − 1 repeats, no
+   change seen) the next draw breaks it with probability 1/(n + 1). So a synthetic draw, with
+   that probability, draws one of those groups (chosen uniformly) anew and keeps the others'
+   training values (``_Group.constant``): a template of many designed constants (Q19 has four)
+   keeps its pattern in n/(n + 1) of its draws. A group whose one value is repeated over
+   several sites keeps the repetition: each distinct literal is replaced by one new value.
    - Range groups (``<``, ``<=``, ``>``, ``>=``, BETWEEN on numbers, decimals, dates,
      timestamps) move together: the draw's anchor (its smallest literal) is moved to a new
      anchor and every literal of the group is shifted with it, so the range keeps its width.
@@ -23,6 +31,9 @@ little about `DATE '1996-09-02'`. This module is the one place where we go beyon
    - Point groups (``=``, ``<>``, IN) draw new values from the column's distinct values in
      the sample (restricted to the widened range for ordered columns); an IN list keeps its
      length.
+   - A group with one training value has no lattice or spread to learn from: ranges move
+     over the column's whole range in the sample on the grain of their type (whole years or
+     months for dates on the 1st, else one day, one unit, one unit of the decimal's scale).
    - ``LIKE 'prefix%'`` draws the same number of leading characters of a sample value.
    - ``LIKE '%x%'`` and predicates over expressions keep their literals.
    - Sites inside join filters (``fk IN (SELECT pk FROM dim WHERE p)``, multi-hop) are
@@ -284,6 +295,7 @@ class _Group:
     members: list[tuple[tuple[int, ...], str, list[int]]]  # (path, column, site indices)
     role: str
     kind: str
+    constant: bool = False  # the same literals in every training draw (module docstring, item 2)
 
 
 class _Generator:
@@ -307,13 +319,16 @@ class _Generator:
         self.groups: list[_Group] = []
         for (path, col, role), ix in by_key.items():
             kind = self._kind(path, col)
-            if kind is None or not self._varies(ix) or (role == "range" and kind not in _ORDERED):
+            if not self.values or kind is None or (role == "range" and kind not in _ORDERED):
                 continue
-            self.groups.append(_Group([(path, col, ix)], role, kind))
+            self.groups.append(_Group([(path, col, ix)], role, kind, constant=not self._varies(ix)))
         self._merge_lockstep()
+        # The groups that never varied: one of them is drawn anew with probability 1/(n + 1).
+        self.p_new = 1.0 / (len(self.values) + 1)
+        self.constants = [g for g in self.groups if g.constant]
         for g in self.groups:
             for _, col, _ in g.members:
-                template.parameters[col] = g.role
+                template.parameters.setdefault(col, f"{g.role}, one value in training" if g.constant else g.role)
 
     # -- what the training draws say
 
@@ -324,8 +339,7 @@ class _Generator:
         return k[0] if k else None
 
     def _varies(self, ix: list[int]) -> bool:
-        return len(self.values) >= 2 and any([row[i] for i in ix] != [self.values[0][i] for i in ix]
-                                             for row in self.values[1:])
+        return any([row[i] for i in ix] != [self.values[0][i] for i in ix] for row in self.values[1:])
 
     def _anchors(self, ix: list[int]) -> list[Any]:
         return [min(row[i].value for i in ix) for row in self.values]
@@ -337,7 +351,9 @@ class _Generator:
             a = self._anchors(g.members[0][2])
             for m in merged:
                 b = self._anchors(m.members[0][2])
-                if m.kind == g.kind and len({x - y for x, y in zip(a, b)}) == 1:
+                # Groups with one value each move together only when it is the same value.
+                if m.kind == g.kind and m.constant == g.constant and len({x - y for x, y in zip(a, b)}) == 1 \
+                        and (not g.constant or a[0] == b[0]):
                     m.members += g.members
                     break
             else:
@@ -359,12 +375,15 @@ class _Generator:
             return None
         d = self.rng.randrange(len(self.values))
         new = list(self.values[d])
+        anew = self.rng.choice(self.constants) if self.constants and self.rng.random() < self.p_new else None
         for g in self.groups:
+            if g.constant and g is not anew:
+                continue  # keeps the training value
             if g.role == "range":
                 self._shift(g, d, new)
             elif g.role == "point":
                 path, col, ix = g.members[0]
-                self._points(path, col, g.kind, ix, new)
+                self._points(path, col, g.kind, ix, new, g.constant)
             else:
                 path, col, ix = g.members[0]
                 self._prefix(path, col, ix, new)
@@ -409,14 +428,14 @@ class _Generator:
 
     def _lattice(self, anchors: list[int], step: int, bounds: tuple[Any, ...]) -> int:
         """A point of the lattice ``min(anchors) + g·Z`` (g: ``step``, or the gcd of the
-        anchors' differences), uniform over the widened range (module docstring)."""
+        anchors' differences, one unit when they are all equal), uniform over the widened
+        range (module docstring)."""
         base = min(anchors)
         g = step
         if not g:
             for a in anchors:
                 g = math.gcd(g, a - base)
-        if g <= 0:
-            return base
+        g = g or 1
         lo, hi = self._domain([float(a) for a in anchors], bounds)
         k_lo, k_hi = math.ceil((lo - base) / g), math.floor((hi - base) / g)
         return base if k_hi < k_lo else base + g * self.rng.randint(k_lo, k_hi)
@@ -424,21 +443,29 @@ class _Generator:
     def _domain(self, anchors: list[float], bounds: tuple[Any, ...]) -> tuple[float, float]:
         """Where a new anchor is drawn: with probability ``DATA_SHARE`` the column's whole range
         in the sample (tomorrow's literals may lie anywhere in the data), else the training
-        anchors' range widened by one expected gap (they may also cluster)."""
-        if bounds[0] is not None and bounds[1] is not None and self.rng.random() < DATA_SHARE:
+        anchors' range widened by one expected gap (they may also cluster). One distinct
+        anchor has no gap: the whole range."""
+        if bounds[0] is not None and bounds[1] is not None and (
+                len(set(anchors)) == 1 or self.rng.random() < DATA_SHARE):
             return min(float(bounds[0]), min(anchors)), max(float(bounds[1]), max(anchors))
         return _widened(anchors, bounds)
 
     # -- points and prefixes: values from the sample
 
-    def _points(self, path: tuple[int, ...], col: str, kind: str, ix: list[int], new: list) -> None:
+    def _points(self, path: tuple[int, ...], col: str, kind: str, ix: list[int], new: list,
+                constant: bool = False) -> None:
+        """New values for the sites ``ix``; a ``constant`` group maps each of its distinct
+        literals to one new value (a repeated literal stays repeated)."""
         values = self._column(path, col).distinct()
-        if kind in _ORDERED and values and self.rng.random() >= DATA_SHARE:
+        if kind in _ORDERED and values and not constant and self.rng.random() >= DATA_SHARE:
             lo, hi = _widened([float(row[i].value) for row in self.values for i in ix], (None, None))
             values = [v for v in values if lo <= float(to_line(v, kind)) <= hi] or values
-        if len(values) < len(ix):
+        old = list(dict.fromkeys(new[i] for i in ix)) if constant else [None] * len(ix)
+        if len(values) < len(old):
             return
-        for i, v in zip(ix, self.rng.sample(values, len(ix))):
+        picked = self.rng.sample(values, len(old))
+        for n, i in enumerate(ix):
+            v = picked[old.index(new[i]) if constant else n]
             new[i] = typed_value(to_line(v, kind), new[i].kind)
 
     def _prefix(self, path: tuple[int, ...], col: str, ix: list[int], new: list) -> None:

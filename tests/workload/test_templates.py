@@ -48,25 +48,58 @@ def test_template_key_replaces_literals_and_groups_draws():
     assert [len(t.draws) for t in groups] == [2, 1] and groups[0].weight == 3.0
 
 
-def test_constant_literals_stay_parameters_move_and_weight_is_kept():
+def test_constant_literals_mostly_stay_parameters_move_and_weight_is_kept():
     sample = _table()
     train = [(_f(f"d >= date '{y}-01-01' AND d < date '{y + 1}-01-01' AND m = 'AIR'"), 1.0) for y in (1993, 1995, 1996)]
-    tw = expected_workload(train, sample, draws=24, seed=3)
+    tw = expected_workload(train, sample, draws=400, seed=3)
     (t,) = tw.templates
-    assert t.parameters == {"d": "range"} and t.synthetic == 24
-    assert len(tw.queries) == 27
+    assert t.parameters == {"d": "range", "m": "point, one value in training"}
+    assert t.synthetic == 400 and len(tw.queries) == 403
     assert sum(w for _, w in tw.queries) == pytest.approx(3.0)
+    other = 0
     for f, _ in tw.queries:
         sql = f.to_sql()
-        assert "m = 'AIR'" in sql  # the constant is never drawn anew
+        other += "m = 'AIR'" not in sql
         lo, hi = sorted(v.value for v in (fold(n.expression) for n in f.expr.find_all(_cmp_types())))
         lo_d, hi_d = (dt.date(1970, 1, 1) + dt.timedelta(days=x) for x in (lo, hi))
         assert (lo_d.month, lo_d.day, hi_d.month, hi_d.day) == (1, 1, 1, 1)  # year lattice of the training anchors
         assert hi_d.year - lo_d.year == 1  # the range keeps its width
         assert 1992 <= lo_d.year <= 1998  # widened by one gap, clipped to the sample's range
+    # Three agreeing draws: drawn anew in 1 of 4 (rule of succession), a new value is one of the
+    # sample's five (AIR among them): 1/4 · 4/5 = 20 % of the draws name another mode.
+    assert 0.12 < other / 400 < 0.28, other
     drawn = {f.to_sql() for f, _ in tw.queries[3:]}
-    assert len(drawn) > 3  # new years appear, not only the training ones
     assert any("1994-01-01" in s or "1997-01-01" in s or "1992-01-01" in s for s in drawn)
+
+
+def test_a_parameter_that_repeated_in_training_is_still_drawn_anew():
+    """Two TPC-H Q6 draws of the same year (one chance in five): tomorrow's years differ."""
+    sample = _table()
+    train = [(_f(f"d >= date '1997-01-01' AND d < date '1998-01-01' AND q < {q}"), 1.0) for q in (24, 25)]
+    tw = expected_workload(train, sample, draws=60, seed=0)
+    years = set()
+    for f, _ in tw.queries:
+        lo, hi = sorted(v.value for v in (fold(n.expression) for n in f.expr.find_all(_cmp_types()))
+                        if v.kind == "date")
+        lo_d, hi_d = (dt.date(1970, 1, 1) + dt.timedelta(days=x) for x in (lo, hi))
+        assert (lo_d.month, lo_d.day, hi_d.year - lo_d.year) == (1, 1, 1)  # whole years, width kept
+        years.add(lo_d.year)
+    assert 1997 in years and len(years) >= 4  # the sample spans 1992-1998
+
+
+def test_a_repeated_constant_stays_repeated_when_drawn_anew():
+    """TPC-H Q19: the same IN list in every branch; a new draw replaces it by one new list."""
+    from sqlglot import exp
+    sample = _table()
+    train = [(_f(f"(q >= {a} AND m IN ('AIR', 'MAIL')) OR (q >= {a + 10} AND m IN ('AIR', 'MAIL'))"), 1.0)
+             for a in (1, 4)]
+    tw = expected_workload(train, sample, draws=60, seed=4)
+    lists = set()
+    for f, _ in tw.queries:
+        first, second = ([fold(e).value for e in node.expressions] for node in f.expr.find_all(exp.In))
+        assert first == second and len(set(first)) == 2
+        lists.add(tuple(first))
+    assert ("AIR", "MAIL") in lists and len(lists) > 1
 
 
 def _cmp_types():

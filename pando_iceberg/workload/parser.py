@@ -455,20 +455,27 @@ class _QueryParser:
         base = {id(o): o for o in occurrences}
 
         def occ_filter(o: _Occurrence, visiting: frozenset[int]) -> TableFilter:
-            preds = []
-            for p in o.predicates:
-                try:
-                    TableFilter(p, self.schemas[o.table], table=o.table)
-                    preds.append(p)
-                except PandoExprError as e:
-                    report(p, str(e))
             joins = []
             if not o.outer:
                 for a, col, b, dim_col in edges:
                     if a is o and id(b) not in visiting and self._is_pk(b.table, dim_col) and not b.outer:
                         joins.append(JoinFilter(col, b.table, dim_col, occ_filter(b, visiting | {id(o)})))
-            expr = _expression(exp.and_(*[_strip_qualifiers(p) for p in preds])) if preds else None
-            return TableFilter(expr, self.schemas[o.table], joins, o.table)
+            schema = self.schemas[o.table]
+            preds = [_strip_qualifiers(p) for p in o.predicates]
+            if preds:  # bound once when every predicate is supported (the usual case) ...
+                try:
+                    return TableFilter(_expression(exp.and_(*preds, copy=False)), schema, joins, o.table)
+                except PandoExprError:
+                    pass
+            kept = []  # ... else one by one: the unsupported ones are reported and left out
+            for p in o.predicates:
+                try:
+                    TableFilter(p, schema, table=o.table)
+                    kept.append(_strip_qualifiers(p))
+                except PandoExprError as e:
+                    report(p, str(e))
+            expr = _expression(exp.and_(*kept, copy=False)) if kept else None
+            return TableFilter(expr, schema, joins, o.table)
 
         filters: dict[str, TableFilter] = {}
         per_table: dict[str, list[TableFilter]] = {}
@@ -725,7 +732,7 @@ def _strip_qualifiers(node: exp.Expression) -> exp.Expression:
             return exp.Column(this=exp.to_identifier(n.name.lower()))
         return n
 
-    return node.copy().transform(strip)
+    return node.copy().transform(strip, copy=False)
 
 
 def _union_filters(fs: list[TableFilter], schema: pa.Schema, table: str) -> TableFilter:

@@ -209,7 +209,8 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     assert isinstance(tree, exp.Expression)  # sqlglot types parse_one as its node base, exp.Expr
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     names = sorted({_qualified(t) for t in tree.find_all(exp.Table) if t.name and not (t.name in ctes and not t.db)})
-    current = spark.catalog.currentDatabase()
+    # A py4j round trip, asked only when a name is not qualified.
+    current = spark.catalog.currentDatabase() if any("." not in n for n in names) else None
     # Only the query's own tables: their pyiceberg tables (reused to plan them) and Spark's view of
     # their schemas (the types the parser types literals with); a name pyiceberg does not know
     # (a view) is left to Spark, and a name Spark does not know either fails with Spark's own

@@ -89,6 +89,21 @@ def test_sql_is_lazy_pruned_and_equal(spark, catalog, laid_out):
     assert 0 < read["numOutputRows"] <= e.pando_rows < e.total_rows
 
 
+def test_an_unqualified_name_is_read_in_the_current_namespace(spark, catalog, laid_out):
+    """Qualified names skip asking Spark for its current database; an unqualified one still
+    resolves there, pruned, and equal to Spark's own answer."""
+    previous = spark.catalog.currentDatabase()
+    spark.catalog.setCurrentDatabase("lazyq")
+    try:
+        sql = FILTER_SQL.replace(T, "orders")
+        with pspark.sql(spark, sql, catalog=catalog) as df:
+            e = df.pando.explains[T]
+            assert e.used_layout and e.pando_files < e.total_files
+            assert sorted(df.collect()) == sorted(spark.sql(FILTER_SQL).collect())
+    finally:  # this session starts with no current namespace ('') in its Iceberg catalog
+        spark.sql(f"USE {previous}" if previous else f"USE {spark.catalog.currentCatalog()}")
+
+
 def test_closed_handle_releases_staged_tasks(spark, catalog, laid_out):
     with pspark.sql(spark, FILTER_SQL, catalog=catalog, stage="always") as df:
         n = df.count()

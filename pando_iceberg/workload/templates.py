@@ -19,6 +19,9 @@ little about `DATE '1996-09-02'`. This module is the one place where we go beyon
    training values (``_Group.constant``): a template of many designed constants (Q19 has four)
    keeps its pattern in n/(n + 1) of its draws. A group whose one value is repeated over
    several sites keeps the repetition: each distinct literal is replaced by one new value.
+   Only the table's own literals are treated so: an agreeing literal inside a join filter
+   stays a constant, because each dimension literal becomes a literal cut (§7) whose key set
+   the rewrite reads and every dimension change refreshes (``maintenance/literal_cuts.py``).
    - Range groups (``<``, ``<=``, ``>``, ``>=``, BETWEEN on numbers, decimals, dates,
      timestamps) move together: the draw's anchor (its smallest literal) is moved to a new
      anchor and every literal of the group is shifted with it, so the range keeps its width.
@@ -233,9 +236,13 @@ class _Column:
         return self._distinct
 
     def range(self, kind: str) -> tuple[Any, Any]:
-        if self.array is None or len(self.array) == self.array.null_count:
+        """The finite values' range (a float column's ±inf and NaN are no bounds to draw in)."""
+        arr = self.array
+        if arr is not None and pa.types.is_floating(arr.type):
+            arr = arr.filter(pc.is_finite(arr))
+        if arr is None or len(arr) == arr.null_count:
             return None, None
-        mm = pc.min_max(self.array).as_py()
+        mm = pc.min_max(arr).as_py()
         return to_line(mm["min"], kind), to_line(mm["max"], kind)
 
 
@@ -319,9 +326,10 @@ class _Generator:
         self.groups: list[_Group] = []
         for (path, col, role), ix in by_key.items():
             kind = self._kind(path, col)
-            if not self.values or kind is None or (role == "range" and kind not in _ORDERED):
-                continue
-            self.groups.append(_Group([(path, col, ix)], role, kind, constant=not self._varies(ix)))
+            constant = not self._varies(ix)
+            if not self.values or kind is None or (role == "range" and kind not in _ORDERED) or (constant and path):
+                continue  # an agreeing literal inside a join filter stays (module docstring, item 2)
+            self.groups.append(_Group([(path, col, ix)], role, kind, constant=constant))
         self._merge_lockstep()
         # The groups that never varied: one of them is drawn anew with probability 1/(n + 1).
         self.p_new = 1.0 / (len(self.values) + 1)

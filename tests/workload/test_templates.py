@@ -158,6 +158,22 @@ def test_lockstep_parameters_across_a_join_move_together():
     assert len({f.to_sql() for f, _ in tw.queries}) > 5  # anchors on their 3-day lattice, widened
 
 
+def test_an_agreeing_literal_inside_a_join_filter_stays():
+    """A dimension literal becomes a literal cut whose key set the rewrite reads and every
+    dimension change refreshes: one the training draws agree on is not drawn anew."""
+    from pando_iceberg.workload.tpch_queries import TPCH_PRIMARY_KEYS, TPCH_SCHEMAS
+    sqls = [f"SELECT * FROM lineitem, orders WHERE l_orderkey = o_orderkey AND o_orderpriority = '1-URGENT' "
+            f"AND l_shipdate > date '{d}'" for d in ("1995-03-05", "1995-07-20")]
+    wl = parse_workload(sqls, TPCH_SCHEMAS, primary_keys=TPCH_PRIMARY_KEYS)
+    train = [(q.filters["lineitem"], 1.0) for q in wl.queries]
+    sample = pa.table({"l_shipdate": pa.array([dt.date(1995, 1, 1) + dt.timedelta(days=i) for i in range(400)])})
+    orders = pa.table({"o_orderpriority": pa.array(["1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW"])})
+    tw = expected_workload(train, sample, draws=40, seed=0, dimensions={"orders": orders})
+    assert tw.templates[0].parameters == {"l_shipdate": "range"}
+    assert all("'1-URGENT'" in f.joins[0].dim_filter.to_sql() for f, _ in tw.queries)
+    assert len({f.to_sql() for f, _ in tw.queries}) > 2  # the table's own date still moves
+
+
 def test_no_draws_is_the_paper():
     sample = _table()
     train = [(_f("q < 5"), 2.0), (_f("q < 9"), 1.0)]

@@ -468,13 +468,13 @@ class _Generator:
         if kind in _ORDERED and values and not constant and self.rng.random() >= DATA_SHARE:
             lo, hi = _widened([float(row[i].value) for row in self.values for i in ix], (None, None))
             values = [v for v in values if lo <= float(to_line(v, kind)) <= hi] or values
-        old = list(dict.fromkeys(new[i] for i in ix)) if constant else [None] * len(ix)
-        if len(values) < len(old):
+        keys = [new[i] if constant else n for n, i in enumerate(ix)]  # sites with one key get one value
+        distinct = list(dict.fromkeys(keys))
+        if len(values) < len(distinct):
             return
-        picked = self.rng.sample(values, len(old))
-        for n, i in enumerate(ix):
-            v = picked[old.index(new[i]) if constant else n]
-            new[i] = typed_value(to_line(v, kind), new[i].kind)
+        picked = dict(zip(distinct, self.rng.sample(values, len(distinct))))
+        for i, key in zip(ix, keys):
+            new[i] = typed_value(to_line(picked[key], kind), new[i].kind)
 
     def _prefix(self, path: tuple[int, ...], col: str, ix: list[int], new: list) -> None:
         values = [v for v in self._column(path, col).distinct() if isinstance(v, str)]

@@ -91,7 +91,8 @@ def staged_plan(spark, table, name: str, plan):
     from ..expr.iceberg import to_pyiceberg
     from .jvm_filter import java_expression
 
-    jtable = jv.load_table(spark, name)
+    # the Java table handed out last is reused while it was read from the metadata file planned with
+    jtable = jv.load_table(spark, name, metadata_location=getattr(table, "metadata_location", None))
     if plan.snapshot_id is not None and plan.paths and plan.explain.total_files <= jv.TASK_CACHE_FILES:
         key = f"{table.metadata.table_uuid}@{plan.snapshot_id}"  # the JVM's task cache
         return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, cache_key=key)
@@ -343,11 +344,18 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
     try:
         tag = uuid.uuid4().hex[:12]
         sources: dict[str, exp.Expression] = {}  # table → what the query reads instead: a view or a subquery
-        with contextlib.ExitStack() as view_stack:  # the views live only while Spark analyses the query
+        views: list[str] = []  # the views live only while Spark analyses the query
+        try:
             def view(df: DataFrame, name: str) -> str:
                 jv.temp_view(spark, df, name)
-                view_stack.callback(spark.catalog.dropTempView, name)
+                views.append(name)
                 return name
+
+            def key_view(keys: Any, name: str) -> str | None:
+                made = key_view_of(spark, keys, name)
+                if made is not None:
+                    views.append(made)
+                return made
 
             t1 = time.perf_counter()
             for i, (name, plan) in enumerate(sorted(qp.plans.items())):
@@ -357,16 +365,17 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                     table = qp.tables.get(name) or catalog.load_table(name)
                     source = view(stack.enter_context(staged_plan(spark, table, name, plan)), f"__pando_scan_{tag}_{i}")
                 if filters:
-                    keys = [key_frame(spark, f.keys) for f in filters]
                     sources[name] = semi_join_sql(source, [
-                        (f.join.column, None if k is None else view(k, f"__pando_keys_{tag}_{i}_{j}"))
-                        for j, (f, k) in enumerate(zip(filters, keys))])
+                        (f.join.column, key_view(f.keys, f"__pando_keys_{tag}_{i}_{j}"))
+                        for j, f in enumerate(filters)])
                 elif source != name:
                     sources[name] = exp.to_table(source)
             t2 = time.perf_counter()
             # nothing replaced: Spark reads the query as written (its own scans plan the same files)
             result = spark.sql(_replace_tables(qp.tree, sources).sql(dialect="spark") if sources else sql)
             timings.update(stage=t2 - t1, analyse=time.perf_counter() - t2)
+        finally:
+            jv.drop_temp_views(spark, views)
     except BaseException:
         stack.close()
         raise
@@ -394,6 +403,25 @@ def key_frame(spark, keys: Any) -> DataFrame | None:
     if frame is None:  # other key types (or no compiled helper)
         frame = spark.createDataFrame(pa.table({KEY_COLUMN: values}).to_pandas())
     return frame
+
+
+def key_view_of(spark, keys: Any, name: str) -> str | None:
+    """A row filter's key set as a temporary view ``name`` of one column :data:`KEY_COLUMN`;
+    None (no view) when the set is empty. Integer keys become a local relation registered in
+    the JVM in one call (``iceberg_jvm.long_view``), others go through :func:`key_frame`."""
+    from ..expr.keys import keys_array
+
+    values = keys_array(keys)
+    if len(values) == 0:
+        return None
+    if values.dtype == np.uint64:  # BitMap64: Spark has no unsigned type; keys come from signed columns
+        values = values.astype(np.int64)
+    if values.dtype.kind == "i" and jv.long_view(spark, values, KEY_COLUMN, name):
+        return name
+    frame = key_frame(spark, keys)
+    assert frame is not None  # not empty
+    jv.temp_view(spark, frame, name)
+    return name
 
 
 def semi_join_sql(source: str, filters: list[tuple[str, str | None]]) -> exp.Expression:
@@ -467,6 +495,7 @@ __all__ = [
     "QueryPlan",
     "collect_arrow",
     "key_frame",
+    "key_view_of",
     "plan_query",
     "pruned_sql",
     "pruned_table",

@@ -222,6 +222,35 @@ def test_temp_view_is_sparks_own_view_of_the_dataframe(spark, laid_out):
     assert not spark.catalog.tableExists("pando_tv")
 
 
+def test_java_table_is_reused_only_while_its_metadata_file_is_current(spark, catalog, laid_out):
+    """``iceberg_jvm.load_table(metadata_location=...)``: the Java table handed out last is reused
+    (no reload, no refresh) while it was read from the metadata file the caller planned with; a
+    commit since (here a property, a new metadata file without a new snapshot) gives a table
+    refreshed to it, and a pruned query then still reads the table's rows."""
+    table = catalog.load_table(T)
+    before = table.metadata_location
+    first = jv.load_table(spark, T, metadata_location=before)
+    assert jv.table_metadata_location(first) == before
+    again = jv.load_table(spark, T, metadata_location=before)
+    assert again._target_id == first._target_id  # the same handle: nothing reloaded
+    with table.transaction() as tx:
+        tx.set_properties({"pando.test-touch": "1"})
+    touched = catalog.load_table(T)
+    assert touched.metadata_location != before
+    assert jv.table_metadata_location(first) == before  # the JVM has not seen the commit yet
+    fresh = jv.load_table(spark, T, metadata_location=touched.metadata_location)
+    assert jv.table_metadata_location(fresh) == touched.metadata_location
+    assert str(fresh.properties().get("pando.test-touch")) == "1"
+    try:
+        with pspark.sql(spark, FILTER_SQL, catalog=catalog) as df:
+            assert df.pando.explains[T].pando_files < df.pando.explains[T].total_files
+            got = sorted(tuple(r) for r in df.collect())
+        assert got == sorted(tuple(r) for r in spark.sql(FILTER_SQL).collect()) and got
+    finally:
+        with touched.transaction() as tx:
+            tx.remove_properties("pando.test-touch")
+
+
 TYPED = "lazyq.typed"
 TYPED_FILTERS = [
     EqualTo("d", datetime.date(2020, 1, 5).isoformat()), LessThan("d", "2020-01-03"),

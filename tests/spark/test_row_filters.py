@@ -199,6 +199,48 @@ def test_integer_keys_are_a_local_relation_built_in_the_jvm(spark):
     assert jv.long_column(spark, np.array([], dtype=np.int64), "k").count() == 0
 
 
+def test_integer_keys_become_a_view_of_a_local_relation_in_one_call(spark):
+    """``iceberg_jvm.long_view`` (no Dataset analysed): the view reads every int64 exactly (the
+    extremes and a duplicate included) as a non-null bigint, a semi-join with it keeps exactly
+    the facts whose key is in it (the same rows as through ``long_column``), and
+    ``drop_temp_views`` removes the views (and a name that is no view) in one call."""
+    from pando_iceberg.spark import iceberg_jvm as jv
+
+    values = np.array([5, -(2**63), 2**63 - 1, 0, 5], dtype=np.int64)
+    assert jv.long_view(spark, values, "k", "rf_lv1"), "the Janino helper did not compile"
+    view = spark.table("rf_lv1")
+    assert [(f.name, f.dataType.simpleString(), f.nullable) for f in view.schema.fields] == [("k", "bigint", False)]
+    assert [r.k for r in view.collect()] == values.tolist()
+    step = np.arange(0, 10_000, 7, dtype=np.int64)
+    assert jv.long_view(spark, step, "k", "rf_lv2")
+    jv.long_column(spark, step, "k").createOrReplaceTempView("rf_lc2")
+    spark.range(0, 10_000).withColumnRenamed("id", "fk").createOrReplaceTempView("rf_facts")
+    kept = [sorted(r.fk for r in spark.sql(f"SELECT /*+ BROADCAST({v}) */ f.fk FROM rf_facts f "
+                                           f"LEFT SEMI JOIN {v} ON f.fk = {v}.k").collect())
+            for v in ("rf_lv2", "rf_lc2")]
+    assert kept[0] == kept[1] == step.tolist()
+    jv.drop_temp_views(spark, ["rf_lv1", "rf_lv2", "rf_no_such_view"])
+    assert not spark.catalog.tableExists("rf_lv1") and not spark.catalog.tableExists("rf_lv2")
+    assert spark.catalog.tableExists("rf_lc2")
+    jv.drop_temp_views(spark, ["rf_lc2", "rf_facts"])
+    assert not spark.catalog.tableExists("rf_lc2")
+
+
+def test_pruned_sql_leaves_no_view_behind(spark, catalog, star):
+    """The staged scans' and key sets' views live only while Spark analyses the query."""
+    def temp_views() -> set[str]:  # the session catalog's own list (listTables cannot describe them)
+        found = spark._jsparkSession.sessionState().catalog().listLocalTempViews("*")
+        return {str(found.apply(i).table()) for i in range(found.size())}
+
+    before = temp_views()
+    sql = brand_query(star, star_brand(2, 3))
+    with pruned_sql(spark, catalog, sql) as df:
+        assert df.pando.plan.row_filters, "the query should have a row filter"
+        rows = df.collect()
+        assert temp_views() == before
+    assert_same(rows, spark.sql(sql).collect())
+
+
 def test_semi_join_sql_quotes_the_column_and_an_empty_set_keeps_no_row(spark):
     """The subquery a row-filtered table becomes: a column named like a keyword works, every key
     view is broadcast, and an empty key set (no view) keeps no row."""

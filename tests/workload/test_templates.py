@@ -102,6 +102,25 @@ def test_a_repeated_constant_stays_repeated_when_drawn_anew():
     assert ("AIR", "MAIL") in lists and len(lists) > 1
 
 
+def test_a_skewed_column_is_drawn_where_its_rows_are():
+    """Taxi durations: 98 % under an hour, a tail to 1,400 minutes. Half the draws are drawn as the
+    data lies (a sample row's value), the other half over the training ranges widened: almost
+    every draw matches rows (uniform over [min, max], half of them fell in the empty tail)."""
+    from sqlglot import exp
+    rng = np.random.default_rng(0)
+    dur = np.concatenate([rng.exponential(12.0, 3920).clip(0, 60), rng.uniform(60, 1400, 80)])
+    schema = pa.schema([("dur", pa.float64())])
+    sample = pa.table({"dur": dur}, schema=schema)
+    train = [(TableFilter(f"dur BETWEEN {a} AND {a + 5}", schema, table="t"), 1.0) for a in (4.0, 22.5, 41.0, 53.0)]
+    tw = expected_workload(train, sample, draws=400, seed=6)
+    lows = [fold(next(f.expr.find_all(exp.Between)).args["low"]).value for f, _ in tw.queries[4:]]
+    assert len(lows) == 400
+    share = np.mean([(dur >= lo) & (dur <= lo + 5) for lo in lows], axis=1)  # rows each draw matches
+    assert np.mean(np.asarray(lows) <= 60) > 0.9, np.mean(np.asarray(lows) <= 60)
+    assert np.mean(share > 0) > 0.9
+    assert max(lows) > 60  # the tail is still drawn, as often as rows lie there
+
+
 def _cmp_types():
     from sqlglot import exp
     return (exp.GTE, exp.LT)

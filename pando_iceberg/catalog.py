@@ -23,6 +23,7 @@ def load_catalog(cfg: PandoConfig):
 # so a table whose catalog still points at it needs no new read and parse (issue 16: ~1–2.5 ms
 # per table per query, four tables per TPC-H join query).
 TABLE_METADATA = BoundedCache(256)
+_LOCATION_QUERY = None  # SELECT metadata_location ... with bind parameters (load_table)
 
 
 def load_table(catalog, identifier):
@@ -33,16 +34,19 @@ def load_table(catalog, identifier):
     from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
     from pyiceberg.io import load_file_io
     from pyiceberg.table import Table
-    from sqlalchemy import select
+    from sqlalchemy import bindparam, select
 
     if isinstance(catalog, SqlCatalog):
         namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
         name = Catalog.table_name_from(identifier)
-        query = select(IcebergTables.metadata_location).where(
-            IcebergTables.catalog_name == catalog.name, IcebergTables.table_namespace == namespace,
-            IcebergTables.table_name == name)
+        global _LOCATION_QUERY
+        if _LOCATION_QUERY is None:  # built once: SQLAlchemy then reuses its compiled form (0.06 ms, not 0.17)
+            _LOCATION_QUERY = select(IcebergTables.metadata_location).where(
+                IcebergTables.catalog_name == bindparam("catalog"), IcebergTables.table_namespace == bindparam("ns"),
+                IcebergTables.table_name == bindparam("name"))
         with catalog.engine.connect() as connection:
-            location = connection.execute(query).scalar()
+            location = connection.execute(_LOCATION_QUERY, {"catalog": catalog.name, "ns": namespace,
+                                                            "name": name}).scalar()
         metadata = TABLE_METADATA.get(location) if location else None
         if metadata is not None:
             return Table(identifier=Catalog.identifier_to_tuple(namespace) + (name,), metadata=metadata,

@@ -375,7 +375,7 @@ def _read_keys(tables: dict[str, Any], join) -> Any:
 def with_key_sets(catalog, tf, wanted: Callable[[Any], bool] = lambda j: True, *, row_limit: int | None = None,
                   fallback: KeyReader | None = None):
     """(``tf`` with key sets on its wanted join filters that lack one, [(join, KeySetResult)])."""
-    from ..expr import JoinFilter, TableFilter
+    from ..expr import JoinFilter
 
     results = []
     joins = []
@@ -386,7 +386,7 @@ def with_key_sets(catalog, tf, wanted: Callable[[Any], bool] = lambda j: True, *
             if r.keys is not None:
                 j = JoinFilter(j.column, j.dim_table, j.dim_pk, j.dim_filter, dim_keys=r.keys, key_source=r.source)
         joins.append(j)
-    return TableFilter(tf.expr, tf.schema, joins, tf.table), results
+    return tf.with_joins(joins), results
 
 
 # ---------------------------------------------------------------- FK bounds

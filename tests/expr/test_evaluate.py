@@ -139,3 +139,33 @@ def test_col_vs_col_compares_like_spark():
     t = pa.table({"l_shipdate": [dt.date(1994, 1, 1), dt.date(1994, 1, 5), None],
                   "l_commitdate": [dt.date(1994, 1, 2), dt.date(1994, 1, 5), dt.date(1994, 1, 1)]}, schema=s)
     assert ExprCut("l_shipdate < l_commitdate", s).evaluate(t).tolist() == [True, False, False]
+
+
+@settings(max_examples=examples(300))
+@given(predicates())
+def test_binding_is_idempotent_so_with_joins_shares_the_bound_part(pred):
+    """``TableFilter.with_joins`` keeps the bound single-table part instead of binding it again:
+    binding a bound predicate gives the same tree."""
+    from pando_iceberg.expr.bind import bind
+
+    sql, _ = pred
+    try:
+        tf = TableFilter.from_sql(sql, SCHEMA)
+    except Exception:  # a predicate the binder refuses: nothing to share
+        return
+    assert bind(tf.expr, SCHEMA) == tf.expr
+    again = tf.with_joins([])
+    assert again.expr is tf.expr and again.schema is tf.schema and again.joins == []
+
+
+def test_with_joins_checks_join_columns_and_does_not_bind(monkeypatch):
+    import pando_iceberg.expr.filters as filters_mod
+    from pando_iceberg.expr import JoinFilter, PandoExprError
+
+    tf = TableFilter.from_sql(f"{SCHEMA.names[0]} IS NOT NULL", SCHEMA, table="t")
+    dim = TableFilter.true(pa.schema([("pk", pa.int64())]), "d")
+    monkeypatch.setattr(filters_mod, "bind", lambda *a, **k: pytest.fail("bound again"))
+    keyed = tf.with_joins([JoinFilter(SCHEMA.names[0].lower(), "d", "pk", dim)])
+    assert keyed.expr is tf.expr and [j.dim_table for j in keyed.joins] == ["d"] and tf.joins == []
+    with pytest.raises(PandoExprError, match="unknown join column"):
+        tf.with_joins([JoinFilter("no_such_column", "d", "pk", dim)])

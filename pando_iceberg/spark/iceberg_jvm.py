@@ -376,6 +376,53 @@ public static void dropViews(Object session, String joinedNames) {
     }
 }
 """
+# A staged task set's scan registered as a temporary view in one call, the way
+# ``spark.read.format("iceberg").option("scan-task-set-id", id).load(name)`` builds it
+# (DataSourceV2Utils.loadV2Source: Iceberg's source names the catalog and identifier, the
+# catalog loads the table, a DataSourceV2Relation over it with the same options) without
+# what only a Dataset needs: looking the source up among every DataSourceRegister on the
+# classpath (ServiceLoader), the analysis of the relation and a row encoder. A JFR profile of
+# the TPC-H SF 1 join queries put 87 of 880 samples of the py4j thread in that ``load``, half of
+# them in Dataset.ofRows and a fifth in the ServiceLoader (issue 16).
+_TASK_SET_VIEW_SOURCE = """
+static org.apache.iceberg.spark.source.IcebergSource source;
+
+public static void taskSetView(Object session, String name, String setId, String view) throws Exception {
+    org.apache.spark.sql.SparkSession spark = (org.apache.spark.sql.SparkSession) session;
+    if (source == null) {
+        source = new org.apache.iceberg.spark.source.IcebergSource();
+    }
+    java.util.Map options = new java.util.HashMap();
+    scala.collection.Iterator sessionOptions = org.apache.spark.sql.execution.datasources.v2.DataSourceV2Utils
+        .extractSessionConfigs(source, spark.sessionState().conf()).iterator();
+    while (sessionOptions.hasNext()) {
+        scala.Tuple2 kv = (scala.Tuple2) sessionOptions.next();
+        options.put(kv._1(), kv._2());
+    }
+    options.put("path", name);
+    options.put("scan-task-set-id", setId);
+    org.apache.spark.sql.util.CaseInsensitiveStringMap dsOptions =
+        new org.apache.spark.sql.util.CaseInsensitiveStringMap(options);
+    org.apache.spark.sql.connector.catalog.Identifier ident = source.extractIdentifier(dsOptions);
+    org.apache.spark.sql.connector.catalog.TableCatalog catalog =
+        org.apache.spark.sql.connector.catalog.CatalogV2Util.getTableProviderCatalog(
+            source, spark.sessionState().catalogManager(), dsOptions);
+    org.apache.spark.sql.connector.catalog.Table table = catalog.loadTable(ident);
+    org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation plan =
+        org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation.create(
+            table, scala.Option.apply(catalog), scala.Option.apply(ident), dsOptions);
+    plan.setAnalyzed();  // resolved as built, like the analyzed plan of the Dataset load() returns
+    final org.apache.spark.sql.catalyst.catalog.SessionCatalog sessionCatalog = spark.sessionState().catalog();
+    scala.Function1 rawTempView = new scala.runtime.AbstractFunction1() {
+        public Object apply(Object v) { return sessionCatalog.getRawTempView((String) v); }
+    };
+    org.apache.spark.sql.catalyst.catalog.TemporaryViewRelation relation =
+        org.apache.spark.sql.execution.command.ViewHelper.createTemporaryViewRelation(
+            org.apache.spark.sql.catalyst.TableIdentifier.apply(view), spark, true, rawTempView,
+            scala.Option.empty(), plan, plan, (scala.collection.Seq) scala.collection.immutable.Nil$.MODULE$);
+    sessionCatalog.createTempView(view, relation, true);
+}
+"""
 _COMPILED: dict[tuple[int, str], tuple[object, object]] = {}  # (id(gateway), name) → (gateway, Method or None)
 _CLASSES: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(gateway), source) → (gateway, Class or None)
 
@@ -537,15 +584,33 @@ def chosen_tasks(table, snapshot_id: int | None, keep_paths: set[str] | None, ro
     return plan(False), False
 
 
+def task_set_view(spark, name: str, set_id: str, view: str) -> bool:
+    """Register the temporary view ``view`` of the scan of ``name``'s staged task set ``set_id``
+    (``_TASK_SET_VIEW_SOURCE``); False when the helper cannot be compiled or refused (the caller
+    then loads the DataFrame and makes the view of it)."""
+    gateway, method = _helper("taskSetView", _TASK_SET_VIEW_SOURCE,
+                              ("java.lang.Object", "java.lang.String", "java.lang.String", "java.lang.String"))
+    if method is None:
+        return False
+    try:
+        _invoke(gateway, method, spark._jsparkSession, name, set_id, view)
+    except Exception as e:  # e.g. another Iceberg version's source: the DataFrame path
+        log.info("pando: task set view of %s not made in the JVM (%s: %s)", name, type(e).__name__, e)
+        return False
+    return True
+
+
 @contextmanager
 def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: set[str] | None, *, row_filter=None,
-                cache_key: str | None = None):
+                cache_key: str | None = None, view: str | None = None):
     """A DataFrame reading exactly the chosen data files of ``snapshot_id`` through Iceberg's
     scan-task-set path (delete files and schema evolution handled by Iceberg). ``keep_paths``
     None means every file; ``row_filter`` (a Java Expression) lets the JVM find the chosen files
     with Iceberg's own filtered planning (see :func:`chosen_tasks`); ``cache_key`` (naming the
     table's snapshot) takes them from the JVM's task cache instead (:func:`cached_tasks`). The
-    staged tasks are removed on exit."""
+    staged tasks are removed on exit. With ``view``, the scan is (also) the temporary view of
+    that name, made in the JVM when it can be (:func:`task_set_view`), and what is yielded is
+    None then (the caller reads the view; no DataFrame was made)."""
     jvm = spark._jvm
     found = None
     if cache_key is not None and snapshot_id is not None and keep_paths:
@@ -561,13 +626,22 @@ def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: se
     if tasks.isEmpty():  # nothing to read (Iceberg refuses to stage an empty task set)
         # The table's current schema, as a staged scan has: not the snapshot's (``snapshot-id``
         # is time travel, under the snapshot's schema: a column renamed since keeps its old name).
-        yield spark.createDataFrame([], spark.read.format("iceberg").load(name).schema)
+        empty = spark.createDataFrame([], spark.read.format("iceberg").load(name).schema)
+        if view is not None:
+            temp_view(spark, empty, view)
+        yield empty
         return
     set_id = f"pando-{uuid.uuid4().hex}"
     manager = jclass(spark.sparkContext._gateway, "org.apache.iceberg.spark.ScanTaskSetManager").get()
     manager.stageTasks(table, set_id, tasks)
     try:
-        yield spark.read.format("iceberg").option("scan-task-set-id", set_id).load(name)
+        if view is not None and task_set_view(spark, name, set_id, view):
+            yield None
+        else:
+            df = spark.read.format("iceberg").option("scan-task-set-id", set_id).load(name)
+            if view is not None:
+                temp_view(spark, df, view)
+            yield df
     finally:
         manager.removeTasks(table, set_id)
 

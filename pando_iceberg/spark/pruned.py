@@ -83,11 +83,12 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
         yield df, plan
 
 
-def staged_plan(spark, table, name: str, plan):
+def staged_plan(spark, table, name: str, plan, view: str | None = None):
     """``staged_scan`` of a ScanPlan's files (a context manager): the chosen files' tasks from the
     JVM's task cache when the snapshot fits it (``$PANDO_JVM_TASK_CACHE_FILES``), else the JVM
     plans with the filter pyiceberg planned with (Iceberg's own pruning, once) and keeps the
-    chosen files; a filter the JVM cannot take is left out (every chosen file is still found)."""
+    chosen files; a filter the JVM cannot take is left out (every chosen file is still found).
+    ``view``: see ``iceberg_jvm.staged_scan`` (the scan as a temporary view; None yielded)."""
     from ..expr.iceberg import to_pyiceberg
     from .jvm_filter import java_expression
 
@@ -95,7 +96,7 @@ def staged_plan(spark, table, name: str, plan):
     jtable = jv.load_table(spark, name, metadata_location=getattr(table, "metadata_location", None))
     if plan.snapshot_id is not None and plan.paths and plan.explain.total_files <= jv.TASK_CACHE_FILES:
         key = f"{table.metadata.table_uuid}@{plan.snapshot_id}"  # the JVM's task cache
-        return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, cache_key=key)
+        return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, cache_key=key, view=view)
     row_filter = None
     if plan.filter is not None and plan.snapshot_id is not None:
         try:
@@ -104,7 +105,7 @@ def staged_plan(spark, table, name: str, plan):
         except Exception as e:  # UnsupportedFilter, or the JVM refused it: the JVM plans without it
             log.debug("pando: %s: staging without a pushed filter (%s: %s)", name, type(e).__name__, e)
             row_filter = None
-    return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, row_filter=row_filter)
+    return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, row_filter=row_filter, view=view)
 
 
 def with_join_keys(spark, table, tf, schemas: dict[str, pa.Schema], *, row_limit: int | None = None,
@@ -346,11 +347,6 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
         sources: dict[str, exp.Expression] = {}  # table → what the query reads instead: a view or a subquery
         views: list[str] = []  # the views live only while Spark analyses the query
         try:
-            def view(df: DataFrame, name: str) -> str:
-                jv.temp_view(spark, df, name)
-                views.append(name)
-                return name
-
             def key_view(keys: Any, name: str) -> str | None:
                 made = key_view_of(spark, keys, name)
                 if made is not None:
@@ -363,7 +359,9 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                 source = name  # Spark's own Iceberg scan: it plans the same files without staging them
                 if stage == "always" or prunes_beyond_iceberg(plan):
                     table = qp.tables.get(name) or catalog.load_table(name)
-                    source = view(stack.enter_context(staged_plan(spark, table, name, plan)), f"__pando_scan_{tag}_{i}")
+                    source = f"__pando_scan_{tag}_{i}"
+                    stack.enter_context(staged_plan(spark, table, name, plan, view=source))
+                    views.append(source)
                 if filters:
                     sources[name] = semi_join_sql(source, [
                         (f.join.column, key_view(f.keys, f"__pando_keys_{tag}_{i}_{j}"))

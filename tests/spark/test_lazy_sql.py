@@ -222,6 +222,33 @@ def test_temp_view_is_sparks_own_view_of_the_dataframe(spark, laid_out):
     assert not spark.catalog.tableExists("pando_tv")
 
 
+@pytest.mark.parametrize("in_jvm", [True, False])
+def test_staged_scan_as_a_view_reads_what_the_dataframe_reads(spark, catalog, laid_out, monkeypatch, in_jvm):
+    """``staged_scan(view=...)``: the view made in the JVM (``task_set_view``: no DataFrame, None
+    yielded) is the relation ``spark.read...load`` gives (the same analyzed plan, the same rows,
+    only the chosen files read); when the helper cannot be used, the view of the loaded DataFrame."""
+    import re
+
+    from pando_iceberg.planner import plan_scan
+
+    if not in_jvm:
+        monkeypatch.setattr(jv, "task_set_view", lambda *a: False)
+    table = catalog.load_table(T)
+    plan = plan_scan(table, "o_orderdate >= date '1994-01-01' AND o_orderdate < date '1994-04-01'")
+    jtable = jv.load_table(spark, T)
+    strip = lambda s: re.sub(r"#\d+|pando_v_(new|old)", "", s)  # noqa: E731
+    with jv.staged_scan(spark, jtable, T, plan.snapshot_id, plan.paths, view="pando_v_new") as got:
+        assert (got is None) == in_jvm
+        with jv.staged_scan(spark, jtable, T, plan.snapshot_id, plan.paths) as df:
+            jv.temp_view(spark, df, "pando_v_old")
+            new, old = spark.table("pando_v_new"), spark.table("pando_v_old")
+            assert strip(new._jdf.queryExecution().analyzed().toString()) == \
+                strip(old._jdf.queryExecution().analyzed().toString())
+            rows = sorted(tuple(r) for r in new.collect())
+            assert rows == sorted(tuple(r) for r in old.collect()) and len(rows) == plan.explain.pando_rows
+    jv.drop_temp_views(spark, ["pando_v_new", "pando_v_old"])
+
+
 def test_java_table_is_reused_only_while_its_metadata_file_is_current(spark, catalog, laid_out):
     """``iceberg_jvm.load_table(metadata_location=...)``: the Java table handed out last is reused
     (no reload, no refresh) while it was read from the metadata file the caller planned with; a

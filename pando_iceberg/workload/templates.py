@@ -29,8 +29,8 @@ little about `DATE '1996-09-02'`. This module is the one place where we go beyon
      dates that are all Jan 1st / the 1st; otherwise the gcd of the anchors' differences;
      floats: continuous). Half of them (``DATA_SHARE``) are drawn as the data lies: the
      lattice point at or below a random sample row's value. Tomorrow's literals may lie anywhere
-     in the data, but a column's range can be mostly empty tail (taxi durations reach 1,400
-     minutes, 95 % of trips take under an hour): drawn uniformly over [min, max], half of a
+     in the data, but a column's range can be mostly empty tail (taxi durations reach 1,440
+     minutes, 98 % of trips take under an hour): drawn uniformly over [min, max], half of a
      duration template's draws fell where no row lies and taught the optimizer nothing
      (BENCHMARKS.md, 2026-11-26 session 16). The other half are uniform over the training
      anchors' range widened by one expected gap on each side (a few training draws may

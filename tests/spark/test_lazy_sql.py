@@ -249,6 +249,16 @@ def test_staged_scan_as_a_view_reads_what_the_dataframe_reads(spark, catalog, la
     jv.drop_temp_views(spark, ["pando_v_new", "pando_v_old"])
 
 
+def test_a_staged_table_with_no_chosen_file_reads_no_row(spark, catalog, laid_out):
+    """``stage='always'`` with every file pruned: the staged view is an empty relation under the
+    table's schema (Iceberg refuses an empty task set), and the query returns Spark's answer."""
+    sql = f"SELECT count(*) AS n, max(o_totalprice) AS m FROM {T} WHERE o_orderdate < date '1900-01-01'"
+    with pspark.sql(spark, sql, catalog=catalog, stage="always") as df:
+        assert df.pando.explains[T].pando_files == 0
+        rows = [tuple(r) for r in df.collect()]
+    assert rows == [tuple(r) for r in spark.sql(sql).collect()] == [(0, None)]
+
+
 def test_java_table_is_reused_only_while_its_metadata_file_is_current(spark, catalog, laid_out):
     """``iceberg_jvm.load_table(metadata_location=...)``: the Java table handed out last is reused
     (no reload, no refresh) while it was read from the metadata file the caller planned with; a

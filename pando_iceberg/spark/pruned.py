@@ -406,7 +406,12 @@ def key_frame(spark, keys: Any) -> DataFrame | None:
 def key_view_of(spark, keys: Any, name: str) -> str | None:
     """A row filter's key set as a temporary view ``name`` of one column :data:`KEY_COLUMN`;
     None (no view) when the set is empty. Integer keys become a local relation registered in
-    the JVM in one call (``iceberg_jvm.long_view``), others go through :func:`key_frame`."""
+    the JVM in one call (``iceberg_jvm.long_view``), others go through :func:`key_frame`.
+
+    A literal ``IN (...)`` instead of the view and its semi-join is not used at any size: on
+    TPC-H SF 1 lineitem joined with part, for 1 to 300 keys, analysis and executed plan took
+    longer with the literal list (Spark's own scan then pushes it to Iceberg's planning) than
+    with this view, built in 1-3 ms (issue 16, interleaved runs)."""
     from ..expr.keys import keys_array
 
     values = keys_array(keys)

@@ -337,6 +337,12 @@ def _mapping_schema(key: tuple, dialect: str) -> MappingSchema:
     return MappingSchema({t: dict(cols) for t, cols in key}, dialect=dialect)
 
 
+@functools.lru_cache(maxsize=256)
+def _sql_columns(schema: pa.Schema) -> tuple[tuple[str, str], ...]:
+    """(lower-case name, SQL type) of each column, in order, once per schema."""
+    return tuple((f.name.lower(), _arrow_to_sql_type(f.type)) for f in schema)
+
+
 def _arrow_to_sql_type(t: pa.DataType) -> str:
     if pa.types.is_integer(t):
         return "BIGINT"
@@ -430,8 +436,7 @@ class _QueryParser:
         self.unique = unique
         self._unique_memo: dict[tuple[str, str], bool] = {}
         self.flat_to_key = {_flat_name(k): k for k in schemas}
-        self.qualify_schema: dict[str, object] = {_flat_name(k): {f.name.lower(): _arrow_to_sql_type(f.type) for f in s}
-                               for k, s in schemas.items()}
+        self.qualify_schema: dict[str, object] = {_flat_name(k): dict(_sql_columns(s)) for k, s in schemas.items()}
 
     def parse(self, stmt: exp.Expr, sql: str, number: int) -> tuple[WorkloadQuery, list[UnsupportedPredicate]]:
         problems: list[UnsupportedPredicate] = []

@@ -40,9 +40,10 @@ def jclass(gateway, name: str):
     return hit[1]
 
 
-# The Java tables handed out last, by (gateway, name): (gateway, Table). Reused while the table's
-# current metadata file is the one the caller planned with (``load_table(metadata_location=...)``).
-_JTABLES: dict[tuple[int, str], tuple[Any, Any]] = {}
+# The Java tables handed out last, by (gateway, Spark session, name): (gateway, session, Table).
+# Reused while the table's current metadata file is the one the caller planned with
+# (``load_table(metadata_location=...)``), and only by the session whose catalog loaded it.
+_JTABLES: dict[tuple[int, int, str], tuple[Any, Any, Any]] = {}
 
 
 def table_metadata_location(table) -> str | None:
@@ -62,16 +63,17 @@ def load_table(spark, name: str, *, metadata_location: str | None = None):
     read from exactly that file: same file, same snapshots, schema and properties. Spark's own
     catalog cache holds that instance, or a newer one it loaded since, so Spark's read of the
     table by name is as current as before."""
-    gateway = spark.sparkContext._gateway
-    key = (id(gateway), name)
+    gateway, session = spark.sparkContext._gateway, spark._jsparkSession
+    key = (id(gateway), id(session), name)
     if metadata_location is not None:
         hit = _JTABLES.get(key)
-        if hit is not None and hit[0] is gateway and table_metadata_location(hit[1]) == metadata_location:
-            return hit[1]
+        if hit is not None and hit[0] is gateway and hit[1] is session \
+                and table_metadata_location(hit[2]) == metadata_location:
+            return hit[2]
     util = jclass(gateway, "org.apache.iceberg.spark.Spark3Util")
-    table = util.loadIcebergTable(spark._jsparkSession, name)
+    table = util.loadIcebergTable(session, name)
     table.refresh()
-    _JTABLES[key] = (gateway, table)
+    _JTABLES[key] = (gateway, session, table)
     return table
 
 

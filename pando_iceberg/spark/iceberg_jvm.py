@@ -319,11 +319,9 @@ public static org.apache.spark.sql.Dataset longs(org.apache.spark.sql.SparkSessi
 # without running the command as a query: 2.4 ms instead of 14.5 for a staged Iceberg scan
 # (issue 16: a query with row filters and staged tables made four). Spark 3.5's API; with
 # another Spark the source does not compile and ``temp_view`` takes Spark's public path.
-_VIEW_SOURCE = """
-public static void tempView(Object session, Object dataset, String name) {
-    org.apache.spark.sql.SparkSession spark = (org.apache.spark.sql.SparkSession) session;
-    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan =
-        ((org.apache.spark.sql.Dataset) dataset).queryExecution().analyzed();
+_REGISTER_VIEW = """
+static void registerView(org.apache.spark.sql.SparkSession spark,
+                         org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan, String name) {
     final org.apache.spark.sql.catalyst.catalog.SessionCatalog catalog = spark.sessionState().catalog();
     scala.Function1 rawTempView = new scala.runtime.AbstractFunction1() {
         public Object apply(Object view) { return catalog.getRawTempView((String) view); }
@@ -335,6 +333,14 @@ public static void tempView(Object session, Object dataset, String name) {
     catalog.createTempView(name, relation, true);
 }
 """
+_VIEW_SOURCE = _REGISTER_VIEW + """
+public static void tempView(Object session, Object dataset, String name) {
+    org.apache.spark.sql.SparkSession spark = (org.apache.spark.sql.SparkSession) session;
+    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan =
+        ((org.apache.spark.sql.Dataset) dataset).queryExecution().analyzed();
+    registerView(spark, plan, name);
+}
+"""
 # A long column from the driver registered as a temporary view of a local relation, in one
 # call: no Dataset is made, so Spark's analyzer does not run over it (a LocalRelation is resolved
 # as built; 3 ms of ``longs`` + ``tempView`` for 10 keys, issue 16). Its rows are a Scala Vector
@@ -342,7 +348,7 @@ public static void tempView(Object session, Object dataset, String name) {
 # unmarked, analysing a query reading 10,000 keys took 66 ms instead of 16. The views of one query
 # are dropped in one call, from the session catalog (``spark.catalog.dropTempView`` also looks
 # for cached data of each view: these private views are never cached).
-_KEY_VIEW_SOURCE = """
+_KEY_VIEW_SOURCE = _REGISTER_VIEW + """
 public static void longsView(Object session, byte[] data, String column, String name) {
     org.apache.spark.sql.SparkSession spark = (org.apache.spark.sql.SparkSession) session;
     java.nio.LongBuffer values = java.nio.ByteBuffer.wrap(data).asLongBuffer();
@@ -358,15 +364,7 @@ public static void longsView(Object session, byte[] data, String column, String 
             (scala.collection.Seq) org.apache.spark.sql.catalyst.types.DataTypeUtils.toAttributes(schema),
             (scala.collection.Seq) scala.collection.JavaConverters.asScalaBuffer(rows).toVector(), false);
     plan.setAnalyzed();  // resolved as built, like the analyzed plan of a Dataset
-    final org.apache.spark.sql.catalyst.catalog.SessionCatalog catalog = spark.sessionState().catalog();
-    scala.Function1 rawTempView = new scala.runtime.AbstractFunction1() {
-        public Object apply(Object view) { return catalog.getRawTempView((String) view); }
-    };
-    org.apache.spark.sql.catalyst.catalog.TemporaryViewRelation relation =
-        org.apache.spark.sql.execution.command.ViewHelper.createTemporaryViewRelation(
-            org.apache.spark.sql.catalyst.TableIdentifier.apply(name), spark, true, rawTempView,
-            scala.Option.empty(), plan, plan, (scala.collection.Seq) scala.collection.immutable.Nil$.MODULE$);
-    catalog.createTempView(name, relation, true);
+    registerView(spark, plan, name);
 }
 
 public static void dropViews(Object session, String joinedNames) {
@@ -386,7 +384,7 @@ public static void dropViews(Object session, String joinedNames) {
 # classpath (ServiceLoader), the analysis of the relation and a row encoder. A JFR profile of
 # the TPC-H SF 1 join queries put 87 of 880 samples of the py4j thread in that ``load``, half of
 # them in Dataset.ofRows and a fifth in the ServiceLoader (issue 16).
-_TASK_SET_VIEW_SOURCE = """
+_TASK_SET_VIEW_SOURCE = _REGISTER_VIEW + """
 static org.apache.iceberg.spark.source.IcebergSource source;
 
 public static void taskSetView(Object session, String name, String setId, String view) throws Exception {
@@ -414,15 +412,7 @@ public static void taskSetView(Object session, String name, String setId, String
         org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation.create(
             table, scala.Option.apply(catalog), scala.Option.apply(ident), dsOptions);
     plan.setAnalyzed();  // resolved as built, like the analyzed plan of the Dataset load() returns
-    final org.apache.spark.sql.catalyst.catalog.SessionCatalog sessionCatalog = spark.sessionState().catalog();
-    scala.Function1 rawTempView = new scala.runtime.AbstractFunction1() {
-        public Object apply(Object v) { return sessionCatalog.getRawTempView((String) v); }
-    };
-    org.apache.spark.sql.catalyst.catalog.TemporaryViewRelation relation =
-        org.apache.spark.sql.execution.command.ViewHelper.createTemporaryViewRelation(
-            org.apache.spark.sql.catalyst.TableIdentifier.apply(view), spark, true, rawTempView,
-            scala.Option.empty(), plan, plan, (scala.collection.Seq) scala.collection.immutable.Nil$.MODULE$);
-    sessionCatalog.createTempView(view, relation, true);
+    registerView(spark, plan, view);
 }
 """
 _COMPILED: dict[tuple[int, str], tuple[object, object]] = {}  # (id(gateway), name) → (gateway, Method or None)

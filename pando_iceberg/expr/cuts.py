@@ -21,7 +21,7 @@ from pando_iceberg.expr import keys as keyset
 from pando_iceberg.expr.bind import DIALECT, bind
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.evaluate import evaluate_predicate
-from pando_iceberg.expr.sides import NT, AtomTable, CompiledDnf, T, TooComplex, keyed_dnf, to_dnf
+from pando_iceberg.expr.sides import NT, AtomTable, CompiledDnf, T, TooComplex, dnf_satisfiable, keyed_dnf, to_dnf
 
 
 class Cut(ABC):
@@ -64,6 +64,7 @@ class ExprCut(Cut):
         self.expr = expr if bound and isinstance(expr, exp.Expression) else bind(expr, schema, table)
         self.key = self.expr.sql(DIALECT)
         self.columns = frozenset(c.name for c in self.expr.find_all(exp.Column))
+        self.lower_columns = frozenset(c.lower() for c in self.columns)
         by_lower = {f.name.lower(): f for f in schema}
         # Only the referenced columns: enough to evaluate and to reason, and small in JSON.
         self.schema = pa.schema([by_lower[c] for c in sorted(self.columns)])
@@ -71,6 +72,7 @@ class ExprCut(Cut):
         self._dnf: dict[str, Any] = {}
         self._compiled: dict[tuple[int, str], tuple[AtomTable, CompiledDnf | None]] = {}
         self._sql_keys: dict[int, str] = {}  # node id → canonical SQL, for keyed_dnf
+        self._alone: dict[tuple[int, str], tuple[AtomTable, bool]] = {}
 
     def evaluate(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
         return evaluate_predicate(self.expr, table)
@@ -93,6 +95,19 @@ class ExprCut(Cut):
                 self._compiled.clear()
             kd = keyed_dnf(self.dnf(polarity), self._sql_keys)
             hit = self._compiled[(id(atoms), polarity)] = (atoms, None if kd is None else atoms.compile(kd))
+        return hit[1]
+
+    def satisfiable_alone(self, polarity: str, atoms: AtomTable) -> bool:
+        """Can a row be on the ``polarity`` side of this cut, whatever else holds (sound: True
+        unless proven empty; True when the DNF is too complex)? Cached per atom table: a
+        filter on other columns only asks this (``TableFilter.sides``)."""
+        hit = self._alone.get((id(atoms), polarity))
+        if hit is None or hit[0] is not atoms:
+            if len(self._alone) > 32:  # atom tables that were replaced
+                self._alone.clear()
+            compiled = self.compiled_dnf(polarity, atoms)
+            ok = True if compiled is None else dnf_satisfiable(atoms, [[]], compiled)
+            hit = self._alone[(id(atoms), polarity)] = (atoms, ok)
         return hit[1]
 
     def to_json(self) -> dict:

@@ -97,6 +97,7 @@ class TableFilter:
         self._memo_key: tuple | None = None
         self._dim_schemas: dict[str, pa.Schema] | None = None
         self._fingerprints: dict[str | None, tuple | None] | None = None
+        self._columns: frozenset[str] | None = None
 
     # -------------------------------------------------------------- construction
 
@@ -257,10 +258,40 @@ class TableFilter:
             return UNKNOWN
         return UNKNOWN
 
+    def constrained_columns(self) -> frozenset[str]:
+        """The columns (lower case) the single-table part references and the join columns: a
+        row's values elsewhere are free whatever this filter says."""
+        if self._columns is None:
+            own = set() if self.is_true_expr() else {c.name.lower() for c in self.expr.find_all(exp.Column)}
+            self._columns = frozenset(own | {j.column for j in self.joins})
+        return self._columns
+
     def _sides_expr(self, cut: ExprCut) -> Sides:
         atoms = self._atom_table(cut.schema)
         if atoms is None:
             return UNKNOWN
+        if cut.columns <= atoms.names and self.constrained_columns().isdisjoint(cut.lower_columns):
+            return self._sides_independent(cut, atoms)
+        return self._sides_expr_joint(cut, atoms)
+
+    def _sides_independent(self, cut: ExprCut, atoms: AtomTable) -> Sides:
+        """``_sides_expr_joint`` for a cut on columns this filter does not constrain: the filter's
+        DNF and the cut's share no term, so their conjunction is satisfiable iff each part is
+        (the filter's, with its joins' key domains, is asked once per filter; the cut's alone
+        once per cut and atom table). Planning asked most cuts of a layout this way (issue 16:
+        30 of 60 questions per TPC-H join query, 3 ms). Sound in every case (False only when
+        one part alone is empty); as precise as the joint check unless both sides hold the
+        same column-less atom (e.g. ``rand() < 0.5``), where it may answer True."""
+        own = self._own_compiled(atoms)
+        if own is None:
+            return UNKNOWN
+        if not self._satisfiable_with(()):
+            return Sides(False, False)
+        return Sides(cut.satisfiable_alone(T, atoms), cut.satisfiable_alone(NT, atoms))
+
+    def _sides_expr_joint(self, cut: ExprCut, atoms: AtomTable) -> Sides:
+        """``sides`` of an expression cut: the filter's DNF AND each side's DNF, conjunction by
+        conjunction."""
         if not cut.columns <= atoms.names:
             atoms = AtomTable.shared(cut.schema)  # the filter cannot constrain columns it lacks
             own: Any = [[]]

@@ -153,3 +153,44 @@ def test_domain_intersect_fast_paths(spans, null, other_null, flip):
         assert inside(fast) == inside(slow), (d, x)
     assert fast.null == (null and other_null)
     assert fast.is_empty(True) == slow.is_empty(True) and fast.is_empty(False) == slow.is_empty(False)
+
+
+@settings(max_examples=examples(60))
+@given(predicates(), predicates(), st.booleans())
+def test_cut_on_other_columns_answers_as_the_joint_check(f_sql, c_sql, other):
+    """``sides`` of a cut on columns the filter does not constrain (``TableFilter._sides_independent``:
+    the filter's satisfiability and the cut's alone) equals the conjunction checked conjunction
+    by conjunction (``_sides_expr_joint``, the path every cut took before), and ``sides`` takes it."""
+    schema = OTHER if other else SCHEMA
+    try:
+        filt = TableFilter.from_sql(f_sql[0], schema)
+        cut = ExprCut(c_sql[0], schema)
+    except PandoExprError:
+        return
+    if not filt.constrained_columns().isdisjoint(cut.lower_columns):
+        return
+    atoms = AtomTable.shared(schema)
+    joint = tuple(filt._sides_expr_joint(cut, atoms))
+    assert tuple(filt._sides_independent(cut, atoms)) == joint, (f_sql[0], c_sql[0])
+    with uncached():
+        fresh = TableFilter.from_sql(f_sql[0], schema)
+        assert tuple(fresh.sides(ExprCut(c_sql[0], schema))) == joint
+
+
+def test_cut_on_other_columns_with_a_join_key_set():
+    """A join's key set bounds its column: a cut on that column is asked jointly, a cut on
+    another column independently, and both answer as the joint check."""
+    from pando_iceberg.expr import JoinFilter
+
+    dim = pa.schema([("k", pa.int64()), ("x", pa.int64())])
+    join = JoinFilter("i", "dim", "k", TableFilter.from_sql("x < 3", dim, "dim"), dim_keys=[1, 2, 3])
+    for f_sql in ("f > 2", "i IS NULL", "j = 1 AND f > 2"):
+        filt = TableFilter.from_sql(f_sql, SCHEMA).with_joins([join])
+        atoms = AtomTable.shared(SCHEMA)
+        for c_sql, independent in (("i > 10", False), ("i < 2", False), ("s = 'a'", True), ("d IS NULL", True)):
+            cut = ExprCut(c_sql, SCHEMA)
+            assert filt.constrained_columns().isdisjoint(cut.lower_columns) == independent
+            want = tuple(filt._sides_expr_joint(cut, atoms))
+            assert tuple(filt.sides(cut)) == want, (f_sql, c_sql)
+    unsat = TableFilter.from_sql("f > 2 AND f < 1", SCHEMA)
+    assert tuple(unsat.sides(ExprCut("s = 'a'", SCHEMA))) == (False, False)

@@ -223,6 +223,26 @@ def test_integer_keys_become_a_view_of_a_local_relation_in_one_call(spark):
     assert not spark.catalog.tableExists("rf_lv1") and not spark.catalog.tableExists("rf_lv2")
     assert spark.catalog.tableExists("rf_lc2")
     jv.drop_temp_views(spark, ["rf_lc2", "rf_facts"])
+
+
+def test_a_compiled_helper_costs_one_py4j_round_trip(spark, monkeypatch):
+    """The Janino helpers are called as methods of an instance of their compiled class: a key
+    view and dropping views are one py4j command each (through ``Method.invoke`` they were two
+    plus one per argument)."""
+    from pando_iceberg.spark import iceberg_jvm as jv
+
+    values = np.arange(5, dtype=np.int64)
+    assert jv.long_view(spark, values, "k", "rf_rt0")  # compiled now
+    client = spark.sparkContext._gateway._gateway_client
+    sent = []
+    send = client.send_command
+    monkeypatch.setattr(client, "send_command", lambda *a, **k: (sent.append(a[0]), send(*a, **k))[1])
+    assert jv.long_view(spark, values, "k", "rf_rt1")
+    assert len(sent) == 1
+    jv.drop_temp_views(spark, ["rf_rt0", "rf_rt1"])
+    assert len(sent) == 2
+    monkeypatch.undo()
+    assert not spark.catalog.tableExists("rf_rt0") and not spark.catalog.tableExists("rf_rt1")
     assert not spark.catalog.tableExists("rf_lc2")
 
 

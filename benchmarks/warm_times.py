@@ -3,7 +3,7 @@
 layout ... warm runs, medians of 3").
 
     PYTHONPATH=. .venv/bin/python benchmarks/warm_times.py --home H --report OUT/bench_tpch_sf10.json \\
-        --layouts zorder,zorder-ranges,pando-k3 [--runs 3] [--selective 0.1] [--only-selective]
+        --layouts zorder,zorder-ranges,pando-k3 [--runs 3] [--selective 0.1] [--only-selective] [--templates 19,6]
 
 Reuses the run's tables (every layout's namespace in ``--home``) and its queries (the report's
 JSON). Per query, the layouts are timed back to back, each by the bench's own path
@@ -40,6 +40,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--selective", type=float, default=0.1)
     p.add_argument("--only-selective", action="store_true", help="time the selective queries only")
+    p.add_argument("--templates", default="", help="comma-separated template numbers to time (default: all)")
     a = p.parse_args()
 
     from pando_iceberg.bench.harness import execute_query, same_rows
@@ -50,6 +51,7 @@ def main() -> None:
     from pando_iceberg.spark.session import start_spark
 
     report = json.loads(Path(a.report).read_text())
+    templates = {int(t) for t in a.templates.split(",") if t.strip()}
     layouts = [x for x in a.layouts.split(",") if x]
     base = {x: x.split(":")[0] for x in layouts}  # the run's layout each variant reads
     variants = {x: x.split(":")[1] if ":" in x else "" for x in layouts}
@@ -74,6 +76,8 @@ def main() -> None:
         total = rows_of[layouts[0]]
         selective = all(v["matching_rows"] <= a.selective * total[t] for t, v in filtered.items())
         if a.only_selective and not selective:
+            continue
+        if templates and q["template"] not in templates:
             continue
         entry = {"template": q["template"], "selective": selective, "layouts": {}}
         reference = None
@@ -100,7 +104,8 @@ def main() -> None:
               "load_average": [load0, os.getloadavg()[0]], "wall_s": time.time() - t_start,
               "mismatches": sum(not v["same_result"] for e in out for v in e["layouts"].values()),
               "summary": summary, "queries": out}
-    path = Path(a.report).with_name(Path(a.report).stem + "_warm.json")
+    suffix = "_warm" + ("_q" + "_".join(str(t) for t in sorted(templates)) if templates else "")
+    path = Path(a.report).with_name(Path(a.report).stem + suffix + ".json")
     path.write_text(json.dumps(result, indent=1))
     print(json.dumps({k: result[k] for k in ("summary", "mismatches", "load_average", "wall_s")}, indent=1))
     print(f"wrote {path}")

@@ -384,8 +384,29 @@ public static void dropViews(Object session, String joinedNames) {
 # classpath (ServiceLoader), the analysis of the relation and a row encoder. A JFR profile of
 # the TPC-H SF 1 join queries put 87 of 880 samples of the py4j thread in that ``load``, half of
 # them in Dataset.ofRows and a fifth in the ServiceLoader (issue 16).
+# Its split size is the one Iceberg's own scan of the same files would take: a staged scan
+# (SparkStagedScan) groups its tasks by the table's fixed split size (128 MB), where a planned
+# scan (SparkPartitioningAwareScan) shrinks it to spread a small scan over the session's
+# parallelism (TableScanUtil.adjustSplitSize, `read.split.adaptive-size.enabled`). Without it,
+# the 10-40 MB a pruned TPC-H SF 1 join query reads of lineitem was one task on one core.
 _TASK_SET_VIEW_SOURCE = _REGISTER_VIEW + """
 static org.apache.iceberg.spark.source.IcebergSource source;
+
+public static String adaptiveSplitSize(Object session, Object icebergTable, String setId) {
+    org.apache.iceberg.Table table = (org.apache.iceberg.Table) icebergTable;
+    org.apache.iceberg.spark.SparkReadConf conf = new org.apache.iceberg.spark.SparkReadConf(
+        (org.apache.spark.sql.SparkSession) session, table, new java.util.HashMap());
+    java.util.List tasks = org.apache.iceberg.spark.ScanTaskSetManager.get().fetchTasks(table, setId);
+    if (tasks == null || !conf.adaptiveSplitSizeEnabled()) {
+        return null;
+    }
+    long size = 0;
+    for (java.util.Iterator it = tasks.iterator(); it.hasNext();) {
+        size += ((org.apache.iceberg.ScanTask) it.next()).sizeBytes();
+    }
+    return String.valueOf(
+        org.apache.iceberg.util.TableScanUtil.adjustSplitSize(size, conf.parallelism(), conf.splitSize()));
+}
 
 public static void taskSetView(Object session, String name, String setId, String view) throws Exception {
     org.apache.spark.sql.SparkSession spark = (org.apache.spark.sql.SparkSession) session;
@@ -408,6 +429,13 @@ public static void taskSetView(Object session, String name, String setId, String
         org.apache.spark.sql.connector.catalog.CatalogV2Util.getTableProviderCatalog(
             source, spark.sessionState().catalogManager(), dsOptions);
     org.apache.spark.sql.connector.catalog.Table table = catalog.loadTable(ident);
+    if (table instanceof org.apache.iceberg.spark.source.SparkTable && !dsOptions.containsKey("split-size")) {
+        String split = adaptiveSplitSize(spark, ((org.apache.iceberg.spark.source.SparkTable) table).table(), setId);
+        if (split != null) {
+            options.put("split-size", split);
+            dsOptions = new org.apache.spark.sql.util.CaseInsensitiveStringMap(options);
+        }
+    }
     org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation plan =
         org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation.create(
             table, scala.Option.apply(catalog), scala.Option.apply(ident), dsOptions);
@@ -590,6 +618,21 @@ def task_set_view(spark, name: str, set_id: str, view: str) -> bool:
     return True
 
 
+def staged_split_size(spark, table, set_id: str) -> str | None:
+    """The split size Iceberg's own scan would plan the staged task set ``set_id`` of ``table``
+    with (``_TASK_SET_VIEW_SOURCE``'s ``adaptiveSplitSize``); None when that rule is off or the
+    helper cannot be compiled (the staged scan then keeps the table's fixed split size)."""
+    method = _helper("adaptiveSplitSize", _TASK_SET_VIEW_SOURCE,
+                     ("java.lang.Object", "java.lang.Object", "java.lang.String"))
+    if method is None:
+        return None
+    try:
+        return method(spark._jsparkSession, table, set_id)
+    except Exception as e:  # e.g. another Iceberg version's SparkReadConf
+        log.info("pando: no adaptive split size for a staged scan (%s: %s)", type(e).__name__, e)
+        return None
+
+
 @contextmanager
 def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: set[str] | None, *, row_filter=None,
                 cache_key: str | None = None, view: str | None = None):
@@ -628,7 +671,11 @@ def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: se
         if view is not None and task_set_view(spark, name, set_id, view):
             yield None
         else:
-            df = spark.read.format("iceberg").option("scan-task-set-id", set_id).load(name)
+            reader = spark.read.format("iceberg").option("scan-task-set-id", set_id)
+            split = staged_split_size(spark, table, set_id)
+            if split is not None:
+                reader = reader.option("split-size", split)
+            df = reader.load(name)
             if view is not None:
                 temp_view(spark, df, view)
             yield df

@@ -1,0 +1,65 @@
+"""A staged scan (``iceberg_jvm.staged_scan``) is split into tasks the way Iceberg's own scan of the
+same files is: Iceberg's adaptive split size, not the table's fixed 128 MB (which made a pruned
+scan of a few dozen MB one task on one core)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pando_iceberg.spark import iceberg_jvm as jv
+
+pytestmark = pytest.mark.spark
+
+T = "stagedsplit.events"
+FILES = 12
+
+
+@pytest.fixture(scope="module")
+def small_files(spark):
+    """A table of FILES small files: Iceberg weighs each at its open cost (4 MB), so its own scan
+    of them is several 16 MB task groups, and one group at 128 MB."""
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS stagedsplit")
+    spark.sql(f"DROP TABLE IF EXISTS {T}")
+    spark.sql(f"CREATE TABLE {T} (id bigint, v double) USING iceberg")
+    for i in range(FILES):
+        spark.range(i * 100, (i + 1) * 100, numPartitions=1).selectExpr("id", "id * 0.5 AS v") \
+            .writeTo(T).append()
+    return T
+
+
+def _partitions(df) -> int:
+    """Input partitions of the plan's one Iceberg scan."""
+    stack, found = [df._jdf.queryExecution().executedPlan()], []
+    while stack:
+        node = stack.pop()
+        if node.nodeName().startswith("BatchScan"):
+            found.append(int(node.inputPartitions().size()))
+        if node.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
+            stack.append(node.initialPlan())
+        children = node.children()
+        stack += [children.apply(i) for i in range(children.size())]
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.parametrize("in_jvm", [True, False])
+@pytest.mark.parametrize("adaptive", [True, False])
+def test_a_staged_scan_has_the_tasks_icebergs_own_scan_has(spark, small_files, monkeypatch, in_jvm, adaptive):
+    if not in_jvm:
+        monkeypatch.setattr(jv, "task_set_view", lambda *a: False)
+    spark.sql(f"ALTER TABLE {T} SET TBLPROPERTIES ('read.split.adaptive-size.enabled'='{str(adaptive).lower()}')")
+    jtable = jv.load_table(spark, T)
+    snapshot = int(jtable.currentSnapshot().snapshotId())
+    paths = {r.file_path for r in spark.sql(f"SELECT file_path FROM {T}.files").collect()}
+    assert len(paths) == FILES
+    own = _partitions(spark.table(T))
+    with jv.staged_scan(spark, jtable, T, snapshot, paths, view="staged_split_v") as got:
+        staged = spark.table("staged_split_v") if got is None else got
+        assert (got is None) == in_jvm
+        assert _partitions(staged) == own
+        assert staged.count() == FILES * 100
+    jv.drop_temp_views(spark, ["staged_split_v"])
+    if adaptive:
+        assert own > 1  # the case the fixed split size got wrong: one task for all the files
+    else:
+        assert own == 1

@@ -130,10 +130,10 @@ def measure(spark, catalog, sql: str, runs: int, stage: str = "auto") -> dict:
         jvm_filtered.append(_median(g))
         chosen += plan.explain.pando_files
         iceberg_kept += plan.explain.iceberg_files
-    from pando_iceberg.spark.pruned import prunes_beyond_iceberg
+    from pando_iceberg.spark.pruned import stages
 
-    out["tables_staged"] = (len(plans) if stage == "always"  # the others: Spark's own scan
-                            else sum(prunes_beyond_iceberg(p) for p in plans.values()))
+    # the others: Spark's own scan
+    out["tables_staged"] = sum(stages(p, catalog.load_table(n), stage) for n, p in plans.items())
     out.update(pyiceberg_uncached_s=sum(cold_py), pyiceberg_cached_s=sum(warm_py), jvm_unfiltered_s=sum(jvm_full),
                jvm_filtered_s=sum(jvm_filtered), files_chosen=chosen, files_iceberg=iceberg_kept,
                files_total=sum(p.explain.total_files for p in plans.values()))

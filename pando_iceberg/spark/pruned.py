@@ -94,7 +94,7 @@ def staged_plan(spark, table, name: str, plan, view: str | None = None):
 
     # the Java table handed out last is reused while it was read from the metadata file planned with
     jtable = jv.load_table(spark, name, metadata_location=getattr(table, "metadata_location", None))
-    if plan.snapshot_id is not None and plan.paths and plan.explain.total_files <= jv.TASK_CACHE_FILES:
+    if in_task_cache(plan):
         key = f"{table.metadata.table_uuid}@{plan.snapshot_id}"  # the JVM's task cache
         return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, cache_key=key, view=view)
     row_filter = None
@@ -322,6 +322,29 @@ def prunes_beyond_iceberg(plan) -> bool:
     return ex.pando_files < ex.iceberg_files or ex.pando_bytes < ex.iceberg_bytes
 
 
+def in_task_cache(plan) -> bool:
+    """Are the plan's chosen tasks found in the JVM's task cache (``iceberg_jvm.cached_tasks``: a
+    lookup, the snapshot planned in the JVM once) rather than by planning the table in the JVM?"""
+    return plan.snapshot_id is not None and bool(plan.paths) and plan.explain.total_files <= jv.TASK_CACHE_FILES
+
+
+def stages(plan, table, stage: str = "auto") -> bool:
+    """Does :func:`pruned_sql` read this table through its staged tasks, not Spark's own scan?
+
+    ``'always'``: yes. ``'auto'``: when the trees or join pruning removed files Iceberg's own
+    pruning keeps (:func:`prunes_beyond_iceberg`), and when the query has no predicate of its own
+    on the table (only joins) while the table is unpartitioned and its tasks are a lookup in the
+    JVM's task cache (:func:`in_task_cache`): Spark's own scan would then have nothing to push
+    down to Iceberg but still plan every manifest of the table in its optimizer, while the staged
+    scan reads the same files, or fewer (issue 16: TPC-H SF 1 join queries, about 4 ms of Spark's
+    planning per such table against 1-2 ms of staging). A partitioned table keeps Spark's scan,
+    whose runtime filtering (dynamic partition pruning) a staged scan lacks."""
+    if stage == "always" or prunes_beyond_iceberg(plan):
+        return True
+    return (plan.filter is not None and plan.filter.is_true_expr() and in_task_cache(plan) and table is not None
+            and table.spec().is_unpartitioned())
+
+
 STAGE_MODES = ("auto", "always")
 
 
@@ -330,8 +353,9 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
     scan (see :class:`PrunedDataFrame` for the lifetime of what it stages). Nothing is collected;
     planning (pyiceberg + trees, then the JVM's tasks for the chosen files) happens here.
     ``stage='auto'``: a table whose trees remove no file beyond Iceberg's own pruning is read by
-    Spark's own scan (``prunes_beyond_iceberg``; its explain record still says what was
-    planned); ``'always'``: every table reads its staged tasks (pinned to the planned snapshot).
+    Spark's own scan unless the query has no predicate of its own on it (:func:`stages`; its
+    explain record still says what was planned); ``'always'``: every table reads its staged tasks
+    (pinned to the planned snapshot).
     ``df.pando.timings``: seconds spent planning the tables (``plan``, split into ``plan_parse``:
     SQL, schemas, workload parser; ``plan_join_keys``: Spark key sets; ``plan_tables``: pyiceberg
     + trees), staging their tasks in the JVM (``stage``) and analysing the query
@@ -357,8 +381,8 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
             for i, (name, plan) in enumerate(sorted(qp.plans.items())):
                 filters = qp.row_filters.get(name, [])
                 source = name  # Spark's own Iceberg scan: it plans the same files without staging them
-                if stage == "always" or prunes_beyond_iceberg(plan):
-                    table = qp.tables.get(name) or catalog.load_table(name)
+                table = qp.tables.get(name) or catalog.load_table(name)
+                if stages(plan, table, stage):
                     source = f"__pando_scan_{tag}_{i}"
                     stack.enter_context(staged_plan(spark, table, name, plan, view=source))
                     views.append(source)
@@ -497,6 +521,7 @@ __all__ = [
     "PrunedScans",
     "QueryPlan",
     "collect_arrow",
+    "in_task_cache",
     "key_frame",
     "key_view_of",
     "plan_query",
@@ -507,5 +532,6 @@ __all__ = [
     "semi_join_sql",
     "spark_schema",
     "staged_plan",
+    "stages",
     "with_join_keys",
 ]

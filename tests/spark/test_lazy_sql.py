@@ -136,6 +136,37 @@ def test_a_table_the_trees_prune_no_further_is_read_by_sparks_own_scan(spark, ca
                                                      else plan.explain.pando_bytes)
 
 
+def test_a_table_the_query_only_joins_is_read_through_its_staged_tasks(spark, catalog, laid_out):
+    """'auto' stages a table on which the query has no predicate of its own (customer, only
+    joined): Spark's own scan would push nothing down to Iceberg, so the staged tasks (a lookup
+    in the JVM's task cache) read the same files without Spark planning the table again. The
+    rows equal Spark's; a partitioned table keeps Spark's scan (its runtime filtering)."""
+    from pando_iceberg.spark.pruned import in_task_cache, prunes_beyond_iceberg, stages
+
+    want = sorted(spark.sql(JOIN_SQL).collect())
+    with pspark.sql(spark, JOIN_SQL, catalog=catalog) as df:
+        plans = df.pando.plan.plans
+        (name,) = [n for n in plans if n.endswith("customer")]
+        customer = plans[name]
+        assert customer.filter.is_true_expr() and not prunes_beyond_iceberg(customer) and in_task_cache(customer)
+        assert stages(customer, catalog.load_table(name))
+        assert sorted(df.collect()) == want
+        scans = jv.executed_scans(df)
+    # Spark's own Iceberg scan counts the files it planned; a staged scan counts none
+    counted = [n for n, m in scans if m.get("resultDataFiles", 0) > 0]
+    assert len(scans) == 2 and not any(n.endswith("customer") for n in counted), scans
+    spark.sql("DROP TABLE IF EXISTS lazyq.customer_p")
+    spark.sql("CREATE TABLE lazyq.customer_p USING iceberg PARTITIONED BY (c_mktsegment) AS SELECT * FROM tpch.customer")
+    sql = JOIN_SQL.replace("tpch.customer", "lazyq.customer_p")
+    with pspark.sql(spark, sql, catalog=catalog) as df:
+        partitioned = df.pando.plan.plans["lazyq.customer_p"]
+        assert partitioned.filter.is_true_expr() and in_task_cache(partitioned)
+        assert not stages(partitioned, catalog.load_table("lazyq.customer_p"))
+        assert sorted(df.collect()) == want
+        assert any(n.endswith("customer_p") and m.get("resultDataFiles", 0) > 0 for n, m in jv.executed_scans(df))
+    spark.sql("DROP TABLE lazyq.customer_p")
+
+
 def test_failure_while_planning_releases_what_was_staged(spark, catalog, laid_out):
     with pytest.raises(Exception, match="(?i)no_such_column|cannot be resolved|unresolved"):
         pspark.sql(spark, f"SELECT no_such_column FROM {T} WHERE o_orderkey < 10", catalog=catalog)

@@ -223,6 +223,7 @@ def test_integer_keys_become_a_view_of_a_local_relation_in_one_call(spark):
     assert not spark.catalog.tableExists("rf_lv1") and not spark.catalog.tableExists("rf_lv2")
     assert spark.catalog.tableExists("rf_lc2")
     jv.drop_temp_views(spark, ["rf_lc2", "rf_facts"])
+    assert not spark.catalog.tableExists("rf_lc2")
 
 
 def test_a_compiled_helper_costs_one_py4j_round_trip(spark, monkeypatch):
@@ -243,7 +244,6 @@ def test_a_compiled_helper_costs_one_py4j_round_trip(spark, monkeypatch):
     assert len(sent) == 2
     monkeypatch.undo()
     assert not spark.catalog.tableExists("rf_rt0") and not spark.catalog.tableExists("rf_rt1")
-    assert not spark.catalog.tableExists("rf_lc2")
 
 
 def test_pruned_sql_leaves_no_view_behind(spark, catalog, star):

@@ -28,18 +28,12 @@ def small_files(spark):
 
 
 def _partitions(df) -> int:
-    """Input partitions of the plan's one Iceberg scan."""
-    stack, found = [df._jdf.queryExecution().executedPlan()], []
-    while stack:
-        node = stack.pop()
-        if node.nodeName().startswith("BatchScan"):
-            found.append(int(node.inputPartitions().size()))
-        if node.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
-            stack.append(node.initialPlan())
-        children = node.children()
-        stack += [children.apply(i) for i in range(children.size())]
+    """Input partitions of the plan's one Iceberg scan (``executed_nodes``: the final and the
+    initial plan, each scan once by its plan id)."""
+    found = {int(n.id()): int(n.inputPartitions().size())
+             for n, _ in jv.executed_nodes(df) if n.nodeName().startswith("BatchScan")}
     assert len(found) == 1, found
-    return found[0]
+    return next(iter(found.values()))
 
 
 @pytest.mark.parametrize("in_jvm", [True, False])

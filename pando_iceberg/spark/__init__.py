@@ -28,10 +28,8 @@ def sql(spark, query: str, *, catalog: Any = None, use_layout: bool = True, stag
     Lifetime: planning happens in this call; the chosen scan tasks stay staged in the JVM until
     ``df.pando.close()`` or the end of ``with ... as df``. Run every action (also on DataFrames
     derived from ``df``) before that; temporary views are not left behind. ``stage``: 'auto'
-    stages the tables whose trees remove files Iceberg's own pruning keeps, and the unpartitioned
-    ones whose tasks the JVM has cached and whose filter the files' bounds decide (Spark would
-    plan them again for the same files; ``pruned.stages``); the others are Spark's own scans.
-    'always' stages every table (each read pinned to the planned snapshot)."""
+    stages only the tables whose trees remove files Iceberg's own pruning keeps (the others are
+    Spark's own scans); 'always' stages every table (each read pinned to the planned snapshot)."""
     from .pruned import pruned_sql
 
     if catalog is None:

@@ -29,22 +29,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyiceberg.expressions import (
-    AlwaysFalse,
-    AlwaysTrue,
-    And,
-    GreaterThan,
-    GreaterThanOrEqual,
-    IsNaN,
-    IsNull,
-    LessThan,
-    LessThanOrEqual,
-    Not,
-    NotNaN,
-    NotNull,
-    Or,
-)
-from pyiceberg.types import BinaryType, FixedType, StringType
 from pyspark.sql import DataFrame
 from sqlglot import exp, parse_one
 
@@ -348,54 +332,17 @@ def stages(plan, table, stage: str = "auto") -> bool:
     """Does :func:`pruned_sql` read this table through its staged tasks, not Spark's own scan?
 
     ``'always'``: yes. ``'auto'``: when the trees or join pruning removed files Iceberg's own
-    pruning keeps (:func:`prunes_beyond_iceberg`), and when the table is unpartitioned, its
-    chosen tasks are a lookup in the JVM's task cache (:func:`in_task_cache`) and the reader
-    would skip nothing more with Iceberg's residual filter than the files' bounds pyiceberg
-    planned with (:func:`bounds_decide`). Spark's own scan would plan every manifest of the table
-    again in its optimizer (issue 16, TPC-H SF 1: 10-14 ms for lineitem with the pushed filter,
-    against 2-3 ms of staging), for the same files. A partitioned table keeps Spark's scan,
+    pruning keeps (:func:`prunes_beyond_iceberg`), and when the query has no predicate of its own
+    on the table (only joins) while the table is unpartitioned and its tasks are a lookup in the
+    JVM's task cache (:func:`in_task_cache`): Spark's own scan would then have nothing to push
+    down to Iceberg but still plan every manifest of the table in its optimizer, while the staged
+    scan reads the same files, or fewer (issue 16: TPC-H SF 1 join queries, about 4 ms of Spark's
+    planning per such table against 1-2 ms of staging). A partitioned table keeps Spark's scan,
     whose runtime filtering (dynamic partition pruning) a staged scan lacks."""
     if stage == "always" or prunes_beyond_iceberg(plan):
         return True
-    return (plan.filter is not None and in_task_cache(plan) and table is not None
-            and table.spec().is_unpartitioned() and bounds_decide(plan, table))
-
-
-# Predicates Parquet's row-group filters decide as the file's min/max and null counts do; for
-# equality and IN a dictionary page can rule out a value inside the bounds, on strings the
-# bounds Iceberg keeps are truncated (16 characters) and Parquet's are not.
-_BOUNDS_ONLY = (LessThan, LessThanOrEqual, GreaterThan, GreaterThanOrEqual, IsNull, NotNull, IsNaN, NotNaN)
-
-
-def bounds_decide(plan, table) -> bool:
-    """Would Iceberg's reader, given the table's filter as the residual of its tasks, skip nothing
-    the files' own bounds did not already? A staged scan's tasks (from the JVM's task cache,
-    planned unfiltered) carry no residual. True when every chosen file is one row group (its
-    bounds are the row group's), the table writes no Parquet bloom filter, and the filter holds
-    only range and null tests on columns that are not strings or binary (:data:`_BOUNDS_ONLY`)."""
-    from ..expr.iceberg import to_pyiceberg
-
-    if any(k.startswith("write.parquet.bloom-filter-enabled.column.") and str(v).lower() == "true"
-           for k, v in table.properties.items()):
-        return False
-    if any(len(t.file.split_offsets or ()) > 1 for t in plan.tasks):
-        return False
-    schema = table.schema()
-
-    def decided(e) -> bool:
-        if isinstance(e, AlwaysTrue | AlwaysFalse):
-            return True
-        if isinstance(e, And | Or):
-            return decided(e.left) and decided(e.right)
-        if isinstance(e, Not):
-            return decided(e.child)
-        name = getattr(getattr(e, "term", None), "name", None)
-        if isinstance(e, _BOUNDS_ONLY) and name is not None:
-            field = schema.find_field(name, case_sensitive=False)
-            return not isinstance(field.field_type, StringType | BinaryType | FixedType)
-        return False
-
-    return decided(to_pyiceberg(plan.filter, schema))
+    return (plan.filter is not None and plan.filter.is_true_expr() and in_task_cache(plan) and table is not None
+            and table.spec().is_unpartitioned())
 
 
 STAGE_MODES = ("auto", "always")
@@ -406,7 +353,7 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
     scan (see :class:`PrunedDataFrame` for the lifetime of what it stages). Nothing is collected;
     planning (pyiceberg + trees, then the JVM's tasks for the chosen files) happens here.
     ``stage='auto'``: a table whose trees remove no file beyond Iceberg's own pruning is read by
-    Spark's own scan unless staging it saves Spark's planning at no loss (:func:`stages`; its
+    Spark's own scan unless the query has no predicate of its own on it (:func:`stages`; its
     explain record still says what was planned); ``'always'``: every table reads its staged tasks
     (pinned to the planned snapshot).
     ``df.pando.timings``: seconds spent planning the tables (``plan``, split into ``plan_parse``:

@@ -542,13 +542,13 @@ class _Evaluator(PredicateVisitor[Context, Vec]):
         return logic_not(_bool_of(self.visit(node.this, arg), "NOT operand"))
 
     def visit_comparison(self, node: exp.Expression, arg: Context) -> Vec:
-        op = COMPARISON_OPS[type(node)]
         a = self.visit(node.this, arg)
-        const = fold(node.expression) if a.kind == "string" and op in _PC_CMP else None
-        if const is not None and const.kind == "string":  # against an Arrow scalar, not a repeated array
-            data = _PC_CMP[op](a.data, pa.scalar(const.value, pa.large_string())).fill_null(False)
-            return Vec("bool", data.to_numpy(zero_copy_only=False) & a.valid, a.valid.copy())
-        return compare(op, a, self.visit(node.expression, arg))
+        const = fold(node.expression) if a.kind == "string" else None
+        if const is not None and const.kind == "string":  # an Arrow scalar, not the literal repeated n times
+            b = Vec("string", pa.scalar(const.value, pa.large_string()), np.ones(arg.n, dtype=bool))
+        else:
+            b = self.visit(node.expression, arg)
+        return compare(COMPARISON_OPS[type(node)], a, b)
 
     def visit_is_null(self, node: exp.Expression, arg: Context) -> Vec:
         inner = self.visit(node.this, arg)

@@ -508,8 +508,8 @@ class _QueryParser:
                 for a, col, b, dim_col in edges:
                     if a is o and id(b) not in visiting and self._is_pk(b.table, dim_col) and not b.outer:
                         joins.append(JoinFilter(col, b.table, dim_col, occ_filter(b, visiting | {id(o)})))
-            base = own_filter(o)
-            return base.with_joins(joins) if joins else base
+            part = own_filter(o)
+            return part.with_joins(joins) if joins else part
 
         filters: dict[str, TableFilter] = {}
         per_table: dict[str, list[TableFilter]] = {}

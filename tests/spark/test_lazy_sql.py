@@ -280,6 +280,30 @@ def test_staged_scan_as_a_view_reads_what_the_dataframe_reads(spark, catalog, la
     jv.drop_temp_views(spark, ["pando_v_new", "pando_v_old"])
 
 
+def test_task_set_view_stages_in_one_call_and_leaves_nothing_staged_when_refused(spark, catalog, laid_out):
+    """``iceberg_jvm.task_set_view`` stages the tasks and makes their view in one JVM call; when the
+    view cannot be made (here a name no catalog knows), it says False and no task set stays
+    staged (the caller's fallback stages its own); ``unstage`` removes a staged set."""
+    from pando_iceberg.planner import plan_scan
+
+    table = catalog.load_table(T)
+    plan = plan_scan(table, "o_orderdate >= date '1994-01-01' AND o_orderdate < date '1994-04-01'")
+    jtable = jv.load_table(spark, T)
+    tasks, _ = jv.chosen_tasks(jtable, plan.snapshot_id, plan.paths)
+    manager = spark._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
+    assert not jv.task_set_view(spark, jtable, "no_such_ns.no_such_table", tasks, "pando-refused", "pando_v_refused")
+    assert manager.fetchTasks(jtable, "pando-refused") is None
+    assert not spark.catalog.tableExists("pando_v_refused")
+    assert jv.task_set_view(spark, jtable, T, tasks, "pando-made", "pando_v_made")
+    try:
+        assert manager.fetchTasks(jtable, "pando-made").size() == len(plan.paths)
+        assert spark.table("pando_v_made").count() == plan.explain.pando_rows
+    finally:
+        jv.unstage(spark, jtable, "pando-made")
+        jv.drop_temp_views(spark, ["pando_v_made"])
+    assert manager.fetchTasks(jtable, "pando-made") is None
+
+
 def test_a_staged_table_with_no_chosen_file_reads_no_row(spark, catalog, laid_out):
     """``stage='always'`` with every file pruned: the staged view is an empty relation under the
     table's schema (Iceberg refuses an empty task set), and the query returns Spark's answer."""

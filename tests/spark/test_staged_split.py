@@ -57,3 +57,16 @@ def test_a_staged_scan_has_the_tasks_icebergs_own_scan_has(spark, small_files, m
         assert own > 1  # the case the fixed split size got wrong: one task for all the files
     else:
         assert own == 1
+
+
+def test_planned_partitions_in_one_call_counts_what_the_node_walk_counts(spark, small_files):
+    """``iceberg_jvm.planned_partitions``: the input partitions of every Iceberg scan of the executed
+    plan, built without running it; the one JVM call counts what the py4j walk counts (a self-join:
+    both scans), and what each scan's own node says."""
+    spark.sql(f"ALTER TABLE {T} SET TBLPROPERTIES ('read.split.adaptive-size.enabled'='true')")
+    one = spark.table(T)
+    own = _partitions(one)
+    assert jv.planned_partitions(one) == jv.planned_partitions(one, in_jvm=False) == own > 1
+    pair = spark.sql(f"SELECT a.id FROM {T} a JOIN {T} b ON a.id = b.id + 1")
+    assert jv.planned_partitions(pair) == jv.planned_partitions(pair, in_jvm=False) == 2 * own
+    assert jv.planned_partitions(spark.range(5)) == 0  # no Iceberg scan

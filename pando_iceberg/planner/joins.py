@@ -601,14 +601,17 @@ def constrains(join) -> bool:
 
 
 def row_filters(catalog, tf, table_rows: int, *, max_keys: int | None = None,
-                reader: Callable[[int], KeyReader] | None = None) -> tuple[list[RowFilter], list[str]]:
+                reader: Callable[[int], KeyReader] | None = None,
+                repeats: Callable[[Any], str | None] | None = None) -> tuple[list[RowFilter], list[str]]:
     """The join filters of ``tf`` to apply to the table's rows, with their key sets, and notes
     for those left out. A join that filters nothing is left out. A key set may have at most
     ``max_keys`` (default :data:`ROW_FILTER_MAX_KEYS`) keys and :data:`ROW_FILTER_KEY_SHARE` of
     its dimension's rows; a table under :data:`ROW_FILTER_MIN_ROWS` rows gets none. One already
     on the filter is used; otherwise one is read (cached, :func:`dimension_keys`; above
     :data:`MAX_DIMENSION_ROWS` rows by ``reader(limit)``, which raises past ``limit`` keys) when
-    every table of the chain has at most :data:`ROW_FILTER_DIMENSION_SHARE` of ``table_rows``."""
+    every table of the chain has at most :data:`ROW_FILTER_DIMENSION_SHARE` of ``table_rows``.
+    ``repeats(join)``: why the query's own plan already does that join's filtering (its note), or
+    None; such a join gets no row filter and no key set is read for it."""
     max_keys = ROW_FILTER_MAX_KEYS if max_keys is None else max_keys
     out: list[RowFilter] = []
     notes: list[str] = []
@@ -621,6 +624,10 @@ def row_filters(catalog, tf, table_rows: int, *, max_keys: int | None = None,
         return out, notes
     for j in tf.joins:
         if not constrains(j):
+            continue
+        why = repeats(j) if repeats is not None else None
+        if why is not None:
+            notes.append(f"no row filter for {j.to_sql()}: {why}")
             continue
         dim_rows = dimension_rows(catalog.load_table(j.dim_table))
         limit = min(max_keys, int(dim_rows * ROW_FILTER_KEY_SHARE))

@@ -20,6 +20,7 @@ stages its chosen tasks and returns a lazy :class:`PrunedDataFrame`; :func:`run_
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -35,6 +36,7 @@ from sqlglot import exp, parse_one
 from ..catalog import load_table
 from ..planner.joins import BoundedCache
 from . import iceberg_jvm as jv
+from .join_order import RepeatedJoins
 from .rewrite import SparkKeyProvider, arrow_schema_of, collect_arrow
 from .session import drop_shuffles
 
@@ -236,6 +238,7 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     filters: dict[str, list[Any]] = {}
     filter_notes: dict[str, list[str]] = {}
     reader = SparkKeyProvider(spark, schemas).at_most
+    repeated = RepeatedJoins(spark, tree, schemas, lambda n: dimension_rows(catalog.load_table(n)))
     for name in sorted(query.filters):
         if name not in tables:
             continue  # a view or a table pyiceberg cannot load: Spark reads it as it is
@@ -246,7 +249,8 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
         plans[name] = plan_scan(table, tf, use_layout=use_layout, schemas=schemas)
         t3 = time.perf_counter()
         if use_layout and tf.joins:
-            found, notes = row_filters(catalog, tf, dimension_rows(table), reader=reader)
+            found, notes = row_filters(catalog, tf, dimension_rows(table), reader=reader,
+                                       repeats=functools.partial(repeated.why, name))
             if found:
                 filters[name] = found
             if notes:

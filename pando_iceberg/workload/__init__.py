@@ -11,6 +11,7 @@ from pando_iceberg.workload.parser import (
     dimension_atoms,
     parse_query,
     parse_workload,
+    qualify_query,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "dimension_atoms",
     "parse_query",
     "parse_workload",
+    "qualify_query",
 ]

@@ -359,6 +359,41 @@ def _arrow_to_sql_type(t: pa.DataType) -> str:
     return "STRING"
 
 
+def _qualified(stmt: exp.Expr, schemas: dict[str, pa.Schema], qualify_schema: dict[str, Any], dialect: str,
+               number: int) -> exp.Expression:
+    """``stmt`` copied, each base table renamed to its flat name (:func:`_flat_name`) under its
+    alias, every column qualified by the source it comes from (sqlglot's ``qualify``)."""
+    tree = stmt.copy()
+    cte_names = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    for t in list(tree.find_all(exp.Table)):
+        name = ".".join(p.name for p in t.parts)
+        if name.lower() in cte_names and not t.args.get("db"):
+            continue
+        try:
+            key = _resolve_table(name, schemas)
+        except KeyError:
+            raise PandoWorkloadError(f"statement {number}: unknown table {name!r}; known tables: "
+                                     f"{', '.join(schemas)}") from None
+        alias = t.alias or t.name
+        t.replace(exp.Table(this=exp.to_identifier(_flat_name(key)),
+                            alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    try:
+        return _expression(qualify(tree, schema=_mapping_schema(_schema_key(qualify_schema), dialect),
+                                   dialect=dialect, validate_qualify_columns=True, identify=False))
+    except sqlglot.errors.SqlglotError as e:
+        raise PandoWorkloadError(f"statement {number} cannot be resolved: {e}") from None
+
+
+def qualify_query(stmt: exp.Expression, schemas: dict[str, pa.Schema],
+                  dialect: str = "spark") -> tuple[exp.Expression, dict[str, str]]:
+    """``stmt`` as the parser reads it before merging derived tables: copied, every column
+    qualified by its source's alias, each base table renamed to a flat name; with the map from
+    those names back to the keys of ``schemas``. Subqueries and derived tables keep their own
+    scopes, as in Spark's plan."""
+    qualify_schema: dict[str, Any] = {_flat_name(k): dict(_sql_columns(s)) for k, s in schemas.items()}
+    return _qualified(stmt, schemas, qualify_schema, dialect, 1), {_flat_name(k): k for k in schemas}
+
+
 _FLAT = re.compile(r"[^a-z0-9_]")
 
 
@@ -445,23 +480,8 @@ class _QueryParser:
             text = pred if isinstance(pred, str) else pred.sql(self.dialect)
             problems.append(UnsupportedPredicate(sql, text, reason))
 
-        tree = stmt.copy()
-        cte_names = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-        for t in list(tree.find_all(exp.Table)):
-            name = ".".join(p.name for p in t.parts)
-            if name.lower() in cte_names and not t.args.get("db"):
-                continue
-            try:
-                key = _resolve_table(name, self.schemas)
-            except KeyError:
-                raise PandoWorkloadError(f"statement {number}: unknown table {name!r}; known tables: "
-                                         f"{', '.join(self.schemas)}") from None
-            alias = t.alias or t.name
-            t.replace(exp.Table(this=exp.to_identifier(_flat_name(key)),
-                                alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        tree = _qualified(stmt, self.schemas, self.qualify_schema, self.dialect, number)
         try:
-            tree = qualify(tree, schema=_mapping_schema(_schema_key(self.qualify_schema), self.dialect),
-                           dialect=self.dialect, validate_qualify_columns=True, identify=False)
             tree = merge_subqueries(tree)
         except sqlglot.errors.SqlglotError as e:
             raise PandoWorkloadError(f"statement {number} cannot be resolved: {e}") from None

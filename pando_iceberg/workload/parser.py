@@ -446,7 +446,7 @@ def parse_query(stmt: exp.Expression, schemas: dict[str, pa.Schema], dialect: st
     if not isinstance(stmt, exp.Query):
         raise PandoWorkloadError(f"not a query: {stmt.sql(dialect=dialect)[:200]}")
     text = sql if sql is not None else stmt.sql(dialect=dialect)
-    query, _ = _QueryParser(schemas, dialect, primary_keys, unique).parse(stmt, text, 1)
+    query, _ = _QueryParser(schemas, dialect, primary_keys, unique).parse(stmt, text, 1, problems_wanted=False)
     return query
 
 
@@ -473,12 +473,16 @@ class _QueryParser:
         self.flat_to_key = {_flat_name(k): k for k in schemas}
         self.qualify_schema: dict[str, object] = {_flat_name(k): dict(_sql_columns(s)) for k, s in schemas.items()}
 
-    def parse(self, stmt: exp.Expr, sql: str, number: int) -> tuple[WorkloadQuery, list[UnsupportedPredicate]]:
+    def parse(self, stmt: exp.Expr, sql: str, number: int,
+              problems_wanted: bool = True) -> tuple[WorkloadQuery, list[UnsupportedPredicate]]:
+        """The statement's WorkloadQuery and its unsupported predicates (none printed when not
+        ``problems_wanted``: planning a query leaves them out without a word)."""
         problems: list[UnsupportedPredicate] = []
 
         def report(pred: exp.Expression | str, reason: str) -> None:
-            text = pred if isinstance(pred, str) else pred.sql(self.dialect)
-            problems.append(UnsupportedPredicate(sql, text, reason))
+            if problems_wanted:
+                text = pred if isinstance(pred, str) else pred.sql(self.dialect)
+                problems.append(UnsupportedPredicate(sql, text, reason))
 
         tree = _qualified(stmt, self.schemas, self.qualify_schema, self.dialect, number)
         try:

@@ -16,7 +16,9 @@ the 1-minute load average before and after, and writes ``<report stem>_warm.json
 
 Variants split a gain between the layout and the planner: ``zorder:planner`` reads z-order's
 tables through Pando's planner (join pruning and row filters apply to tables without a layout),
-``pando-k3:no-row-filters`` reads Pando's with row filters off.
+``pando-k3:no-row-filters`` reads Pando's with row filters off, ``pando-k3:every-row-filter`` with a
+row filter also where it repeats a join Spark makes first and broadcasts (the rule before session
+19, ``spark.join_order``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def main() -> None:
     from pando_iceberg.catalog import load_catalog
     from pando_iceberg.config import load_config
     from pando_iceberg.planner import joins
+    from pando_iceberg.spark.join_order import RepeatedJoins
     from pando_iceberg.spark.session import start_spark
 
     report = json.loads(Path(a.report).read_text())
@@ -55,9 +58,10 @@ def main() -> None:
     layouts = [x for x in a.layouts.split(",") if x]
     base = {x: x.split(":")[0] for x in layouts}  # the run's layout each variant reads
     variants = {x: x.split(":")[1] if ":" in x else "" for x in layouts}
-    unknown = [x for x, v in variants.items() if v not in ("", "planner", "no-row-filters")]
+    accepted = ("", "planner", "no-row-filters", "every-row-filter")
+    unknown = [x for x, v in variants.items() if v not in accepted]
     if unknown:
-        raise SystemExit(f"unknown variants: {unknown}; accepted: ':planner', ':no-row-filters'")
+        raise SystemExit(f"unknown variants: {unknown}; accepted: {', '.join(':' + v for v in accepted if v)}")
     missing = [base[x] for x in layouts if base[x] not in report["layouts"]]
     if missing:
         raise SystemExit(f"layouts not in the report: {missing}; it has {sorted(report['layouts'])}")
@@ -66,6 +70,7 @@ def main() -> None:
     catalog = load_catalog(cfg)
     rows_of = {L: {t: v["rows"] for t, v in report["layouts"][base[L]]["tables"].items()} for L in layouts}
     row_filter_keys = joins.ROW_FILTER_MAX_KEYS
+    repeats = RepeatedJoins.why
     load0 = os.getloadavg()[0]
     t_start = time.time()
     out = []
@@ -85,6 +90,7 @@ def main() -> None:
             sql = qualify(q["sql"], report["layouts"][base[layout]]["namespace"])
             pando = layout.startswith("pando") or variants[layout] == "planner"
             joins.ROW_FILTER_MAX_KEYS = 0 if variants[layout] == "no-row-filters" else row_filter_keys
+            RepeatedJoins.why = (lambda self, table, join: None) if variants[layout] == "every-row-filter" else repeats
             first = execute_query(spark, catalog, sql, pando)
             timed = [execute_query(spark, catalog, sql, pando) for _ in range(a.runs)]
             reference = first.rows if reference is None else reference

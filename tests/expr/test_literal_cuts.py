@@ -190,3 +190,29 @@ def test_expr_cut_json_roundtrip_and_errors():
     with pytest.raises(PandoExprError, match=r"literal 'abc'.*column 'd'.*date"):
         ExprCut("d < 'abc'", s, table="lineitem")
     assert issubclass(PandoExprError, ValueError)
+
+
+def test_a_cut_whose_origin_cannot_be_bound_keeps_no_caller_alive():
+    """A cut's origin predicate naming a dimension the query does not join cannot be bound (UNKNOWN
+    sides, remembered per cut). Raising the remembered error again on every query chained each
+    query's frames onto it, and with them whatever those frames held (a pruned query's DataFrames
+    and their JVM plans: ~0.4 MB of JVM heap a query, issue 16). Now nothing outlives the call."""
+    import gc
+    import weakref
+
+    cut = LiteralCut("f_orderkey", [1, 2], CutOrigin(
+        "orders", "o_orderkey", "o_custkey IN (SELECT c_custkey FROM customer WHERE c_custkey < 3)"))
+    query = TableFilter(None, FACT, [JoinFilter("f_orderkey", "orders", "o_orderkey",
+                                                TableFilter.from_sql("o_prio = 0", ORDERS, "orders"))], "fact")
+
+    class Held:  # stands for what a planning caller holds in its frame
+        pass
+
+    def plan_once() -> weakref.ref:
+        held = Held()
+        assert tuple(query.sides(cut)) == (True, True)  # undecided: both sides
+        return weakref.ref(held)
+
+    refs = [plan_once() for _ in range(3)]
+    gc.collect()
+    assert all(r() is None for r in refs)

@@ -70,10 +70,22 @@ def test_explain_scan_reports_stages_and_prunes(ctx):
 
 def test_explain_scan_of_a_query_names_its_row_filters(ctx, spark):
     parts = spark.sql("SELECT count(*) FROM tpch.part WHERE p_brand = 'Brand#23'").first()[0]
-    r = call(ctx, "CALL pando.system.explain_scan(query => \"SELECT sum(l_quantity) FROM ops.li JOIN tpch.part "
-                  "ON l_partkey = p_partkey WHERE p_brand = 'Brand#23'\")")
+    query = ("CALL pando.system.explain_scan(query => \"SELECT sum(l_quantity) FROM ops.li JOIN tpch.part "
+             "ON l_partkey = p_partkey WHERE p_brand = 'Brand#23'\")")
+    key = "spark.sql.autoBroadcastJoinThreshold"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "-1")  # part is not broadcast: the row filter is made
+    try:
+        r = call(ctx, query)
+    finally:
+        spark.conf.set(key, before)
     filters = [row[5] for row in r.rows if row[0] == "ops.li" and row[1] == "row filter"]
     assert filters == [f"row filter: l_partkey semi-joined with {parts:,} keys of tpch.part (pyiceberg)"], r.rows
+    # broadcast (Spark's default threshold): the query's own first join does that filtering, and
+    # explain says why no row filter was made
+    r = call(ctx, query)
+    filters = [row[5] for row in r.rows if row[0] == "ops.li" and row[1] == "row filter"]
+    assert len(filters) == 1 and "Spark joins it first with tpch.part alone, broadcast" in filters[0], r.rows
 
 
 def test_health_degrades_after_appends_and_nightly_runbook_relays_out(ctx, spark):

@@ -32,6 +32,8 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
 from ..expr.filters import split_conjuncts
+from ..planner.joins import constrains
+from ..workload import has_subquery, qualify_query
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def _first_pair(select: exp.Select, sources: set[str]) -> tuple[str, str, set] |
         conditions += split_conjuncts(where.this)
     refs = []
     for c in conditions:
-        if any(isinstance(n, (exp.Subquery, exp.Select, exp.Exists)) for n in c.walk()):
+        if has_subquery(c):
             return None
         r = {col.table for col in c.find_all(exp.Column)}
         if not r <= set(aliases):  # a correlated column, or one Spark resolves elsewhere
@@ -181,8 +183,6 @@ class RepeatedJoins:
         self._threshold: int | None = None
 
     def _read(self) -> None:
-        from ..workload import qualify_query
-
         try:
             qualified, flat_to_key = qualify_query(self.tree, self.schemas)
         except Exception:  # the parser read it before; a query it cannot qualify keeps its row filters
@@ -200,8 +200,6 @@ class RepeatedJoins:
         """Why the row filter of ``join`` (a JoinFilter of ``table``) repeats Spark's own first,
         broadcast join with the dimension; None when it may not. The dimension's filter must be
         its own (no join of its own that constrains: a chain is applied later in Spark's plan)."""
-        from ..planner.joins import constrains
-
         if any(constrains(j) for j in join.dim_filter.joins) or join.dim_table not in self.schemas:
             return None
         if self._first is None:

@@ -390,8 +390,8 @@ def qualify_query(stmt: exp.Expression, schemas: dict[str, pa.Schema],
     qualified by its source's alias, each base table renamed to a flat name; with the map from
     those names back to the keys of ``schemas``. Subqueries and derived tables keep their own
     scopes, as in Spark's plan."""
-    qualify_schema: dict[str, Any] = {_flat_name(k): dict(_sql_columns(s)) for k, s in schemas.items()}
-    return _qualified(stmt, schemas, qualify_schema, dialect, 1), {_flat_name(k): k for k in schemas}
+    parser = _QueryParser(schemas, dialect, None)
+    return _qualified(stmt, schemas, parser.qualify_schema, dialect, 1), parser.flat_to_key
 
 
 _FLAT = re.compile(r"[^a-z0-9_]")
@@ -592,10 +592,10 @@ class _QueryParser:
                         refs = _aliases(c, occ, scope)
                         # An ON predicate of a LEFT join over the nullable side alone decides which
                         # of its rows can appear at all: a valid filter for it (not FULL joins).
-                        if side != "FULL" and refs == {alias if side == "LEFT" else ""} and not _has_subquery(c):
+                        if side != "FULL" and refs == {alias if side == "LEFT" else ""} and not has_subquery(c):
                             occ[alias].predicates.append(c)
                         elif side == "RIGHT" and refs is not None and len(refs) == 1 \
-                                and next(iter(refs)) in left_aliases and not _has_subquery(c):
+                                and next(iter(refs)) in left_aliases and not has_subquery(c):
                             occ[next(iter(refs))].predicates.append(c)
                 continue
             if kind in ("SEMI", "ANTI"):
@@ -612,8 +612,8 @@ class _QueryParser:
             report(select.args["having"].this, "HAVING filters groups, not table rows")
 
         # subquery conjuncts last: a correlation reaches along this scope's equi-joins (step 4)
-        for c, origin in sorted(conjuncts, key=lambda co: _has_subquery(co[0])):
-            if _has_subquery(c):
+        for c, origin in sorted(conjuncts, key=lambda co: has_subquery(co[0])):
+            if has_subquery(c):
                 self._subquery_conjunct(c, occ, scope, edges, semi_joins, report, occurrences)
                 continue
             refs = _aliases(c, occ, scope)
@@ -664,7 +664,7 @@ class _QueryParser:
                 continue
             parts = []
             for d in disjuncts:
-                mine = [p for p in d if not _has_subquery(p) and _aliases(p, occ, scope) == {alias}]
+                mine = [p for p in d if not has_subquery(p) and _aliases(p, occ, scope) == {alias}]
                 if not mine:
                     break
                 parts.append(exp.and_(*mine))
@@ -761,7 +761,8 @@ def _disjuncts(node: exp.Expression) -> list[exp.Expression]:
     return [node]
 
 
-def _has_subquery(node: exp.Expression) -> bool:
+def has_subquery(node: exp.Expression) -> bool:
+    """Does ``node`` hold a subquery (scalar, IN, EXISTS)?"""
     return any(isinstance(n, (exp.Subquery, exp.Select, exp.Exists)) for n in node.walk())
 
 

@@ -31,6 +31,7 @@ JoinFilter is made across an outer join.
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import re
@@ -359,11 +360,59 @@ def _arrow_to_sql_type(t: pa.DataType) -> str:
     return "STRING"
 
 
+# Literals that qualify reads as positions or names, not values: they stay in a template's shape.
+_NOT_VALUES = (exp.Group, exp.Ordered, exp.Distinct, exp.Limit, exp.Offset, exp.Fetch, exp.DataTypeParam)
+_HOLE = "pando_value_"
+SHAPES: collections.OrderedDict[tuple, exp.Expression] = collections.OrderedDict()  # LRU, see _qualified
+SHAPES_MAX = 256
+
+
+def _value_literals(stmt: exp.Expr) -> list[exp.Literal]:
+    """The literals of ``stmt`` that stand only for values (not ``GROUP BY 1``, a LIMIT, a type's
+    size or a pivot's column names); none when the statement has placeholders of its own."""
+    if stmt.find(exp.Placeholder, exp.Pivot) is not None:
+        return []
+    return [n for n in stmt.find_all(exp.Literal) if not isinstance(n.parent, _NOT_VALUES)]
+
+
 def _qualified(stmt: exp.Expr, schemas: dict[str, pa.Schema], qualify_schema: dict[str, Any], dialect: str,
                number: int) -> exp.Expression:
     """``stmt`` copied, each base table renamed to its flat name (:func:`_flat_name`) under its
-    alias, every column qualified by the source it comes from (sqlglot's ``qualify``)."""
-    tree = stmt.copy()
+    alias, every column qualified by the source it comes from (sqlglot's ``qualify``).
+
+    Qualified once per template: qualification does not look at a literal's value, so the
+    statement with its value literals as placeholders (its shape) is qualified and kept (the
+    ``SHAPES_MAX`` most recent shapes per process), and a query of a known shape is a copy of it
+    with its own literals put back (issue 16: tomorrow's queries are today's templates with other
+    literals; qualification was ~2 ms of a TPC-H join query's planning, twice with a row filter)."""
+    literals = _value_literals(stmt)
+    holes = [exp.Placeholder(this=f"{_HOLE}{i}") for i in range(len(literals))]
+    for lit, hole in zip(literals, holes):
+        lit.replace(hole)
+    try:
+        schema_key = _schema_key(qualify_schema)
+        key = (hash(stmt), schema_key, dialect)  # sqlglot's structural hash: identifiers exact
+        shape = SHAPES.get(key)
+        if shape is None:
+            shape = _qualify_shape(stmt.copy(), schemas, schema_key, dialect, number)
+            SHAPES[key] = shape
+            while len(SHAPES) > SHAPES_MAX:
+                SHAPES.popitem(last=False)
+        else:
+            SHAPES.move_to_end(key)
+    finally:
+        for lit, hole in zip(literals, holes):
+            hole.replace(lit)
+    tree = shape.copy()
+    if literals:
+        for hole in list(tree.find_all(exp.Placeholder)):
+            hole.replace(literals[int(hole.name[len(_HOLE):])].copy())
+    return tree
+
+
+def _qualify_shape(tree: exp.Expr, schemas: dict[str, pa.Schema], schema_key: tuple, dialect: str,
+                   number: int) -> exp.Expression:
+    """:func:`_qualified`'s work on a tree of its own (renamed and qualified in place)."""
     cte_names = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for t in list(tree.find_all(exp.Table)):
         name = ".".join(p.name for p in t.parts)
@@ -378,7 +427,7 @@ def _qualified(stmt: exp.Expr, schemas: dict[str, pa.Schema], qualify_schema: di
         t.replace(exp.Table(this=exp.to_identifier(_flat_name(key)),
                             alias=exp.TableAlias(this=exp.to_identifier(alias))))
     try:
-        return _expression(qualify(tree, schema=_mapping_schema(_schema_key(qualify_schema), dialect),
+        return _expression(qualify(tree, schema=_mapping_schema(schema_key, dialect),
                                    dialect=dialect, validate_qualify_columns=True, identify=False))
     except sqlglot.errors.SqlglotError as e:
         raise PandoWorkloadError(f"statement {number} cannot be resolved: {e}") from None

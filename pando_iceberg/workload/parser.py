@@ -35,6 +35,7 @@ import collections
 import functools
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -365,6 +366,7 @@ _NOT_VALUES = (exp.Group, exp.Ordered, exp.Distinct, exp.Limit, exp.Offset, exp.
 _HOLE = "pando_value_"
 SHAPES: collections.OrderedDict[tuple, exp.Expression] = collections.OrderedDict()  # LRU, see _qualified
 SHAPES_MAX = 256
+_SHAPES_LOCK = threading.Lock()
 
 
 def _value_literals(stmt: exp.Expr) -> list[exp.Literal]:
@@ -392,14 +394,16 @@ def _qualified(stmt: exp.Expr, schemas: dict[str, pa.Schema], qualify_schema: di
     try:
         schema_key = _schema_key(qualify_schema)
         key = (hash(stmt), schema_key, dialect)  # sqlglot's structural hash: identifiers exact
-        shape = SHAPES.get(key)
+        with _SHAPES_LOCK:
+            shape = SHAPES.get(key)
+            if shape is not None:
+                SHAPES.move_to_end(key)
         if shape is None:
             shape = _qualify_shape(stmt.copy(), schemas, schema_key, dialect, number)
-            SHAPES[key] = shape
-            while len(SHAPES) > SHAPES_MAX:
-                SHAPES.popitem(last=False)
-        else:
-            SHAPES.move_to_end(key)
+            with _SHAPES_LOCK:
+                SHAPES[key] = shape
+                while len(SHAPES) > SHAPES_MAX:
+                    SHAPES.popitem(last=False)
     finally:
         for lit, hole in zip(literals, holes):
             hole.replace(lit)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -156,6 +157,7 @@ class QueryPlan:
     timings: dict[str, float] = field(default_factory=dict)
     row_filters: dict[str, list[Any]] = field(default_factory=dict)  # table → planner.joins.RowFilter
     row_filter_notes: dict[str, list[str]] = field(default_factory=dict)  # table → joins left unfiltered, why
+    unplanned: str | None = None  # why Spark reads the whole query as written (no table planned)
 
     @property
     def explains(self) -> dict[str, Any]:
@@ -211,6 +213,14 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     catalog = PlanCatalog(catalog)
     tree = parse_one(sql, read="spark")
     assert isinstance(tree, exp.Expression)  # sqlglot types parse_one as its node base, exp.Expr
+    if tree.find(exp.Version, exp.TableSample) is not None:
+        # A table read as of another snapshot, or sampled: its rows are not the current
+        # snapshot's, or not all of them before the query's filters (a pruned scan would change
+        # which rows a TABLESAMPLE keeps). Spark reads the query as written.
+        return QueryPlan(sql, tree, {}, timings={"parse": time.perf_counter() - t0, "join_keys": 0.0, "tables": 0.0,
+                                                 "row_keys": 0.0},
+                         unplanned="the query reads a table AS OF a version or time, or samples one (TABLESAMPLE): "
+                                   "Spark reads it as written, unpruned")
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     names = sorted({_qualified(t) for t in tree.find_all(exp.Table) if t.name and not (t.name in ctes and not t.db)})
     # A py4j round trip, asked only when a name is not qualified.
@@ -286,7 +296,7 @@ class PrunedScans:
 
     def notes(self) -> list[str]:
         """One line per table: files read of the table's files, and how it was planned."""
-        out = []
+        out = [] if self.plan.unplanned is None else [self.plan.unplanned]
         for name, e in sorted(self.explains.items()):
             how = "Pando + Iceberg" if e.used_layout else f"Iceberg only ({e.fallback_reason})"
             out.append(f"{name}: read {e.pando_files} of {e.total_files} files, "
@@ -372,7 +382,7 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
     stack = contextlib.ExitStack()
     try:
         tag = uuid.uuid4().hex[:12]
-        sources: dict[str, exp.Expression] = {}  # table → what the query reads instead: a view or a subquery
+        sources: dict[str, str] = {}  # table → what the query reads instead: a view or a subquery (SQL)
         views: list[str] = []  # the views live only while Spark analyses the query
         try:
             def key_view(keys: Any, name: str) -> str | None:
@@ -395,10 +405,10 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                         (f.join.column, key_view(f.keys, f"__pando_keys_{tag}_{i}_{j}"))
                         for j, f in enumerate(filters)])
                 elif source != name:
-                    sources[name] = exp.to_table(source)
+                    sources[name] = source
             t2 = time.perf_counter()
             # nothing replaced: Spark reads the query as written (its own scans plan the same files)
-            result = spark.sql(_replace_tables(qp.tree, sources).sql(dialect="spark") if sources else sql)
+            result = spark.sql(replace_tables(sql, qp.tree, sources) if sources else sql)
             timings.update(stage=t2 - t1, analyse=time.perf_counter() - t2)
         finally:
             jv.drop_temp_views(spark, views)
@@ -455,8 +465,8 @@ def key_view_of(spark, keys: Any, name: str) -> str | None:
     return name
 
 
-def semi_join_sql(source: str, filters: list[tuple[str, str | None]]) -> exp.Expression:
-    """``SELECT t.* FROM source t`` keeping the rows whose column is among each key view's keys (a
+def semi_join_sql(source: str, filters: list[tuple[str, str | None]]) -> str:
+    """``(SELECT t.* FROM source t ...)``: the rows whose column is among each key view's keys (a
     broadcast left semi-join per ``(column, key view)``); a view of None is an empty key set,
     which keeps no row (the inner join keeps none)."""
     views = [v for _, v in filters if v is not None]
@@ -468,9 +478,7 @@ def semi_join_sql(source: str, filters: list[tuple[str, str | None]]) -> exp.Exp
             sql += f" LEFT SEMI JOIN {v} ON __pando_t.{col} = {v}.{KEY_COLUMN}"
     if len(views) < len(filters):
         sql += " WHERE false"
-    select = parse_one(sql, read="spark")
-    assert isinstance(select, exp.Select)
-    return select.subquery()
+    return f"({sql})"
 
 
 def run_sql(spark, catalog, sql: str, *, use_layout: bool = True, limit: int | None = None) -> PrunedQuery:
@@ -492,28 +500,40 @@ def _qualified(t: exp.Table) -> str:
     return ".".join(parts[-2:]) if len(parts) >= 2 else parts[-1]
 
 
-def _replace_tables(tree: exp.Expression, sources: dict[str, exp.Expression]) -> exp.Expression:
-    """``tree`` with each reference to a table of ``sources`` replaced by what it reads instead (a
-    view or a subquery), under the reference's alias (or the table's name)."""
-    tree = tree.copy()
+def replace_tables(sql: str, tree: exp.Expression, sources: dict[str, str]) -> str:
+    """``sql`` with each reference to a table of ``sources`` replaced by what it reads instead (SQL
+    text of a view name or a subquery), under the reference's alias (or the table's name): the
+    query's own text with only the table names changed, at the positions ``tree`` (parsed from
+    ``sql``) gives them. Spark reads the user's SQL, not sqlglot's rendering of it, and what
+    follows a name (a TABLESAMPLE, the alias) stays as written. A reference whose position does
+    not hold its name is left as it is (Spark's own scan: the same rows, unpruned)."""
     by_tail: dict[str, list[str]] = {}
     for name in sources:
         by_tail.setdefault(name.split(".")[-1], []).append(name)
+
     def resolve(q: str) -> str | None:
         if q in sources:
             return q
         hits = by_tail.get(q.split(".")[-1], [])
         return hits[0] if len(hits) == 1 else None
 
-    for t in list(tree.find_all(exp.Table)):
+    edits: list[tuple[int, int, str]] = []
+    for t in tree.find_all(exp.Table):
         found = resolve(_qualified(t))
         if found is None:
             continue
-        alias = t.args.get("alias") or exp.TableAlias(this=exp.to_identifier(t.name))
-        new = sources[found].copy()
-        new.set("alias", alias)
-        t.replace(new)
-    return tree
+        parts = t.parts
+        start, end = parts[0].meta.get("start"), parts[-1].meta.get("end")
+        if start is None or end is None or [p.lower() for p in re.split(r"\s*\.\s*", sql[start:end + 1])] != [
+                p.sql(dialect="spark").lower() for p in parts]:
+            log.warning("pando: %s at %s..%s of the query is read unpruned: its position in the text is not "
+                        "its name", found, start, end)
+            continue
+        alias = "" if t.args.get("alias") else " AS " + exp.to_identifier(t.name).sql(dialect="spark")
+        edits.append((start, end + 1, sources[found] + alias))
+    for start, stop, text in sorted(edits, reverse=True):
+        sql = sql[:start] + text + sql[stop:]
+    return sql
 
 
 __all__ = [
@@ -532,6 +552,7 @@ __all__ = [
     "pruned_sql",
     "pruned_table",
     "prunes_beyond_iceberg",
+    "replace_tables",
     "run_sql",
     "semi_join_sql",
     "spark_schema",

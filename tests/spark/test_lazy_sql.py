@@ -167,6 +167,49 @@ def test_a_table_the_query_only_joins_is_read_through_its_staged_tasks(spark, ca
     spark.sql("DROP TABLE lazyq.customer_p")
 
 
+def test_a_table_read_as_of_an_older_snapshot_or_sampled_is_left_to_spark(spark, catalog, laid_out):
+    """A query reading a table AS OF another snapshot, or sampling one, is read by Spark as
+    written: a staged scan of the current snapshot would return the rows added since (the
+    table here is only joined, which 'auto' stages), and a scan pruned before a TABLESAMPLE
+    would change which rows it keeps."""
+    spark.sql("DROP TABLE IF EXISTS lazyq.travel")
+    spark.sql("CREATE TABLE lazyq.travel USING iceberg AS SELECT * FROM tpch.orders WHERE o_orderkey < 3000")
+    first = catalog.load_table("lazyq.travel").current_snapshot().snapshot_id
+    spark.sql("INSERT INTO lazyq.travel SELECT * FROM tpch.orders WHERE o_orderkey >= 3000 AND o_orderkey < 9000")
+    try:
+        for sql in (f"SELECT count(*), sum(o.o_totalprice) FROM lazyq.travel VERSION AS OF {first} o "
+                    "JOIN tpch.customer c ON o.o_custkey = c.c_custkey",
+                    f"SELECT count(*) FROM {T} TABLESAMPLE (5 ROWS) WHERE o_orderdate >= date '1994-01-01' "
+                    "AND o_orderdate < date '1994-04-01'"):
+            want = spark.sql(sql).collect()
+            with pspark.sql(spark, sql, catalog=catalog) as df:
+                assert df.pando.plan.plans == {}
+                assert "Spark reads it as written" in df.pando.notes()[0]
+                assert df.collect() == want
+        assert want[0][0] <= 5
+        old = spark.sql(f"SELECT count(*) FROM lazyq.travel VERSION AS OF {first}").first()[0]
+        assert old < spark.sql("SELECT count(*) FROM lazyq.travel").first()[0]
+    finally:
+        spark.sql("DROP TABLE IF EXISTS lazyq.travel")
+
+
+def test_spark_reads_the_query_as_written_with_only_table_names_replaced():
+    """The pruned query is the user's own text: each replaced reference keeps its alias (or gets
+    the table's name as one) and what follows it; other tables, CTE names, comments and
+    spacing stay as written."""
+    from sqlglot import parse_one
+
+    from pando_iceberg.spark.pruned import replace_tables
+
+    sql = ("WITH x AS (SELECT * FROM db.dim WHERE d = 'lineitem')  -- db.fact here is a comment\n"
+           "SELECT /* keep */ f.a, fact.b FROM db.fact f JOIN `db` . `fact` ON f.k = fact.k, x, other.t "
+           "WHERE f.a IN (SELECT a FROM db.fact)")
+    out = replace_tables(sql, parse_one(sql, read="spark"), {"db.fact": "__v", "db.dim": "(SELECT 1 AS d)"})
+    assert out == ("WITH x AS (SELECT * FROM (SELECT 1 AS d) AS dim WHERE d = 'lineitem')  -- db.fact here is a "
+                   "comment\nSELECT /* keep */ f.a, fact.b FROM __v f JOIN __v AS fact ON f.k = fact.k, x, other.t "
+                   "WHERE f.a IN (SELECT a FROM __v AS fact)")
+
+
 def test_failure_while_planning_releases_what_was_staged(spark, catalog, laid_out):
     with pytest.raises(Exception, match="(?i)no_such_column|cannot be resolved|unresolved"):
         pspark.sql(spark, f"SELECT no_such_column FROM {T} WHERE o_orderkey < 10", catalog=catalog)

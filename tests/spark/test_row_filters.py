@@ -313,10 +313,10 @@ def test_semi_join_sql_quotes_the_column_and_an_empty_set_keeps_no_row(spark):
     spark.range(0, 100).selectExpr("id AS `order`", "id % 7 AS b").createOrReplaceTempView("rf_t")
     jv.long_column(spark, np.array([3, 5, 99, 1000], dtype=np.int64), KEY_COLUMN).createOrReplaceTempView("rf_k1")
     jv.long_column(spark, np.array([5, 99], dtype=np.int64), KEY_COLUMN).createOrReplaceTempView("rf_k2")
-    sub = semi_join_sql("rf_t", [("order", "rf_k1"), ("order", "rf_k2")]).sql(dialect="spark")
+    sub = semi_join_sql("rf_t", [("order", "rf_k1"), ("order", "rf_k2")])
     assert "BROADCAST(rf_k1, rf_k2)" in sub and "`order`" in sub
     df = spark.sql(f"SELECT * FROM {sub} AS x")
     assert sorted(r["order"] for r in df.collect()) == [5, 99]
     assert "BroadcastHashJoin" in executed(df) and "SortMergeJoin" not in executed(df)
-    empty = semi_join_sql("rf_t", [("order", "rf_k1"), ("b", None)]).sql(dialect="spark")
+    empty = semi_join_sql("rf_t", [("order", "rf_k1"), ("b", None)])
     assert spark.sql(f"SELECT count(*) FROM {empty} AS x").first()[0] == 0

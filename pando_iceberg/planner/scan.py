@@ -28,7 +28,7 @@ class ExplainRecord:
 
     table: str
     snapshot_id: int | None
-    filter_sql: str
+    filter: Any  # the TableFilter planned with; ``filter_sql`` prints it when asked (not on every plan)
     total_files: int = 0
     total_bytes: int = 0
     total_rows: int = 0
@@ -54,8 +54,13 @@ class ExplainRecord:
     def used_layout(self) -> bool:
         return self.fallback_reason is None
 
+    @property
+    def filter_sql(self) -> str:
+        return self.filter.to_sql()
+
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
+        d["filter_sql"] = d.pop("filter").to_sql()
         d["trees"] = [t.__dict__ for t in self.trees]
         d["used_layout"] = self.used_layout
         return d
@@ -152,7 +157,7 @@ def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cach
     tf = table_filter(table, filter, schemas)
     snap = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else table.current_snapshot()
     sid = snap.snapshot_id if snap is not None else None
-    ex = ExplainRecord(_table_name(table), sid, tf.to_sql())
+    ex = ExplainRecord(_table_name(table), sid, tf)
     if snap is None:  # an empty table: nothing to read
         ex.fallback_reason = "the table has no snapshot"
         ex.seconds = time.perf_counter() - t0

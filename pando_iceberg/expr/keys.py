@@ -4,6 +4,7 @@ serialization); other keys are sorted numpy arrays."""
 
 from __future__ import annotations
 
+import array
 import hashlib
 import json
 from typing import Any
@@ -40,13 +41,24 @@ def normalize_keys(keys: Any) -> KeySet:
         arr = arr.astype(np.int64) if arr.dtype != np.uint64 else arr
         lo, hi = int(arr.min()), int(arr.max())
         if lo >= 0 and hi < 2**32:
-            return BitMap(arr.astype(np.uint32))
+            return _bitmap32(arr.astype(np.uint32))
         if lo >= 0:
             return BitMap64(arr.astype(np.uint64))
         return np.unique(arr.astype(np.int64))
     if arr.dtype.kind in "US" or arr.dtype == object:
         return np.asarray(sorted(set(str(k) for k in arr.tolist())), dtype=object)
     raise PandoExprError(f"literal cut keys of dtype {arr.dtype} are not supported (integers or strings)")
+
+
+def _bitmap32(values: np.ndarray) -> BitMap:
+    """A BitMap of uint32 ``values``, built from their buffer in order: pyroaring iterates a
+    numpy array value by value (3 ms for 30,000 keys) but adds an ``array('I')`` in one call,
+    fastest when sorted (dimension keys usually are already)."""
+    if len(values) > 1 and not bool((values[1:] >= values[:-1]).all()):
+        values = np.sort(values)
+    buffer = array.array("I")
+    buffer.frombytes(np.ascontiguousarray(values, dtype=np.uint32).tobytes())
+    return BitMap(buffer)
 
 
 def keys_array(keys: KeySet) -> np.ndarray:
@@ -150,15 +162,28 @@ def member_mask(values: pa.Array | pa.ChunkedArray, keys: KeySet, array: np.ndar
             valid = valid & ~neg
         else:
             vals = vals.astype(np.int64)
-        idx = np.searchsorted(ks, vals)
-        idx[idx >= len(ks)] = 0
-        return (ks[idx] == vals) & valid
+        return _int_members(vals, ks) & valid
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_string_view(values.type):
         if is_integer_keys(keys):
             return np.zeros(len(values), dtype=bool)
         hit = pc.is_in(values.cast(pa.large_string()), value_set=pa.array(keys_array(keys).tolist(), pa.large_string()))
         return hit.fill_null(False).to_numpy(zero_copy_only=False) & valid
     raise PandoExprError(f"literal cuts on a {values.type} column are not supported (integers or strings)")
+
+
+def _int_members(vals: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """``vals IN ks`` for sorted integer keys of the same dtype: a lookup table over 0..max(ks)
+    when it is no larger than 4 × the values (a gather: 150,000 values against two keys 0.2
+    ms, 1.5 M against 12,000 keys 1.5 ms), else a binary search per value (1.2 and 120 ms)."""
+    lo, hi = ks[0], ks[-1]  # sorted
+    if lo >= 0 and int(hi) < max(4 * len(vals), 1 << 16):
+        table = np.zeros(int(hi) + 1, dtype=bool)
+        table[ks] = True
+        inside = (vals >= 0) & (vals <= hi)
+        return table[np.where(inside, vals, 0)] & inside
+    idx = np.searchsorted(ks, vals)
+    idx[idx >= len(ks)] = 0
+    return ks[idx] == vals
 
 
 MAX_KEY_RUNS = 64  # more runs of consecutive keys than this: their hull (key_runs)

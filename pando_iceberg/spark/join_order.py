@@ -169,8 +169,8 @@ def scan_size_estimate(rows: int, schema: pa.Schema, columns: set[str]) -> int:
 
 class RepeatedJoins:
     """One query's answer to "does this row filter repeat a broadcast join Spark makes first?",
-    read lazily: the query is qualified again (``workload.qualify_query``, ~1 ms) only when a row
-    filter is in question, and Spark's broadcast threshold is asked once."""
+    read lazily: the query's qualified shape (``workload.qualify_query``, cached per template) is
+    read only when a row filter is in question, and Spark's broadcast threshold is asked once."""
 
     def __init__(self, spark: Any, tree: exp.Expression, schemas: dict[str, pa.Schema],
                  rows: Any) -> None:  # rows: table name -> rows of its current snapshot
@@ -184,7 +184,7 @@ class RepeatedJoins:
 
     def _read(self) -> None:
         try:
-            qualified, flat_to_key = qualify_query(self.tree, self.schemas)
+            qualified, flat_to_key = qualify_query(self.tree, self.schemas, shape_only=True)  # only read
         except Exception:  # the parser read it before; a query it cannot qualify keeps its row filters
             self._first = {}
             return

@@ -378,7 +378,7 @@ def _value_literals(stmt: exp.Expr) -> list[exp.Literal]:
 
 
 def _qualified(stmt: exp.Expr, schemas: dict[str, pa.Schema], qualify_schema: dict[str, Any], dialect: str,
-               number: int) -> exp.Expression:
+               number: int, shape_only: bool = False) -> exp.Expression:
     """``stmt`` copied, each base table renamed to its flat name (:func:`_flat_name`) under its
     alias, every column qualified by the source it comes from (sqlglot's ``qualify``).
 
@@ -407,6 +407,8 @@ def _qualified(stmt: exp.Expr, schemas: dict[str, pa.Schema], qualify_schema: di
     finally:
         for lit, hole in zip(literals, holes):
             hole.replace(lit)
+    if shape_only:
+        return shape
     tree = shape.copy()
     if literals:
         for hole in list(tree.find_all(exp.Placeholder)):
@@ -437,14 +439,16 @@ def _qualify_shape(tree: exp.Expr, schemas: dict[str, pa.Schema], schema_key: tu
         raise PandoWorkloadError(f"statement {number} cannot be resolved: {e}") from None
 
 
-def qualify_query(stmt: exp.Expression, schemas: dict[str, pa.Schema],
-                  dialect: str = "spark") -> tuple[exp.Expression, dict[str, str]]:
+def qualify_query(stmt: exp.Expression, schemas: dict[str, pa.Schema], dialect: str = "spark",
+                  shape_only: bool = False) -> tuple[exp.Expression, dict[str, str]]:
     """``stmt`` as the parser reads it before merging derived tables: copied, every column
     qualified by its source's alias, each base table renamed to a flat name; with the map from
     those names back to the keys of ``schemas``. Subqueries and derived tables keep their own
-    scopes, as in Spark's plan."""
+    scopes, as in Spark's plan. ``shape_only``: for a caller that reads the tree's structure and
+    never its values or mutates it: the cached qualified shape itself, its value literals
+    placeholders (no copy)."""
     parser = _QueryParser(schemas, dialect, None)
-    return _qualified(stmt, schemas, parser.qualify_schema, dialect, 1), parser.flat_to_key
+    return _qualified(stmt, schemas, parser.qualify_schema, dialect, 1, shape_only), parser.flat_to_key
 
 
 _FLAT = re.compile(r"[^a-z0-9_]")

@@ -97,3 +97,12 @@ def test_shapes_are_bounded(monkeypatch):
     for i in range(6):
         qualify_query(parse_one(f"SELECT a FROM db.t WHERE c > 1 LIMIT {i}", read="spark"), SCHEMAS)
     assert len(parser.SHAPES) == 3
+
+
+def test_shape_only_is_the_cached_shape_itself_with_placeholders():
+    sql = "SELECT a FROM db.t WHERE b = 'x' AND c > 3"
+    shape, _ = qualify_query(parse_one(sql, read="spark"), SCHEMAS, shape_only=True)
+    again, _ = qualify_query(parse_one(sql.replace("'x'", "'y'"), read="spark"), SCHEMAS, shape_only=True)
+    assert again is shape and not list(shape.find_all(exp.Literal)) and len(list(shape.find_all(exp.Placeholder))) == 2
+    full, _ = qualify_query(parse_one(sql, read="spark"), SCHEMAS)
+    assert full is not shape and "'x'" in full.sql("spark") and shape.find(exp.Placeholder) is not None

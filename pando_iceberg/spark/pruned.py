@@ -517,9 +517,10 @@ def replace_tables(sql: str, tree: exp.Expression, sources: dict[str, str]) -> s
         hits = by_tail.get(q.split(".")[-1], [])
         return hits[0] if len(hits) == 1 else None
 
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     edits: list[tuple[int, int, str]] = []
     for t in tree.find_all(exp.Table):
-        found = resolve(_qualified(t))
+        found = None if t.name in ctes and not t.db else resolve(_qualified(t))  # a CTE's name is not a table
         if found is None:
             continue
         parts = t.parts

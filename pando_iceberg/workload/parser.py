@@ -393,7 +393,7 @@ def _qualified(stmt: exp.Expr, schemas: dict[str, pa.Schema], qualify_schema: di
         lit.replace(hole)
     try:
         schema_key = _schema_key(qualify_schema)
-        key = (hash(stmt), schema_key, dialect)  # sqlglot's structural hash: identifiers exact
+        key = (hash(stmt), len(literals), schema_key, dialect)  # sqlglot's structural hash: identifiers exact
         with _SHAPES_LOCK:
             shape = SHAPES.get(key)
             if shape is not None:

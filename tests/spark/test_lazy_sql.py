@@ -208,6 +208,9 @@ def test_spark_reads_the_query_as_written_with_only_table_names_replaced():
     assert out == ("WITH x AS (SELECT * FROM (SELECT 1 AS d) AS dim WHERE d = 'lineitem')  -- db.fact here is a "
                    "comment\nSELECT /* keep */ f.a, fact.b FROM __v f JOIN __v AS fact ON f.k = fact.k, x, other.t "
                    "WHERE f.a IN (SELECT a FROM __v AS fact)")
+    cte = "WITH fact AS (SELECT * FROM db.fact WHERE a > 1) SELECT * FROM fact JOIN db.dim ON fact.k = dim.k"
+    assert replace_tables(cte, parse_one(cte, read="spark"), {"db.fact": "__v", "db.dim": "__w"}) == (
+        "WITH fact AS (SELECT * FROM __v AS fact WHERE a > 1) SELECT * FROM fact JOIN __w AS dim ON fact.k = dim.k")
 
 
 def test_failure_while_planning_releases_what_was_staged(spark, catalog, laid_out):

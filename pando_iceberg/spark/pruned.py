@@ -221,8 +221,7 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
                                                  "row_keys": 0.0},
                          unplanned="the query reads a table AS OF a version or time, or samples one (TABLESAMPLE): "
                                    "Spark reads it as written, unpruned")
-    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    names = sorted({_qualified(t) for t in tree.find_all(exp.Table) if t.name and not (t.name in ctes and not t.db)})
+    names = sorted({_qualified(t) for t in _base_tables(tree)})
     # A py4j round trip, asked only when a name is not qualified.
     current = spark.catalog.currentDatabase() if any("." not in n for n in names) else None
     # Only the query's own tables: their pyiceberg tables (reused to plan them) and Spark's view of
@@ -495,6 +494,12 @@ def run_sql(spark, catalog, sql: str, *, use_layout: bool = True, limit: int | N
     return PrunedQuery(sql, rows, columns, explains, metrics, time.perf_counter() - t0, notes)
 
 
+def _base_tables(tree: exp.Expression) -> list[exp.Table]:
+    """The query's references to tables (a CTE's name used as a table is not one)."""
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    return [t for t in tree.find_all(exp.Table) if t.name and not (t.name in ctes and not t.db)]
+
+
 def _qualified(t: exp.Table) -> str:
     parts = [p for p in (t.catalog, t.db, t.name) if p]
     return ".".join(parts[-2:]) if len(parts) >= 2 else parts[-1]
@@ -517,10 +522,9 @@ def replace_tables(sql: str, tree: exp.Expression, sources: dict[str, str]) -> s
         hits = by_tail.get(q.split(".")[-1], [])
         return hits[0] if len(hits) == 1 else None
 
-    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     edits: list[tuple[int, int, str]] = []
-    for t in tree.find_all(exp.Table):
-        found = None if t.name in ctes and not t.db else resolve(_qualified(t))  # a CTE's name is not a table
+    for t in _base_tables(tree):
+        found = resolve(_qualified(t))
         if found is None:
             continue
         parts = t.parts

@@ -204,6 +204,11 @@ def spark_schema(spark, name: str, table=None) -> pa.Schema:
     return hit
 
 
+def _phase_timings(parse: float) -> dict[str, float]:
+    """QueryPlan.timings with the parse's seconds, the other phases still to add up."""
+    return {"parse": parse, "join_keys": 0.0, "tables": 0.0, "row_keys": 0.0}
+
+
 def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPlan:
     """Plan every Iceberg base table of ``sql`` with its own filter (join filters included)."""
     from ..planner import plan_scan
@@ -217,8 +222,7 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
         # A table read as of another snapshot, or sampled: its rows are not the current
         # snapshot's, or not all of them before the query's filters (a pruned scan would change
         # which rows a TABLESAMPLE keeps). Spark reads the query as written.
-        return QueryPlan(sql, tree, {}, timings={"parse": time.perf_counter() - t0, "join_keys": 0.0, "tables": 0.0,
-                                                 "row_keys": 0.0},
+        return QueryPlan(sql, tree, {}, timings=_phase_timings(time.perf_counter() - t0),
                          unplanned="the query reads a table AS OF a version or time, or samples one (TABLESAMPLE): "
                                    "Spark reads it as written, unpruned")
     names = sorted({_qualified(t) for t in _base_tables(tree)})
@@ -242,7 +246,7 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
 
     unique = uniqueness_oracle(catalog, fallback=SparkKeyProvider(spark, schemas).is_unique)
     query = parse_query(tree, schemas, primary_keys=pks, unique=unique, sql=sql)
-    timings = {"parse": time.perf_counter() - t0, "join_keys": 0.0, "tables": 0.0, "row_keys": 0.0}
+    timings = _phase_timings(time.perf_counter() - t0)
     plans = {}
     filters: dict[str, list[Any]] = {}
     filter_notes: dict[str, list[str]] = {}

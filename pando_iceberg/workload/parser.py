@@ -31,11 +31,9 @@ JoinFilter is made across an outer join.
 
 from __future__ import annotations
 
-import collections
 import functools
 import os
 import re
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +50,7 @@ from sqlglot.schema import MappingSchema
 from pando_iceberg.expr import Cut, CutOrigin, JoinFilter, LiteralCut, PandoExprError, TableFilter
 from pando_iceberg.expr import keys as keyset
 from pando_iceberg.expr.filters import split_conjuncts  # one definition of "split an AND"
+from pando_iceberg.planner.joins import BoundedCache
 
 
 class PandoWorkloadError(ValueError):
@@ -364,9 +363,7 @@ def _arrow_to_sql_type(t: pa.DataType) -> str:
 # Literals that qualify reads as positions or names, not values: they stay in a template's shape.
 _NOT_VALUES = (exp.Group, exp.Ordered, exp.Distinct, exp.Limit, exp.Offset, exp.Fetch, exp.DataTypeParam)
 _HOLE = "pando_value_"
-SHAPES: collections.OrderedDict[tuple, exp.Expression] = collections.OrderedDict()  # LRU, see _qualified
-SHAPES_MAX = 256
-_SHAPES_LOCK = threading.Lock()
+SHAPES = BoundedCache(256)  # (shape's hash, literals, schemas, dialect) → qualified shape, see _qualified
 
 
 def _value_literals(stmt: exp.Expr) -> list[exp.Literal]:
@@ -384,7 +381,7 @@ def _qualified(stmt: exp.Expr, schemas: dict[str, pa.Schema], qualify_schema: di
 
     Qualified once per template: qualification does not look at a literal's value, so the
     statement with its value literals as placeholders (its shape) is qualified and kept (the
-    ``SHAPES_MAX`` most recent shapes per process), and a query of a known shape is a copy of it
+    256 most recent shapes per process), and a query of a known shape is a copy of it
     with its own literals put back (issue 16: tomorrow's queries are today's templates with other
     literals; qualification was ~2 ms of a TPC-H join query's planning, twice with a row filter)."""
     literals = _value_literals(stmt)
@@ -394,16 +391,10 @@ def _qualified(stmt: exp.Expr, schemas: dict[str, pa.Schema], qualify_schema: di
     try:
         schema_key = _schema_key(qualify_schema)
         key = (hash(stmt), len(literals), schema_key, dialect)  # sqlglot's structural hash: identifiers exact
-        with _SHAPES_LOCK:
-            shape = SHAPES.get(key)
-            if shape is not None:
-                SHAPES.move_to_end(key)
+        shape = SHAPES.get(key)
         if shape is None:
             shape = _qualify_shape(stmt.copy(), schemas, schema_key, dialect, number)
-            with _SHAPES_LOCK:
-                SHAPES[key] = shape
-                while len(SHAPES) > SHAPES_MAX:
-                    SHAPES.popitem(last=False)
+            SHAPES.put(key, shape)
     finally:
         for lit, hole in zip(literals, holes):
             hole.replace(lit)

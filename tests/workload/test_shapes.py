@@ -44,7 +44,7 @@ def test_workload_parsed_with_shapes_equals_parsed_without(monkeypatch):
     warm = parse_workload(sql, TPCH_SCHEMAS, primary_keys=TPCH_PRIMARY_KEYS)
     assert len(parser.SHAPES) == 22
     parser.SHAPES.clear()
-    monkeypatch.setattr(parser, "SHAPES_MAX", 0)  # every statement qualified alone
+    monkeypatch.setattr(parser.SHAPES, "max_entries", 0)  # every statement qualified alone
     cold = parse_workload(sql, TPCH_SCHEMAS, primary_keys=TPCH_PRIMARY_KEYS)
     assert len(parser.SHAPES) == 0
     assert [q.sql for q in warm.queries] == [q.sql for q in cold.queries]
@@ -93,7 +93,7 @@ def test_a_statement_that_cannot_be_resolved_is_left_as_it_was_and_not_cached():
 
 
 def test_shapes_are_bounded(monkeypatch):
-    monkeypatch.setattr(parser, "SHAPES_MAX", 3)
+    monkeypatch.setattr(parser.SHAPES, "max_entries", 3)
     for i in range(6):
         qualify_query(parse_one(f"SELECT a FROM db.t WHERE c > 1 LIMIT {i}", read="spark"), SCHEMAS)
     assert len(parser.SHAPES) == 3

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.expressions import AlwaysFalse, AlwaysTrue
 from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestFile
 from pyiceberg.table import ManifestGroupPlanner
 from pyiceberg.utils.concurrent import ExecutorFactory
@@ -207,19 +207,32 @@ class CachedManifestPlanner(ManifestGroupPlanner):
         # pyiceberg's step 1: the manifest evaluator over partition summaries, per spec id.
         by_spec: dict[int, Callable[[ManifestFile], bool]] = {}
         partition_by_spec: dict[int, Callable[[Any], bool]] = {}
+        metrics_ok = self._build_metrics_evaluator()
+        # A spec without partition fields: pyiceberg's manifest evaluator says "may match" for
+        # every manifest (no partition summaries), and its partition evaluator is the filter
+        # projected on no field — always true unless the bound filter is the constant false, which
+        # projects to false (binding folds constants; predicates project to true). Both are
+        # answered without projecting and binding the filter again (issue 16: 0.55 ms a query).
+        bound = getattr(getattr(metrics_ok, "__self__", None), "expr", None)
+        no_row = isinstance(bound, AlwaysFalse)
+
+        def unpartitioned(spec_id: int) -> bool:
+            spec = self.table_metadata.specs().get(spec_id)
+            return bound is not None and spec is not None and not spec.fields
 
         def manifest_ok(m: ManifestFile) -> bool:
             if m.partition_spec_id not in by_spec:
-                by_spec[m.partition_spec_id] = self._build_manifest_evaluator(m.partition_spec_id)
+                by_spec[m.partition_spec_id] = (_always if unpartitioned(m.partition_spec_id)
+                                                else self._build_manifest_evaluator(m.partition_spec_id))
             return by_spec[m.partition_spec_id](m)
 
         def partition_ok(spec_id: int) -> Callable[[Any], bool]:
             if spec_id not in partition_by_spec:
-                partition_by_spec[spec_id] = self._build_partition_evaluator(spec_id)
+                partition_by_spec[spec_id] = ((_never if no_row else _always) if unpartitioned(spec_id)
+                                              else self._build_partition_evaluator(spec_id))
             return partition_by_spec[spec_id]
 
         kept = [m for m in manifests if manifest_ok(m)]
-        metrics_ok = self._build_metrics_evaluator()
         min_seq = _min_data_sequence_number(kept)
         # pyiceberg's _check_sequence_number: delete manifests older than every data manifest
         # hold no delete that applies.
@@ -235,6 +248,14 @@ class CachedManifestPlanner(ManifestGroupPlanner):
         cold = [m for m in kept if m not in self.cache]
         decoded = dict(zip(map(manifest_key, cold), ExecutorFactory.get_or_create().map(open_manifest, cold)))
         return iter([decoded[manifest_key(m)] if manifest_key(m) in decoded else open_manifest(m) for m in kept])
+
+
+def _always(_: Any) -> bool:
+    return True
+
+
+def _never(_: Any) -> bool:
+    return False
 
 
 def _min_data_sequence_number(manifests: list[ManifestFile]) -> int:

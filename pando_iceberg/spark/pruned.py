@@ -34,7 +34,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from sqlglot import exp, parse_one
 
-from ..catalog import load_table
+from ..catalog import load_table, load_tables
 from ..planner.joins import BoundedCache
 from . import iceberg_jvm as jv
 from .join_order import RepeatedJoins
@@ -177,10 +177,18 @@ class PlanCatalog:
     def load_table(self, name):
         key = ".".join(name) if isinstance(name, tuple) else str(name)
         if key not in self._tables:
-            table = load_table(self.catalog, name)
-            table.catalog = self
-            self._tables[key] = table
+            self._keep(key, load_table(self.catalog, name))
         return self._tables[key]
+
+    def preload(self, names: list[str]) -> None:
+        """Load the tables among ``names`` whose metadata was parsed before in one catalog round
+        trip (``catalog.load_tables``); the rest load one by one when asked."""
+        for key, table in load_tables(self.catalog, [n for n in names if n not in self._tables]).items():
+            self._keep(key, table)
+
+    def _keep(self, key: str, table) -> None:
+        table.catalog = self
+        self._tables[key] = table
 
     def __getattr__(self, attr):
         return getattr(self.catalog, attr)
@@ -234,8 +242,9 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
     # error ("... cannot be found").
     tables: dict[str, Any] = {}
     schemas: dict[str, pa.Schema] = {}
-    for n in names:
-        fq = n if "." in n else f"{current}.{n}"
+    qualified = [n if "." in n else f"{current}.{n}" for n in names]
+    catalog.preload(qualified)
+    for fq in qualified:
         try:
             tables[fq] = catalog.load_table(fq)
         except Exception as e:  # a view, or a table pyiceberg cannot load: Spark reads it unpruned

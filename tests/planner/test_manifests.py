@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThanOrEqual, LessThan
+from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThanOrEqual, IsNull, LessThan, Or
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
@@ -51,6 +51,43 @@ def test_same_plan_as_pyiceberg(table, flt):
     own = _signature(table.scan(row_filter=flt).plan_files())
     assert _signature(plan_files(table, flt, cache=cache)) == own
     assert _signature(plan_files(table, flt, cache=cache)) == own  # the second plan from the cache
+
+
+@pytest.fixture()
+def evolved(tmp_path):
+    """A table written unpartitioned (3 appends), then partitioned by region (3 more): manifests
+    of both specs, the unpartitioned ones planned without projecting the filter."""
+    cat = SqlCatalog("mc", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}/wh")
+    cat.create_namespace("db")
+    t = cat.create_table("db.e", Schema(NestedField(1, "id", LongType(), required=True),
+                                        *SCHEMA.fields[1:]))
+    arrow = pa.schema([pa.field("id", pa.int64(), nullable=False), ("region", pa.string()), ("note", pa.string())])
+    for i in range(6):
+        if i == 3:
+            with t.update_spec() as update:
+                update.add_identity("region")
+        ids = list(range(i * 100, i * 100 + 100))
+        t.append(pa.table({"id": ids, "region": ["eu" if x % 2 else "us" for x in ids],
+                           "note": [f"row {x}" for x in ids]}, schema=arrow))
+    return t
+
+
+@pytest.mark.parametrize("flt", FILTERS + [IsNull("id"), Or(IsNull("id"), LessThan("id", 120))], ids=str)
+def test_unpartitioned_manifests_same_plan_as_pyiceberg(evolved, flt, monkeypatch):
+    """Unpartitioned manifests skip pyiceberg's manifest and partition evaluators (no partition
+    field to judge) and plan the same files; a filter that binds to false (``id IS NULL`` on a
+    required column) still reads nothing; partitioned manifests keep pyiceberg's evaluators."""
+    specs = {m.partition_spec_id for m in evolved.current_snapshot().manifests(evolved.io)}
+    assert len(specs) == 2, "the fixture must hold manifests of both specs"
+    built = []
+    original = manifests_module.CachedManifestPlanner._build_manifest_evaluator
+    monkeypatch.setattr(manifests_module.CachedManifestPlanner, "_build_manifest_evaluator",
+                        lambda self, spec_id: built.append(spec_id) or original(self, spec_id))
+    own = _signature(evolved.scan(row_filter=flt).plan_files())
+    assert _signature(plan_files(evolved, flt, cache=ManifestEntryCache())) == own
+    assert built == [evolved.spec().spec_id]  # only the partitioned spec's
+    if isinstance(flt, IsNull):
+        assert own == []
 
 
 def test_entries_reused_across_plans(table):
@@ -229,3 +266,31 @@ def test_load_table_reuses_parsed_metadata_until_the_table_changes(table):
     assert after.scan(row_filter=EqualTo("id", 9_999)).to_arrow().num_rows == 1
     with pytest.raises(NoSuchTableError):
         load_table(cat, "db.missing")
+
+
+def test_load_tables_one_round_trip(table):
+    """``catalog.load_tables``: the tables whose current metadata was parsed before, in one SELECT;
+    a table not parsed yet, an unknown one, and a stale location are left for ``load_table``."""
+    from sqlalchemy import event
+
+    from pando_iceberg.catalog import TABLE_METADATA, load_table, load_tables
+
+    cat = table.catalog
+    cat.create_table("db.u", SCHEMA)
+    TABLE_METADATA.clear()
+    load_table(cat, "db.t")
+    statements = []
+    listener = lambda conn, cursor, statement, *rest: statements.append(statement)  # noqa: E731
+    event.listen(cat.engine, "before_cursor_execute", listener)
+    try:
+        got = load_tables(cat, ["db.t", "db.u", "db.missing", ("db", "t")])
+    finally:
+        event.remove(cat.engine, "before_cursor_execute", listener)
+    assert len(statements) == 1
+    assert set(got) == {"db.t", ("db", "t")}  # db.u was never parsed: load_table reads it
+    assert got["db.t"].metadata_location == cat.load_table("db.t").metadata_location
+    assert got["db.t"].name() == ("db", "t")
+    load_table(cat, "db.u")
+    cat.load_table("db.t").append(pa.table({"id": [1], "region": ["eu"], "note": ["x"]}, schema=ARROW))
+    assert set(load_tables(cat, ["db.t", "db.u"])) == {"db.u"}  # db.t's new metadata file is not parsed yet
+    assert load_table(cat, "db.t").metadata_location == cat.load_table("db.t").metadata_location

@@ -11,7 +11,9 @@ then the median of ``--runs``):
 
 - **iceberg**: Spark's own planning of the query: ``spark.sql(q)`` → executed plan, with every
   Iceberg scan's input partitions forced (that is where Iceberg plans its file tasks);
-- **pando**: ``pando_iceberg.spark.sql(spark, q)`` → the same executed plan and partitions,
+- **pando**: ``pando_iceberg.spark.sql(spark, q)`` → the same executed plan and partitions
+  (also measured with row filters off, ``no_row_filters``: what the row filters, which buy
+  execution time, cost in planning),
   split into ``plan_parse`` (SQL, the tables' schemas, the workload parser), ``plan_join_keys``
   (Spark jobs computing dimension key sets for literal cuts), ``plan_tables`` (pyiceberg
   planning with the manifest cache + the trees), ``stage`` (the JVM's tasks for the chosen
@@ -38,7 +40,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _tpch_bench  # noqa: E402
-
 
 WALK = "jvm"  # --walk: how the executed plan's scans are planned ("py4j": a node at a time, before session 19)
 
@@ -86,8 +87,16 @@ def measure(spark, catalog, sql: str, runs: int, stage: str = "auto") -> dict:
     ice = [iceberg_once() for _ in range(runs)]
     pando = [pando_once() for _ in range(runs)]
     warm = [pando_once(cold_keys=False)[0] for _ in range(runs)]
+    from pando_iceberg.planner import joins
+
+    kept, joins.ROW_FILTER_MAX_KEYS = joins.ROW_FILTER_MAX_KEYS, 0  # row filters off: what they cost to plan
+    try:
+        pando_once()
+        no_rf = [pando_once()[0] for _ in range(runs)]
+    finally:
+        joins.ROW_FILTER_MAX_KEYS = kept
     out = {"tables": sorted(plans), "iceberg_s": _median(ice), "pando_s": _median([p[0] for p in pando]),
-           "pando_warm_keys_s": _median(warm)}
+           "pando_warm_keys_s": _median(warm), "pando_no_row_filters_s": _median(no_rf)}
     for k in pando[0][1]:
         out[f"pando_{k}_s"] = _median([p[1][k] for p in pando])
     # the ingredients, per table, summed over the query's tables
@@ -129,13 +138,13 @@ def measure(spark, catalog, sql: str, runs: int, stage: str = "auto") -> dict:
     return out
 
 
-COLUMNS = ("iceberg_s", "pando_s", "pando_warm_keys_s", "pando_plan_parse_s", "pando_plan_join_keys_s", "pando_plan_tables_s",
+COLUMNS = ("iceberg_s", "pando_s", "pando_warm_keys_s", "pando_no_row_filters_s", "pando_plan_parse_s", "pando_plan_join_keys_s", "pando_plan_tables_s",
            "pando_stage_s", "pando_analyse_s", "pando_physical_s", "pyiceberg_uncached_s", "pyiceberg_cached_s", "jvm_unfiltered_s", "jvm_filtered_s")
 
 
 def summarize(rows: list[dict]) -> str:
     lines = ["| queries | n | tables staged / planned | " + " | ".join(c[:-2].replace("pando_", "") + " ms" for c in COLUMNS)
-             + " | pando / iceberg |", "|---" * (len(COLUMNS) + 4) + "|"]
+             + " | pando / iceberg | without row filters / iceberg |", "|---" * (len(COLUMNS) + 5) + "|"]
     for label, pick in (("single-table", lambda r: len(r["tables"]) == 1), ("join", lambda r: len(r["tables"]) > 1)):
         sel = [r for r in rows if pick(r)]
         if not sel:
@@ -143,7 +152,7 @@ def summarize(rows: list[dict]) -> str:
         med = {c: _median([r[c] for r in sel]) for c in COLUMNS}
         staged = f"{sum(r.get('tables_staged', 0) for r in sel)} / {sum(len(r['tables']) for r in sel)}"
         lines.append(f"| {label} | {len(sel)} | {staged} | " + " | ".join(f"{med[c] * 1000:.0f}" for c in COLUMNS)
-                     + f" | {med['pando_s'] / med['iceberg_s']:.2f}× |")
+                     + f" | {med['pando_s'] / med['iceberg_s']:.2f}× | {med['pando_no_row_filters_s'] / med['iceberg_s']:.2f}× |")
     return "\n".join(lines)
 
 

@@ -14,8 +14,13 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
 from pando_iceberg.planner import manifests as manifests_module
-from pando_iceberg.planner.manifests import ManifestEntryCache, deep_size, estimate_entries_bytes, plan_files, \
-    snapshot_manifests
+from pando_iceberg.planner.manifests import (
+    ManifestEntryCache,
+    deep_size,
+    estimate_entries_bytes,
+    plan_files,
+    snapshot_manifests,
+)
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "region", StringType(), required=False),
                 NestedField(3, "note", StringType(), required=False))

@@ -717,7 +717,8 @@ class _QueryParser:
                     break
                 parts.append(exp.and_(*mine))
             else:
-                o.predicates.append(_expression(exp.or_(*[exp.paren(p) for p in parts])))
+                # and_ copied the query's nodes: the parentheses and the OR take them as they are
+                o.predicates.append(_expression(exp.or_(*[exp.paren(p, copy=False) for p in parts], copy=False)))
                 found = True
         return found
 
@@ -848,5 +849,6 @@ def _union_filters(fs: list[TableFilter], schema: pa.Schema, table: str) -> Tabl
     ``(a OR b) AND j``: TPC-H Q17's lineitem, joined to part and correlated to it). Other
     JoinFilters cannot be OR-ed, so they are dropped (weaker, still sound)."""
     common = [j for j in fs[0].joins if all(any(j.to_sql() == k.to_sql() for k in f.joins) for f in fs[1:])]
-    expr = None if any(f.is_true_expr() for f in fs) else _expression(exp.or_(*[exp.paren(f.expr.copy()) for f in fs]))
+    expr = None if any(f.is_true_expr() for f in fs) else _expression(exp.or_(*[exp.paren(f.expr) for f in fs],
+                                                                              copy=False))  # paren copies once
     return TableFilter(expr, schema, common, table=table)

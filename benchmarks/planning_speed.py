@@ -7,7 +7,7 @@ The dataset and its Pando layout are made once (``--home``, reused by later runs
 benchmark harness's own steps (``pando_iceberg.bench.harness``: load TPC-H, split the workload
 50/50 per template, copy the tables, ``CALL pando.system.rewrite_data_files`` learned on the
 train half). Then, per held-out query, on the laid-out namespace, warm (one untimed run first,
-then the median of ``--runs``):
+then the median of ``--runs``, the timings below interleaved round by round since session 21):
 
 - **iceberg**: Spark's own planning of the query: ``spark.sql(q)`` → executed plan, with every
   Iceberg scan's input partitions forced (that is where Iceberg plans its file tasks);
@@ -82,19 +82,25 @@ def measure(spark, catalog, sql: str, runs: int, stage: str = "auto") -> dict:
             plans = df.pando.plan.plans
         return total, parts, plans
 
-    iceberg_once()
-    _, _, plans = pando_once()  # warm-up (JIT, caches: the process's steady state)
-    ice = [iceberg_once() for _ in range(runs)]
-    pando = [pando_once() for _ in range(runs)]
-    warm = [pando_once(cold_keys=False)[0] for _ in range(runs)]
     from pando_iceberg.planner import joins
 
-    kept, joins.ROW_FILTER_MAX_KEYS = joins.ROW_FILTER_MAX_KEYS, 0  # row filters off: what they cost to plan
-    try:
-        pando_once()
-        no_rf = [pando_once()[0] for _ in range(runs)]
-    finally:
-        joins.ROW_FILTER_MAX_KEYS = kept
+    def without_row_filters() -> float:  # what the row filters cost to plan
+        kept, joins.ROW_FILTER_MAX_KEYS = joins.ROW_FILTER_MAX_KEYS, 0
+        try:
+            return pando_once()[0]
+        finally:
+            joins.ROW_FILTER_MAX_KEYS = kept
+
+    iceberg_once()
+    _, _, plans = pando_once()  # warm-up (JIT, caches: the process's steady state)
+    without_row_filters()
+    # The four timings interleaved, round by round: a slow drift of the machine hits them alike.
+    ice, pando, warm, no_rf = [], [], [], []
+    for _ in range(runs):
+        ice.append(iceberg_once())
+        pando.append(pando_once())
+        warm.append(pando_once(cold_keys=False)[0])
+        no_rf.append(without_row_filters())
     out = {"tables": sorted(plans), "iceberg_s": _median(ice), "pando_s": _median([p[0] for p in pando]),
            "pando_warm_keys_s": _median(warm), "pando_no_row_filters_s": _median(no_rf)}
     for k in pando[0][1]:

@@ -48,8 +48,8 @@ _JTABLES: dict[tuple[int, int, str], tuple[Any, Any, Any]] = {}
 
 def table_metadata_location(table) -> str | None:
     """The metadata file a Java Table's in-memory state was read from (None when it has none):
-    one JVM call (``_CACHED_SOURCE``), three through py4j when the helper cannot be compiled."""
-    method = _helper("metadataLocation", _CACHED_SOURCE, ("java.lang.Object",))
+    one JVM call (:func:`_staging`), three through py4j when the helper cannot be compiled."""
+    method = _staging("metadataLocation", ("java.lang.Object",))
     try:
         if method is not None:
             found = method(table)
@@ -68,18 +68,24 @@ def load_table(spark, name: str, *, metadata_location: str | None = None):
     read from exactly that file: same file, same snapshots, schema and properties. Spark's own
     catalog cache holds that instance, or a newer one it loaded since, so Spark's read of the
     table by name is as current as before."""
-    gateway, session = spark.sparkContext._gateway, spark._jsparkSession
-    key = (id(gateway), id(session), name)
     if metadata_location is not None:
-        hit = _JTABLES.get(key)
-        if hit is not None and hit[0] is gateway and hit[1] is session \
-                and table_metadata_location(hit[2]) == metadata_location:
-            return hit[2]
+        held = held_table(spark, name)
+        if held is not None and table_metadata_location(held) == metadata_location:
+            return held
+    gateway, session = spark.sparkContext._gateway, spark._jsparkSession
     util = jclass(gateway, "org.apache.iceberg.spark.Spark3Util")
     table = util.loadIcebergTable(session, name)
     table.refresh()
-    _JTABLES[key] = (gateway, session, table)
+    _JTABLES[(id(gateway), id(session), name)] = (gateway, session, table)
     return table
+
+
+def held_table(spark, name: str):
+    """The Java table :func:`load_table` handed out last for ``name`` in this session, unchecked
+    (no JVM call: it may have been read from an older metadata file), or None."""
+    gateway, session = spark.sparkContext._gateway, spark._jsparkSession
+    hit = _JTABLES.get((id(gateway), id(session), name))
+    return hit[2] if hit is not None and hit[0] is gateway and hit[1] is session else None
 
 
 def read_snapshot(spark, name: str, snapshot_id: int | None, metadata: Iterable[str] = ()):
@@ -499,7 +505,28 @@ public static void stageView(Object session, Object icebergTable, String name, O
     }
 }
 """
-_COMPILED: dict[tuple[int, str], tuple[object, object]] = {}  # (id(gateway), name) → (gateway, method or None)
+# The staging of a table whose chosen files are found in the task cache, in one py4j call
+# (issue 16: checking the Java table's metadata file, looking the tasks up and staging them with
+# their view took three calls and a Java list to release, ~0.5 ms per staged table). One class
+# with the task cache: its static state (the cached snapshots) is then the only one in the JVM
+# (see :func:`_staging`).
+_STAGING_SOURCE = _TASK_SET_VIEW_SOURCE + _CACHED_SOURCE + """
+public static int stageCachedView(Object session, Object icebergTable, String location, String name,
+        Object snapshotId, String key, String joinedPaths, Object maxTasks, String setId, String view)
+        throws Exception {
+    if (!location.equals(metadataLocation(icebergTable))) {
+        return 1;  // read from another metadata file: the caller reloads the table
+    }
+    java.util.List tasks = cachedChosen(icebergTable, snapshotId, key, joinedPaths, maxTasks);
+    if (tasks == null) {
+        return 2;  // a chosen file is not a data file of the cached snapshot: the caller plans
+    }
+    stageView(session, icebergTable, name, tasks, setId, view);
+    return 0;
+}
+"""
+# (id(gateway), source, name) → (gateway, method or None)
+_COMPILED: dict[tuple[int, str, str], tuple[object, object]] = {}
 _CLASSES: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(gateway), source) → (gateway, instance or None)
 
 
@@ -510,7 +537,7 @@ def _compiled(gateway, name: str, source: str, arg_types: tuple[str, ...]):
     argument, 0.39 instead of 0.10 ms for one argument, issue 16). The methods of one source
     share one class and its static state (None when it cannot be compiled: callers then take a
     slower path through py4j)."""
-    hit = _COMPILED.get((id(gateway), name))
+    hit = _COMPILED.get((id(gateway), source, name))
     if hit is not None and hit[0] is gateway:
         return hit[1]
     jvm = gateway.jvm
@@ -534,7 +561,7 @@ def _compiled(gateway, name: str, source: str, arg_types: tuple[str, ...]):
             method = getattr(known[1], name)
     except Exception as e:  # no Janino on this JVM's classpath, or it refused the source
         log.info("pando: %s is not compiled in the JVM (%s: %s)", name, type(e).__name__, e)
-    _COMPILED[(id(gateway), name)] = (gateway, method)
+    _COMPILED[(id(gateway), source, name)] = (gateway, method)
     return method
 
 
@@ -544,6 +571,14 @@ def _helper(name: str, source: str, arg_types: tuple[str, ...]):
 
     gateway = SparkContext._gateway
     return _compiled(gateway, name, source, arg_types) if gateway is not None else None
+
+
+def _staging(name: str, arg_types: tuple[str, ...]):
+    """A method of :data:`_STAGING_SOURCE` (the task cache with the task-set views), or of the
+    task cache alone (:data:`_CACHED_SOURCE`) when the views do not compile on this JVM: one of
+    the two classes holds the task cache, never both."""
+    method = _helper(name, _STAGING_SOURCE, arg_types)
+    return method if method is not None else _helper(name, _CACHED_SOURCE, arg_types)
 
 
 def long_column(spark, values, name: str):
@@ -612,7 +647,7 @@ def cached_tasks(table, snapshot_id: int, keep_paths: set[str], key: str):
     names the table's snapshot); None when the helper cannot be compiled or a path is not a data
     file of the snapshot."""
     arg_types = ("java.lang.Object", "java.lang.Object", "java.lang.String", "java.lang.String", "java.lang.Object")
-    method = _helper("cachedChosen", _CACHED_SOURCE, arg_types)
+    method = _staging("cachedChosen", arg_types)
     if method is None or not keep_paths:
         return None
     return method(table, snapshot_id, key, "\u0000".join(keep_paths), TASK_CACHE_FILES)
@@ -620,7 +655,7 @@ def cached_tasks(table, snapshot_id: int, keep_paths: set[str], key: str):
 
 def cached_task_counts() -> tuple[int, int]:
     """(snapshots, tasks) the JVM's task cache holds now ((0, 0) before its first use)."""
-    method = _helper("cachedCounts", _CACHED_SOURCE, ())
+    method = _staging("cachedCounts", ())
     counts = method() if method is not None else [0, 0]
     return int(counts[0]), int(counts[1])
 
@@ -661,10 +696,10 @@ def chosen_tasks(table, snapshot_id: int | None, keep_paths: set[str] | None, ro
 def task_set_view(spark, table, name: str, tasks, set_id: str, view: str) -> bool:
     """Stage ``tasks`` (a non-empty Java List of ``table``'s FileScanTasks) as the task set
     ``set_id`` and register the temporary view ``view`` of the scan of ``name``'s task set, in
-    one JVM call (``_TASK_SET_VIEW_SOURCE``); False, with nothing staged, when the helper cannot
+    one JVM call (``_STAGING_SOURCE``); False, with nothing staged, when the helper cannot
     be compiled or refused (the caller then stages the tasks, loads the DataFrame and makes the
     view of it)."""
-    method = _helper("stageView", _TASK_SET_VIEW_SOURCE, ("java.lang.Object",) * 2 + ("java.lang.String",)
+    method = _helper("stageView", _STAGING_SOURCE, ("java.lang.Object",) * 2 + ("java.lang.String",)
                      + ("java.lang.Object",) + ("java.lang.String",) * 2)
     if method is None:
         return False
@@ -676,9 +711,40 @@ def task_set_view(spark, table, name: str, tasks, set_id: str, view: str) -> boo
     return True
 
 
+def staged_cached_view(spark, table, metadata_location: str, name: str, snapshot_id: int, keep_paths: set[str],
+                       cache_key: str, view: str):
+    """:func:`staged_scan` with ``cache_key`` and ``view`` in one JVM call (``stageCachedView``), for
+    ``table`` (a Java table, e.g. :func:`held_table`, unchecked) read from ``metadata_location``:
+    a context manager that unstages the tasks on exit (it yields None: the caller reads ``view``),
+    or None with nothing staged when the helper cannot be compiled or refused, the Java table was
+    read from another metadata file, or a path is not in the task cache (the caller then takes
+    :func:`load_table` and :func:`staged_scan`)."""
+    arg_types = ("java.lang.Object",) * 2 + ("java.lang.String",) * 2 + ("java.lang.Object",) \
+        + ("java.lang.String",) * 2 + ("java.lang.Object",) + ("java.lang.String",) * 2
+    method = _helper("stageCachedView", _STAGING_SOURCE, arg_types)
+    if method is None or not keep_paths:
+        return None
+    set_id = f"pando-{uuid.uuid4().hex}"
+    try:
+        status = method(spark._jsparkSession, table, metadata_location, name, snapshot_id, cache_key,
+                        "\u0000".join(keep_paths), TASK_CACHE_FILES, set_id, view)
+    except Exception as e:  # e.g. the view refused: nothing is staged, the caller's path decides
+        log.info("pando: %s not staged in one JVM call (%s: %s)", name, type(e).__name__, e)
+        return None
+    return _unstaged_on_exit(spark, table, set_id) if status == 0 else None
+
+
+@contextmanager
+def _unstaged_on_exit(spark, table, set_id: str):
+    try:
+        yield None
+    finally:
+        unstage(spark, table, set_id)
+
+
 def unstage(spark, table, set_id: str) -> None:
     """Remove the staged task set ``set_id`` of ``table`` (one JVM call when the helper compiles)."""
-    method = _helper("unstage", _CACHED_SOURCE, ("java.lang.Object", "java.lang.String"))
+    method = _staging("unstage", ("java.lang.Object", "java.lang.String"))
     if method is not None:
         method(table, set_id)
     else:
@@ -688,9 +754,9 @@ def unstage(spark, table, set_id: str) -> None:
 
 def staged_split_size(spark, table, set_id: str) -> str | None:
     """The split size Iceberg's own scan would plan the staged task set ``set_id`` of ``table``
-    with (``_TASK_SET_VIEW_SOURCE``'s ``adaptiveSplitSize``); None when that rule is off or the
+    with (``_STAGING_SOURCE``'s ``adaptiveSplitSize``); None when that rule is off or the
     helper cannot be compiled (the staged scan then keeps the table's fixed split size)."""
-    method = _helper("adaptiveSplitSize", _TASK_SET_VIEW_SOURCE,
+    method = _helper("adaptiveSplitSize", _STAGING_SOURCE,
                      ("java.lang.Object", "java.lang.Object", "java.lang.String"))
     if method is None:
         return None
@@ -736,10 +802,8 @@ def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: se
         return
     set_id = f"pando-{uuid.uuid4().hex}"
     if view is not None and task_set_view(spark, table, name, tasks, set_id, view):
-        try:
+        with _unstaged_on_exit(spark, table, set_id):
             yield None
-        finally:
-            unstage(spark, table, set_id)
         return
     jclass(spark.sparkContext._gateway, "org.apache.iceberg.spark.ScanTaskSetManager").get() \
         .stageTasks(table, set_id, tasks)

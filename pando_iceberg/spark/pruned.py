@@ -88,17 +88,26 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
 
 def staged_plan(spark, table, name: str, plan, view: str | None = None):
     """``staged_scan`` of a ScanPlan's files (a context manager): the chosen files' tasks from the
-    JVM's task cache when the snapshot fits it (``$PANDO_JVM_TASK_CACHE_FILES``), else the JVM
+    JVM's task cache when the snapshot fits it (``$PANDO_JVM_TASK_CACHE_FILES``; with ``view``,
+    the Java table held for ``name`` checked, the tasks looked up and staged in one JVM call:
+    ``iceberg_jvm.staged_cached_view``), else the JVM
     plans with the filter pyiceberg planned with (Iceberg's own pruning, once) and keeps the
     chosen files; a filter the JVM cannot take is left out (every chosen file is still found).
     ``view``: see ``iceberg_jvm.staged_scan`` (the scan as a temporary view; None yielded)."""
     from ..expr.iceberg import to_pyiceberg
     from .jvm_filter import java_expression
 
+    location = getattr(table, "metadata_location", None)
+    key = f"{table.metadata.table_uuid}@{plan.snapshot_id}" if in_task_cache(plan) else None  # the JVM's task cache
+    if key is not None and view is not None and location is not None:
+        held = jv.held_table(spark, name)  # checked, looked up and staged in one JVM call
+        staged = None if held is None else jv.staged_cached_view(spark, held, location, name, plan.snapshot_id,
+                                                                 plan.paths, key, view)
+        if staged is not None:
+            return staged
     # the Java table handed out last is reused while it was read from the metadata file planned with
-    jtable = jv.load_table(spark, name, metadata_location=getattr(table, "metadata_location", None))
-    if in_task_cache(plan):
-        key = f"{table.metadata.table_uuid}@{plan.snapshot_id}"  # the JVM's task cache
+    jtable = jv.load_table(spark, name, metadata_location=location)
+    if key is not None:
         return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, cache_key=key, view=view)
     row_filter = None
     if plan.filter is not None and plan.snapshot_id is not None:
@@ -420,14 +429,16 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                     sources[name] = source
             t2 = time.perf_counter()
             # nothing replaced: Spark reads the query as written (its own scans plan the same files)
-            result = spark.sql(replace_tables(sql, qp.tree, sources) if sources else sql)
+            # Spark's one-argument SparkSession.sql: pyspark's spark.sql builds an empty argument
+            # array first (three more py4j round trips and two JVM objects to release, ~0.8 ms)
+            jdf = spark._jsparkSession.sql(replace_tables(sql, qp.tree, sources) if sources else sql)
             timings.update(stage=t2 - t1, analyse=time.perf_counter() - t2)
         finally:
             jv.drop_temp_views(spark, views)
     except BaseException:
         stack.close()
         raise
-    out = PrunedDataFrame(result._jdf, spark)
+    out = PrunedDataFrame(jdf, spark)
     out.pando = PrunedScans(qp, stack, time.perf_counter() - t0, timings)
     return out
 

@@ -393,7 +393,7 @@ def _qualified(stmt: exp.Expr, schemas: dict[str, pa.Schema], qualify_schema: di
         key = (hash(stmt), len(literals), schema_key, dialect)  # sqlglot's structural hash: identifiers exact
         shape = SHAPES.get(key)
         if shape is None:
-            shape = _qualify_shape(stmt.copy(), schemas, schema_key, dialect, number)
+            shape = _without_positions(_qualify_shape(stmt.copy(), schemas, schema_key, dialect, number))
             SHAPES.put(key, shape)
     finally:
         for lit, hole in zip(literals, holes):
@@ -403,7 +403,26 @@ def _qualified(stmt: exp.Expr, schemas: dict[str, pa.Schema], qualify_schema: di
     tree = shape.copy()
     if literals:
         for hole in list(tree.find_all(exp.Placeholder)):
-            hole.replace(literals[int(hole.name[len(_HOLE):])].copy())
+            lit = literals[int(hole.name[len(_HOLE):])]
+            hole.replace(exp.Literal(this=lit.this, is_string=lit.is_string))  # a copy without its position
+    return tree
+
+
+_POSITION = ("line", "col", "start", "end")
+
+
+def _without_positions(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with the parser's source positions dropped from its nodes' meta, in place: a
+    copy of a cached shape then deep-copies no per-node dict (issue 16: they were ~70 % of the
+    time of copying a qualified TPC-H query). Positions point into one query's text and mean
+    nothing in another query of the shape; other meta (sqlglot's own marks) is kept."""
+    for node in tree.walk():
+        meta = node._meta  # sqlglot's slot; ``node.meta`` would create an empty dict
+        if meta:
+            for k in _POSITION:
+                meta.pop(k, None)
+            if not meta:
+                node._meta = None
     return tree
 
 

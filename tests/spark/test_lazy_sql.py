@@ -350,6 +350,45 @@ def test_task_set_view_stages_in_one_call_and_leaves_nothing_staged_when_refused
     assert manager.fetchTasks(jtable, "pando-made") is None
 
 
+def test_staged_cached_view_checks_looks_up_and_stages_in_one_call(spark, catalog, laid_out):
+    """``iceberg_jvm.staged_cached_view``: the held Java table checked against the metadata file
+    planned with, the chosen tasks looked up in the task cache, staged and made a view in one
+    JVM call; the view reads exactly the chosen files' rows and the set is unstaged on exit. A
+    table read from another metadata file, or a path not in the snapshot, gives None with
+    nothing staged (``staged_plan`` then reloads the table or plans in the JVM)."""
+    from pando_iceberg.planner import plan_scan
+
+    table = catalog.load_table(T)
+    plan = plan_scan(table, "o_orderdate >= date '1994-01-01' AND o_orderdate < date '1994-04-01'")
+    jtable = jv.load_table(spark, T, metadata_location=table.metadata_location)
+    assert jv.held_table(spark, T)._target_id == jtable._target_id
+    key = f"{table.metadata.table_uuid}@{plan.snapshot_id}"
+    manager = spark._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
+    staged_before = manager.fetchSetIds(jtable).size()
+    assert jv.staged_cached_view(spark, jtable, table.metadata_location + ".old", T, plan.snapshot_id,
+                                 plan.paths, key, "pando_v_cached") is None  # another metadata file
+    assert jv.staged_cached_view(spark, jtable, table.metadata_location, T, plan.snapshot_id,
+                                 plan.paths | {"file:/not/a/data/file.parquet"}, key, "pando_v_cached") is None
+    assert manager.fetchSetIds(jtable).size() == staged_before and not spark.catalog.tableExists("pando_v_cached")
+    staged = jv.staged_cached_view(spark, jtable, table.metadata_location, T, plan.snapshot_id, plan.paths, key,
+                                   "pando_v_cached")
+    assert staged is not None
+    try:
+        with staged as got:
+            assert got is None and manager.fetchSetIds(jtable).size() == staged_before + 1
+            view = spark.table("pando_v_cached")
+            files = {r.f for r in view.selectExpr("input_file_name() AS f").distinct().collect()}
+            assert files == plan.paths
+            rows = sorted(tuple(r) for r in view.collect())
+        full = spark.read.format("iceberg").load(T)
+        in_chosen = [tuple(r)[:-1] for r in full.selectExpr("*", "input_file_name() AS f").collect()
+                     if r.f in plan.paths]
+        assert rows == sorted(in_chosen) and len(rows) == plan.explain.pando_rows
+        assert manager.fetchSetIds(jtable).size() == staged_before  # unstaged on exit
+    finally:
+        jv.drop_temp_views(spark, ["pando_v_cached"])
+
+
 def test_a_staged_table_with_no_chosen_file_reads_no_row(spark, catalog, laid_out):
     """``stage='always'`` with every file pruned: the staged view is an empty relation under the
     table's schema (Iceberg refuses an empty task set), and the query returns Spark's answer."""

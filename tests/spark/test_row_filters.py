@@ -320,3 +320,42 @@ def test_semi_join_sql_quotes_the_column_and_an_empty_set_keeps_no_row(spark):
     assert "BroadcastHashJoin" in executed(df) and "SortMergeJoin" not in executed(df)
     empty = semi_join_sql("rf_t", [("order", "rf_k1"), ("b", None)])
     assert spark.sql(f"SELECT count(*) FROM {empty} AS x").first()[0] == 0
+
+
+def test_a_key_set_estimated_far_above_the_limit_is_not_read(spark, catalog, star, monkeypatch):
+    """``joins.estimated_key_share``: every ``ESTIMATE_EVERY``-th row of the dimension's columns
+    gives the share of keys a join keeps (within sampling error of the true share); a row filter
+    whose estimate is past ``ESTIMATE_MARGIN`` × its limit reads no key set and says why, and one
+    estimated near the limit is still read and decided on its exact count. Results stay exact."""
+    brand = star_brand(1, 1)
+    sql = brand_query(star, brand)
+    n = spark.sql(f"SELECT count(*) FROM {star}.products WHERE p_brand = '{brand}'").first()[0]
+    full = run_sql(spark, catalog, sql, use_layout=False).rows
+    monkeypatch.setattr(joins, "ESTIMATE_MIN_ROWS", 1_000)  # products: 1,600 rows
+    monkeypatch.setattr(joins, "ESTIMATE_EVERY", 2)
+    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 0)  # no key set read for join pruning first
+    with pruned_sql(spark, catalog, sql) as df:  # the estimate is within the limit: read, filtered
+        assert [f.join.column for f in df.pando.plan.row_filters[f"{star}.sales"]] == ["product_key"]
+        join = df.pando.plan.row_filters[f"{star}.sales"][0].join
+    share = joins.estimated_key_share(catalog, join)
+    assert share is not None and abs(share - n / 1600) < 4 * math.sqrt(0.25 / 800), (share, n)
+
+    monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", n / 1600 / 4)  # a quarter of what the brand keeps
+    joins.KEY_SETS.clear()
+    read = []
+    monkeypatch.setattr(joins, "_read_keys", lambda *a: read.append(a) or pytest.fail("a key set was read"))
+    with pruned_sql(spark, catalog, sql) as df:
+        assert f"{star}.sales" not in df.pando.plan.row_filters
+        assert any("estimated on one row in 2 " in x for x in df.pando.notes()), df.pando.notes()
+        assert_same(df.collect(), full)
+    assert not read
+
+    monkeypatch.undo()
+    monkeypatch.setattr(joins, "ESTIMATE_MIN_ROWS", 1_000)
+    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 0)
+    monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", (n - 1) / 1600)  # just under: estimated near, read, refused
+    joins.KEY_SETS.clear()
+    with pruned_sql(spark, catalog, sql) as df:
+        assert f"{star}.sales" not in df.pando.plan.row_filters
+        assert any(f"{n:,} keys (more than {n - 1:,}" in x for x in df.pando.notes()), df.pando.notes()
+        assert_same(df.collect(), full)

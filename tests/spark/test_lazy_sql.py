@@ -115,12 +115,15 @@ def test_closed_handle_releases_staged_tasks(spark, catalog, laid_out):
         pspark.sql(spark, FILTER_SQL, catalog=catalog, stage="sometimes")
 
 
-def test_a_table_the_trees_prune_no_further_is_read_by_sparks_own_scan(spark, catalog, laid_out):
+def test_a_table_the_trees_prune_no_further_is_read_by_sparks_own_scan(spark, catalog, laid_out, monkeypatch):
     """Files of about b rows cut along the date: Iceberg's min/max already keeps exactly the
-    blocks the trees choose for a date range, so 'auto' stages nothing, reads the same files,
-    and the DataFrame outlives its handle (it holds no staged task)."""
+    blocks the trees choose for a date range, so 'auto' stages nothing when the chosen files hold
+    more than ``STAGE_MAX_BYTES``, reads the same files, and the DataFrame outlives its handle (it
+    holds no staged task)."""
+    from pando_iceberg.spark import pruned
     from pando_iceberg.spark.pruned import prunes_beyond_iceberg
 
+    monkeypatch.setattr(pruned, "STAGE_MAX_BYTES", 0)
     want = sorted(spark.sql(FILTER_SQL).collect())
     with pspark.sql(spark, FILTER_SQL, catalog=catalog) as df:
         (plan,) = df.pando.plan.plans.values()
@@ -134,6 +137,27 @@ def test_a_table_the_trees_prune_no_further_is_read_by_sparks_own_scan(spark, ca
     for key in ("resultDataFiles", "totalDataFileSize"):  # the same files, read once each way
         assert files[key] == collected.scan_metrics[key] == (plan.explain.pando_files if key == "resultDataFiles"
                                                      else plan.explain.pando_bytes)
+
+
+def test_small_chosen_files_are_read_through_their_staged_tasks(spark, catalog, laid_out, monkeypatch):
+    """'auto' stages a table the trees prune no further than Iceberg when its tasks are a lookup
+    in the JVM's task cache and its chosen files hold at most ``STAGE_MAX_BYTES`` (what Spark's
+    own scan could skip inside them is bounded by that): the same rows, the same chosen files
+    (the staged scan counts none of its own), and not one byte over the bound."""
+    from pando_iceberg.spark import pruned
+
+    want = sorted(spark.sql(FILTER_SQL).collect())
+    with pspark.sql(spark, FILTER_SQL, catalog=catalog) as df:
+        (plan,) = df.pando.plan.plans.values()
+        table = catalog.load_table(T)
+        assert not pruned.prunes_beyond_iceberg(plan) and pruned.in_task_cache(plan)
+        assert 0 < plan.explain.pando_bytes <= pruned.STAGE_MAX_BYTES and pruned.stages(plan, table)
+        assert sorted(df.collect()) == want
+        assert [m.get("resultDataFiles", 0) for _, m in jv.executed_scans(df)] == [0]  # staged: no planning
+    monkeypatch.setattr(pruned, "STAGE_MAX_BYTES", plan.explain.pando_bytes)
+    assert pruned.stages(plan, table)
+    monkeypatch.setattr(pruned, "STAGE_MAX_BYTES", plan.explain.pando_bytes - 1)
+    assert not pruned.stages(plan, table)
 
 
 def test_a_table_the_query_only_joins_is_read_through_its_staged_tasks(spark, catalog, laid_out):

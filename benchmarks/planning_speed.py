@@ -7,7 +7,8 @@ The dataset and its Pando layout are made once (``--home``, reused by later runs
 benchmark harness's own steps (``pando_iceberg.bench.harness``: load TPC-H, split the workload
 50/50 per template, copy the tables, ``CALL pando.system.rewrite_data_files`` learned on the
 train half). Then, per held-out query, on the laid-out namespace, warm (one untimed run first,
-then the median of ``--runs``, the timings below interleaved round by round since session 21):
+then the median of ``--runs``, the timings below interleaved round by round since session 21,
+their order turned by one each round since session 22):
 
 - **iceberg**: Spark's own planning of the query: ``spark.sql(q)`` → executed plan, with every
   Iceberg scan's input partitions forced (that is where Iceberg plans its file tasks);
@@ -95,12 +96,14 @@ def measure(spark, catalog, sql: str, runs: int, stage: str = "auto") -> dict:
     _, _, plans = pando_once()  # warm-up (JIT, caches: the process's steady state)
     without_row_filters()
     # The four timings interleaved, round by round: a slow drift of the machine hits them alike.
+    # Their order turns by one each round, so that none always follows the same one (in a fixed
+    # order Pando's planning always ran right after Iceberg's of the same query).
     ice, pando, warm, no_rf = [], [], [], []
-    for _ in range(runs):
-        ice.append(iceberg_once())
-        pando.append(pando_once())
-        warm.append(pando_once(cold_keys=False)[0])
-        no_rf.append(without_row_filters())
+    timings = [lambda: ice.append(iceberg_once()), lambda: pando.append(pando_once()),
+               lambda: warm.append(pando_once(cold_keys=False)[0]), lambda: no_rf.append(without_row_filters())]
+    for r in range(runs):
+        for timed in timings[r % 4:] + timings[:r % 4]:
+            timed()
     out = {"tables": sorted(plans), "iceberg_s": _median(ice), "pando_s": _median([p[0] for p in pando]),
            "pando_warm_keys_s": _median(warm), "pando_no_row_filters_s": _median(no_rf)}
     for k in pando[0][1]:

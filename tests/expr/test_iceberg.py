@@ -54,7 +54,7 @@ from pyiceberg.types import (
 
 from expr_gen import SCHEMA, examples, predicates, tables
 from pando_iceberg.expr import JoinFilter, PandoExprError, TableFilter
-from pando_iceberg.expr.iceberg import to_pyiceberg
+from pando_iceberg.expr.iceberg import factor_common, to_pyiceberg
 
 ICEBERG = Schema(
     NestedField(1, "i", LongType(), required=False),
@@ -258,3 +258,62 @@ def test_exported_lazily_from_the_package():
     import pando_iceberg.expr as expr_pkg
 
     assert expr_pkg.to_pyiceberg is to_pyiceberg
+
+
+# A small pool of predicates, so that random AND / OR trees share atoms across OR branches.
+_POOL = [LessThan("i", 0), GreaterThanOrEqual("i", 2), EqualTo("s", "a"), In("s", {"a", "b"}), IsNull("s"),
+         NotNull("i"), LessThan("d", dt.date(2000, 1, 1)), EqualTo("b", True), AlwaysTrue(), AlwaysFalse()]
+
+
+def _trees():
+    return st.recursive(st.sampled_from(_POOL), lambda inner: st.one_of(
+        st.tuples(inner, inner).map(lambda p: And(*p)), st.tuples(inner, inner).map(lambda p: Or(*p))), max_leaves=12)
+
+
+def _kleene(expr, truth):
+    """expr's value (True / False / None for unknown) with each predicate's value from ``truth``."""
+    if isinstance(expr, AlwaysTrue):
+        return True
+    if isinstance(expr, AlwaysFalse):
+        return False
+    if isinstance(expr, (And, Or)):
+        a, b = _kleene(expr.left, truth), _kleene(expr.right, truth)
+        if isinstance(expr, And):
+            return False if a is False or b is False else (None if a is None or b is None else True)
+        return True if a is True or b is True else (None if a is None or b is None else False)
+    return truth[_POOL.index(expr)]
+
+
+@settings(max_examples=examples(300))
+@given(_trees(), st.lists(st.sampled_from([True, False, None]), min_size=len(_POOL), max_size=len(_POOL)),
+       tables(min_rows=1), st.integers(1, 4))
+def test_factoring_an_or_changes_no_answer(expr, truth, table, rows_per_file):
+    """``factor_common``: the same value under every three-valued assignment of the predicates,
+    and pyiceberg's metrics evaluator keeps exactly the same files with it; never more predicates."""
+    got = factor_common(expr)
+    assert _kleene(got, truth) == _kleene(expr, truth), (expr, got)
+    assert len(_parts_count(got)) <= len(_parts_count(expr))
+    before, after = _InclusiveMetricsEvaluator(ICEBERG, expr), _InclusiveMetricsEvaluator(ICEBERG, got)
+    for start in range(0, table.num_rows, rows_per_file):
+        f = _data_file(table.slice(start, rows_per_file))
+        assert before.eval(f) == after.eval(f), (expr, got)
+
+
+def _parts_count(expr):
+    """The predicate leaves of an AND / OR tree."""
+    return [*_parts_count(expr.left), *_parts_count(expr.right)] if isinstance(expr, (And, Or)) else [expr]
+
+
+def test_factoring_takes_the_shared_conjuncts_out_once():
+    """TPC-H Q19's lineitem part: three branches sharing l_shipmode and l_shipinstruct."""
+    mode, instruct = In("s", {"AIR", "AIR REG"}), EqualTo("b", True)
+    branches = [And(And(GreaterThanOrEqual("i", lo), LessThanOrEqual("i", lo + 10)), And(mode, instruct))
+                for lo in (1, 10, 20)]
+    got = factor_common(Or(Or(branches[0], branches[1]), branches[2]))
+    assert got == And(And(mode, instruct), Or(And(GreaterThanOrEqual("i", 1), LessThanOrEqual("i", 11)), Or(
+        And(GreaterThanOrEqual("i", 10), LessThanOrEqual("i", 20)), And(GreaterThanOrEqual("i", 20),
+                                                                         LessThanOrEqual("i", 30)))))
+    assert factor_common(Or(mode, And(mode, instruct))) == mode  # absorption
+    assert factor_common(Or(mode, instruct)) == Or(mode, instruct)
+    assert M("(i < 5 and s = 'a') or (i > 7 and s = 'a')") == And(EqualTo("s", "a"), Or(LessThan("i", 5),
+                                                                                          GreaterThan("i", 7)))

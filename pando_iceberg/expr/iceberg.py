@@ -104,12 +104,14 @@ def to_pyiceberg(filter: TableFilter, iceberg_schema: Schema) -> BooleanExpressi
     return factor_common(_Mapper(fields).visit(filter.expr, T))
 
 
-def _parts(expr: BooleanExpression, kind: type) -> list[BooleanExpression]:
+def _parts(expr: BooleanExpression, kind: type[And] | type[Or]) -> list[BooleanExpression]:
     """The operands of nested ``kind`` (And or Or) nodes, in order."""
-    return [*_parts(expr.left, kind), *_parts(expr.right, kind)] if isinstance(expr, kind) else [expr]
+    if isinstance(expr, (And, Or)) and isinstance(expr, kind):
+        return [*_parts(expr.left, kind), *_parts(expr.right, kind)]
+    return [expr]
 
 
-def _join(parts: list[BooleanExpression], kind: type) -> BooleanExpression:
+def _join(parts: list[BooleanExpression], kind: type[And] | type[Or]) -> BooleanExpression:
     return parts[0] if len(parts) == 1 else kind(*parts)
 
 

@@ -122,17 +122,22 @@ def factor_common(expr: BooleanExpression) -> BooleanExpression:
     "may match" answer per predicate with AND and OR: the same files, each shared predicate judged
     once per file instead of once per branch (TPC-H Q19: l_shipmode and l_shipinstruct in each of
     three branches, 12 predicates a file → 8; issue 16)."""
-    if isinstance(expr, And):
-        return And(factor_common(expr.left), factor_common(expr.right))
+    if isinstance(expr, And):  # rebuilt only when a side changed (pyiceberg's And simplifies again)
+        left, right = factor_common(expr.left), factor_common(expr.right)
+        return expr if left is expr.left and right is expr.right else And(left, right)
     if not isinstance(expr, Or):
         return expr
-    branches = [_parts(factor_common(d), And) for d in _parts(expr, Or)]
+    disjuncts = _parts(expr, Or)
+    factored = [factor_common(d) for d in disjuncts]
+    branches = [_parts(d, And) for d in factored]
     common: list[BooleanExpression] = []
     for c in branches[0]:
-        if c not in common and all(c in b for b in branches[1:]):
+        if c not in common and all(any(c is x for x in b) or c in b for b in branches[1:]):
             common.append(c)
     if not common:
-        return _join([_join(b, And) for b in branches], Or)
+        if all(f is d for f, d in zip(factored, disjuncts)):
+            return expr
+        return _join(factored, Or)
     rest = [[c for c in b if c not in common] for b in branches]
     if any(not r for r in rest):  # a branch is the shared part alone: absorption
         return _join(common, And)

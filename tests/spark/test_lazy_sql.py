@@ -323,6 +323,25 @@ def test_temp_view_is_sparks_own_view_of_the_dataframe(spark, laid_out):
     assert not spark.catalog.tableExists("pando_tv")
 
 
+def test_without_the_view_helpers_the_task_cache_still_serves_and_queries_stay_exact(spark, catalog, laid_out,
+                                                                                     monkeypatch):
+    """The task cache and the task-set views are one compiled class (``_STAGING_SOURCE``); on a JVM
+    where that class does not compile (another Spark or Iceberg), the task cache alone
+    (``_CACHED_SOURCE``) serves the lookups and a staged table takes the DataFrame path: the same
+    rows as Spark's own read, every staged task set removed on close."""
+    monkeypatch.setattr(jv, "_STAGING_SOURCE", jv._STAGING_SOURCE + "\nthis does not compile;")
+    assert jv._helper("stageCachedView", jv._STAGING_SOURCE, ("java.lang.Object",) * 10) is None
+    assert jv._staging("cachedCounts", ()) is not None  # from the cache's own class
+    manager = spark._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
+    jtable = jv.load_table(spark, T)
+    before = manager.fetchSetIds(jtable).size()
+    want = sorted(spark.sql(JOIN_SQL).collect())
+    with pspark.sql(spark, JOIN_SQL, catalog=catalog, stage="always") as df:
+        assert sorted(df.collect()) == want
+        assert manager.fetchSetIds(jtable).size() == before + 1
+    assert manager.fetchSetIds(jtable).size() == before and _pando_views(spark) == []
+
+
 @pytest.mark.parametrize("in_jvm", [True, False])
 def test_staged_scan_as_a_view_reads_what_the_dataframe_reads(spark, catalog, laid_out, monkeypatch, in_jvm):
     """``staged_scan(view=...)``: the view made in the JVM (``task_set_view``: no DataFrame, None

@@ -132,7 +132,7 @@ def factor_common(expr: BooleanExpression) -> BooleanExpression:
     branches = [_parts(d, And) for d in factored]
     common: list[BooleanExpression] = []
     for c in branches[0]:
-        if c not in common and all(any(c is x for x in b) or c in b for b in branches[1:]):
+        if c not in common and all(c in b for b in branches[1:]):  # ``in``: identity first, then ==
             common.append(c)
     if not common:
         if all(f is d for f, d in zip(factored, disjuncts)):

@@ -369,10 +369,10 @@ def in_task_cache(plan) -> bool:
 # better than Iceberg: what Spark's own scan could still skip inside those files with the pushed
 # filter (row groups by statistics, dictionaries or bloom filters; a staged task carries no
 # residual) is then at most this much reading, against Spark planning the table again from its
-# manifests in the optimizer. TPC-H SF 1, 40 held-out join queries, one process, interleaved:
-# median planning 45.6 ms with only the rule above, 40.9 with this bound (part, customer,
-# supplier, partsupp, nation, region and small order selections), 40.7 with 64 MiB, 40.3 staging
-# every table; Iceberg's own 34.5 (issue 16). $PANDO_STAGE_MAX_BYTES.
+# manifests in the optimizer. TPC-H SF 1, 40 held-out join queries (benchmarks/staging_bound.py,
+# session 22): median planning 45.6 ms with only the rule above, 39.6 with this bound (part,
+# customer, supplier, partsupp, nation, region and small order selections), 40.3 with 64 MiB,
+# 42.7 staging every table; Iceberg's own 34.9 (issue 16). $PANDO_STAGE_MAX_BYTES.
 STAGE_MAX_BYTES = int_from_env("PANDO_STAGE_MAX_BYTES", 16 * 1024 * 1024,
                                "the most bytes of chosen files a table with a predicate of its own is staged with "
                                "when its trees prune no further than Iceberg (0: never)")

@@ -52,8 +52,14 @@ def load_tables(catalog, identifiers) -> dict:
 
     if not isinstance(catalog, SqlCatalog) or not identifiers:
         return {}
-    names = {i: (Catalog.namespace_to_string(Catalog.namespace_from(i)), Catalog.table_name_from(i))
-             for i in identifiers}
+    names = {}
+    for i in identifiers:
+        try:
+            names[i] = (Catalog.namespace_to_string(Catalog.namespace_from(i)), Catalog.table_name_from(i))
+        except ValueError:  # no namespace (a temporary view's name): left to load_table
+            continue
+    if not names:
+        return {}
     global _LOCATION_QUERY
     if _LOCATION_QUERY is None:  # built once: SQLAlchemy then reuses its compiled form
         _LOCATION_QUERY = select(IcebergTables.table_namespace, IcebergTables.table_name,

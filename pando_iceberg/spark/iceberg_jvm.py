@@ -491,12 +491,16 @@ public static void taskSetView(Object session, String name, String setId, String
 }
 
 // The tasks staged and their view made in one call (two py4j round trips fewer per staged table);
-// when the view cannot be made, the tasks are removed again and the error is the caller's.
+// when the view cannot be made, the tasks are removed again and the error is the caller's. A
+// null view stages the tasks only.
 public static void stageView(Object session, Object icebergTable, String name, Object tasks, String setId,
                              String view) throws Exception {
     org.apache.iceberg.Table table = (org.apache.iceberg.Table) icebergTable;
     org.apache.iceberg.spark.ScanTaskSetManager manager = org.apache.iceberg.spark.ScanTaskSetManager.get();
     manager.stageTasks(table, setId, (java.util.List) tasks);
+    if (view == null) {
+        return;  // staged only: the caller reads the set through swappedPlan, or makes its view later
+    }
     try {
         taskSetView(session, name, setId, view);
     } catch (Exception e) {
@@ -523,6 +527,133 @@ public static int stageCachedView(Object session, Object icebergTable, String lo
     }
     stageView(session, icebergTable, name, tasks, setId, view);
     return 0;
+}
+
+// The analysed plan of the user's own query with each of its relations of a staged table reading
+// the staged task set (issue 16: Spark analyses the query while Python plans its tables, instead
+// of analysing a rewritten query over temporary views afterwards). The relation keeps its output
+// attributes, so the plan stays resolved: only its options gain the task set id (and the split
+// size Iceberg's own scan would take), with which SparkTable.newScanBuilder builds the staged
+// scan. Relations inside a view are the view's, not the query's: left alone. Null when a
+// relation of a staged table cannot read its set (another metadata file, a snapshot or branch
+// of its own, options of its own naming a set) or a staged table has no relation outside views.
+public static Object swappedPlan(Object session, Object dataset, String joinedUuids, String joinedLocations,
+                                 String joinedSetIds) {
+    org.apache.spark.sql.SparkSession spark = (org.apache.spark.sql.SparkSession) session;
+    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan analysed =
+        ((org.apache.spark.sql.Dataset) dataset).queryExecution().analyzed();
+    java.util.Map sets = new java.util.HashMap();
+    if (joinedUuids.length() > 0) {
+        String[] uuids = joinedUuids.split("\u0000", -1);
+        String[] locations = joinedLocations.split("\u0000", -1);
+        String[] setIds = joinedSetIds.split("\u0000", -1);
+        for (int i = 0; i < uuids.length; i++) {
+            sets.put(uuids[i], new String[] {locations[i], setIds[i], null});
+        }
+    }
+    java.util.Set found = new java.util.HashSet();
+    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan swapped;
+    try {
+        swapped = swapped(spark, analysed, sets, found);
+    } catch (IllegalStateException e) {
+        return null;  // a relation inside a subquery cannot read its set
+    }
+    if (swapped == null || found.size() != sets.size()) {
+        return null;
+    }
+    if (swapped == analysed) {
+        return dataset;
+    }
+    swapped.setAnalyzed();  // resolved as analysed: Spark's analyzer does not run over it again
+    return org.apache.spark.sql.Dataset$.MODULE$.ofRows(spark, swapped);
+}
+
+static org.apache.spark.sql.catalyst.plans.logical.LogicalPlan swapped(
+        final org.apache.spark.sql.SparkSession spark, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan,
+        final java.util.Map sets, final java.util.Set found) {
+    if (plan instanceof org.apache.spark.sql.catalyst.plans.logical.View) {
+        return plan;
+    }
+    if (plan instanceof org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation) {
+        return relation(spark, (org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation) plan, sets, found);
+    }
+    java.util.List children = new java.util.ArrayList();
+    boolean changed = false;
+    for (scala.collection.Iterator it = plan.children().iterator(); it.hasNext();) {
+        org.apache.spark.sql.catalyst.plans.logical.LogicalPlan child =
+            (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) it.next();
+        org.apache.spark.sql.catalyst.plans.logical.LogicalPlan now = swapped(spark, child, sets, found);
+        if (now == null) {
+            return null;
+        }
+        changed |= now != child;
+        children.add(now);
+    }
+    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan out = !changed ? plan
+        : (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) plan.withNewChildren(
+            scala.collection.JavaConverters.asScalaBuffer(children).toSeq());
+    if (out.subqueries().isEmpty()) {
+        return out;
+    }
+    return (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) out.transformExpressions(
+        new scala.runtime.AbstractPartialFunction() {
+            public boolean isDefinedAt(Object e) {
+                return e instanceof org.apache.spark.sql.catalyst.expressions.SubqueryExpression;
+            }
+            public Object applyOrElse(Object e, scala.Function1 otherwise) {
+                if (!isDefinedAt(e)) {
+                    return otherwise.apply(e);
+                }
+                org.apache.spark.sql.catalyst.expressions.SubqueryExpression subquery =
+                    (org.apache.spark.sql.catalyst.expressions.SubqueryExpression) e;
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan inner =
+                    (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) subquery.plan();
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan now = swapped(spark, inner, sets, found);
+                if (now == null) {
+                    throw new IllegalStateException("not swapped");
+                }
+                return now == inner ? subquery : subquery.withNewPlan(now);
+            }
+        });
+}
+
+static org.apache.spark.sql.catalyst.plans.logical.LogicalPlan relation(org.apache.spark.sql.SparkSession spark,
+        org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation relation, java.util.Map sets,
+        java.util.Set found) {
+    if (!(relation.table() instanceof org.apache.iceberg.spark.source.SparkTable)) {
+        return relation;
+    }
+    org.apache.iceberg.spark.source.SparkTable sparkTable =
+        (org.apache.iceberg.spark.source.SparkTable) relation.table();
+    if (!(sparkTable.table() instanceof org.apache.iceberg.BaseTable)) {
+        return relation;  // a metadata table (t.files, t.snapshots, ...)
+    }
+    org.apache.iceberg.TableMetadata current =
+        ((org.apache.iceberg.BaseTable) sparkTable.table()).operations().current();
+    String[] set = (String[]) sets.get(current.uuid());
+    if (set == null) {
+        return relation;
+    }
+    if (!set[0].equals(current.metadataFileLocation()) || sparkTable.snapshotId() != null
+            || sparkTable.branch() != null || relation.options().containsKey("scan-task-set-id")) {
+        return null;
+    }
+    if (set[2] == null) {  // once per set: its tasks' sizes summed
+        String split = relation.options().containsKey("split-size") ? null
+            : adaptiveSplitSize(spark, sparkTable.table(), set[1]);
+        set[2] = split == null ? "" : split;
+    }
+    java.util.Map options = new java.util.HashMap(relation.options().asCaseSensitiveMap());
+    options.put("scan-task-set-id", set[1]);
+    if (set[2].length() > 0) {
+        options.put("split-size", set[2]);
+    }
+    found.add(current.uuid());
+    org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation out = relation.copy(relation.table(),
+        relation.output(), relation.catalog(), relation.identifier(),
+        new org.apache.spark.sql.util.CaseInsensitiveStringMap(options));
+    out.copyTagsFrom(relation);
+    return out;
 }
 """
 # (id(gateway), source, name) → (gateway, method or None)
@@ -693,12 +824,13 @@ def chosen_tasks(table, snapshot_id: int | None, keep_paths: set[str] | None, ro
     return plan(False), False
 
 
-def task_set_view(spark, table, name: str, tasks, set_id: str, view: str) -> bool:
+def task_set_view(spark, table, name: str, tasks, set_id: str, view: str | None) -> bool:
     """Stage ``tasks`` (a non-empty Java List of ``table``'s FileScanTasks) as the task set
     ``set_id`` and register the temporary view ``view`` of the scan of ``name``'s task set, in
     one JVM call (``_STAGING_SOURCE``); False, with nothing staged, when the helper cannot
     be compiled or refused (the caller then stages the tasks, loads the DataFrame and makes the
-    view of it)."""
+    view of it). A ``view`` of None stages the tasks only (:func:`swapped_plan` reads them, or
+    :func:`view_of_task_set` makes their view later)."""
     method = _helper("stageView", _STAGING_SOURCE, ("java.lang.Object",) * 2 + ("java.lang.String",)
                      + ("java.lang.Object",) + ("java.lang.String",) * 2)
     if method is None:
@@ -712,10 +844,11 @@ def task_set_view(spark, table, name: str, tasks, set_id: str, view: str) -> boo
 
 
 def staged_cached_view(spark, table, metadata_location: str, name: str, snapshot_id: int, keep_paths: set[str],
-                       cache_key: str, view: str):
+                       cache_key: str, view: str | None):
     """:func:`staged_scan` with ``cache_key`` and ``view`` in one JVM call (``stageCachedView``), for
     ``table`` (a Java table, e.g. :func:`held_table`, unchecked) read from ``metadata_location``:
-    a context manager that unstages the tasks on exit (it yields None: the caller reads ``view``),
+    a context manager that unstages the tasks on exit (it yields the task set's id: the caller
+    reads ``view``, or with a ``view`` of None the set, see :func:`task_set_view`),
     or None with nothing staged when the helper cannot be compiled or refused, the Java table was
     read from another metadata file, or a path is not in the task cache (the caller then takes
     :func:`load_table` and :func:`staged_scan`)."""
@@ -737,9 +870,37 @@ def staged_cached_view(spark, table, metadata_location: str, name: str, snapshot
 @contextmanager
 def _unstaged_on_exit(spark, table, set_id: str):
     try:
-        yield None
+        yield set_id
     finally:
         unstage(spark, table, set_id)
+
+
+def view_of_task_set(spark, name: str, set_id: str, view: str) -> None:
+    """Register the temporary view ``view`` of the scan of ``name``'s staged task set ``set_id``
+    (staged with :func:`task_set_view`'s view of None), in one JVM call."""
+    method = _helper("taskSetView", _STAGING_SOURCE, ("java.lang.Object",) + ("java.lang.String",) * 3)
+    assert method is not None  # the set was staged by the same compiled class
+    method(spark._jsparkSession, name, set_id, view)
+
+
+def swapped_plan(spark, dataset, staged: list[tuple[str, str, str]]):
+    """The Java Dataset ``dataset`` (a query Spark analysed as written) with every relation of a
+    staged table outside views reading its staged task set, without analysing the query again
+    (``swappedPlan``); ``staged``: (table uuid, metadata file planned from, task set id) per
+    staged table. None when the helper cannot be compiled, or a relation of a staged table cannot
+    read its set (another metadata file, a snapshot or branch of its own), or a staged table has
+    no relation outside views: the caller then analyses the query over views of the sets."""
+    if not staged:
+        return dataset
+    method = _helper("swappedPlan", _STAGING_SOURCE, ("java.lang.Object",) * 2 + ("java.lang.String",) * 3)
+    if method is None:
+        return None
+    uuids, locations, set_ids = ("\u0000".join(column) for column in zip(*staged))
+    try:
+        return method(spark._jsparkSession, dataset, uuids, locations, set_ids)
+    except Exception as e:  # another Spark's plan classes: the caller's views
+        log.info("pando: the analysed query not swapped onto its staged sets (%s: %s)", type(e).__name__, e)
+        return None
 
 
 def unstage(spark, table, set_id: str) -> None:
@@ -769,7 +930,7 @@ def staged_split_size(spark, table, set_id: str) -> str | None:
 
 @contextmanager
 def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: set[str] | None, *, row_filter=None,
-                cache_key: str | None = None, view: str | None = None):
+                cache_key: str | None = None, view: str | None = None, view_later: bool = False):
     """A DataFrame reading exactly the chosen data files of ``snapshot_id`` through Iceberg's
     scan-task-set path (delete files and schema evolution handled by Iceberg). ``keep_paths``
     None means every file; ``row_filter`` (a Java Expression) lets the JVM find the chosen files
@@ -777,7 +938,9 @@ def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: se
     table's snapshot) takes them from the JVM's task cache instead (:func:`cached_tasks`). The
     staged tasks are removed on exit. With ``view``, the scan is (also) the temporary view of
     that name, made in the JVM when it can be (:func:`task_set_view`), and what is yielded is
-    None then (the caller reads the view; no DataFrame was made)."""
+    the task set's id then (the caller reads the view; no DataFrame was made). With
+    ``view_later`` too, the tasks are staged without the view when they can be (the set's id
+    yielded: :func:`swapped_plan` reads it, or :func:`view_of_task_set` makes the view)."""
     jvm = spark._jvm
     found = None
     if cache_key is not None and snapshot_id is not None and keep_paths:
@@ -801,9 +964,9 @@ def staged_scan(spark, table, name: str, snapshot_id: int | None, keep_paths: se
         yield empty
         return
     set_id = f"pando-{uuid.uuid4().hex}"
-    if view is not None and task_set_view(spark, table, name, tasks, set_id, view):
-        with _unstaged_on_exit(spark, table, set_id):
-            yield None
+    if view is not None and task_set_view(spark, table, name, tasks, set_id, None if view_later else view):
+        with _unstaged_on_exit(spark, table, set_id) as staged:
+            yield staged
         return
     jclass(spark.sparkContext._gateway, "org.apache.iceberg.spark.ScanTaskSetManager").get() \
         .stageTasks(table, set_id, tasks)

@@ -19,6 +19,7 @@ stages its chosen tasks and returns a lazy :class:`PrunedDataFrame`; :func:`run_
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -87,14 +88,15 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
         yield df, plan
 
 
-def staged_plan(spark, table, name: str, plan, view: str | None = None):
+def staged_plan(spark, table, name: str, plan, view: str | None = None, view_later: bool = False):
     """``staged_scan`` of a ScanPlan's files (a context manager): the chosen files' tasks from the
     JVM's task cache when the snapshot fits it (``$PANDO_JVM_TASK_CACHE_FILES``; with ``view``,
     the Java table held for ``name`` checked, the tasks looked up and staged in one JVM call:
     ``iceberg_jvm.staged_cached_view``), else the JVM
     plans with the filter pyiceberg planned with (Iceberg's own pruning, once) and keeps the
     chosen files; a filter the JVM cannot take is left out (every chosen file is still found).
-    ``view``: see ``iceberg_jvm.staged_scan`` (the scan as a temporary view; None yielded)."""
+    ``view``, ``view_later``: see ``iceberg_jvm.staged_scan`` (the scan as a temporary view, made
+    now or, with ``view_later``, when the caller asks: the task set's id yielded)."""
     from ..expr.iceberg import to_pyiceberg
     from .jvm_filter import java_expression
 
@@ -103,13 +105,14 @@ def staged_plan(spark, table, name: str, plan, view: str | None = None):
     if key is not None and view is not None and location is not None:
         held = jv.held_table(spark, name)  # checked, looked up and staged in one JVM call
         staged = None if held is None else jv.staged_cached_view(spark, held, location, name, plan.snapshot_id,
-                                                                 plan.paths, key, view)
+                                                                 plan.paths, key, None if view_later else view)
         if staged is not None:
             return staged
     # the Java table handed out last is reused while it was read from the metadata file planned with
     jtable = jv.load_table(spark, name, metadata_location=location)
     if key is not None:
-        return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, cache_key=key, view=view)
+        return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, cache_key=key, view=view,
+                              view_later=view_later)
     row_filter = None
     if plan.filter is not None and plan.snapshot_id is not None:
         try:
@@ -118,7 +121,8 @@ def staged_plan(spark, table, name: str, plan, view: str | None = None):
         except Exception as e:  # UnsupportedFilter, or the JVM refused it: the JVM plans without it
             log.debug("pando: %s: staging without a pushed filter (%s: %s)", name, type(e).__name__, e)
             row_filter = None
-    return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, row_filter=row_filter, view=view)
+    return jv.staged_scan(spark, jtable, name, plan.snapshot_id, plan.paths, row_filter=row_filter, view=view,
+                          view_later=view_later)
 
 
 def with_join_keys(spark, table, tf, schemas: dict[str, pa.Schema], *, row_limit: int | None = None,
@@ -222,20 +226,34 @@ def spark_schema(spark, name: str, table=None) -> pa.Schema:
     return hit
 
 
+def temporary_views(spark, names: list[str]) -> set[str]:
+    """The names among ``names`` (unqualified) that are temporary views of the session."""
+    if not names:
+        return set()
+    catalog = spark._jsparkSession.sessionState().catalog()
+    return {n for n in names if catalog.getTempView(n).isDefined()}
+
+
 def _phase_timings(parse: float) -> dict[str, float]:
     """QueryPlan.timings with the parse's seconds, the other phases still to add up."""
     return {"parse": parse, "join_keys": 0.0, "tables": 0.0, "row_keys": 0.0}
 
 
-def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPlan:
-    """Plan every Iceberg base table of ``sql`` with its own filter (join filters included)."""
+def parse_sql(sql: str) -> exp.Expression:
+    tree = parse_one(sql, read="spark")
+    assert isinstance(tree, exp.Expression)  # sqlglot types parse_one as its node base, exp.Expr
+    return tree
+
+
+def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.Expression | None = None) -> QueryPlan:
+    """Plan every Iceberg base table of ``sql`` (parsed: ``tree``, when the caller parsed it) with
+    its own filter (join filters included)."""
     from ..planner import plan_scan
     from ..workload import parse_query
 
     t0 = time.perf_counter()
     catalog = PlanCatalog(catalog)
-    tree = parse_one(sql, read="spark")
-    assert isinstance(tree, exp.Expression)  # sqlglot types parse_one as its node base, exp.Expr
+    tree = parse_sql(sql) if tree is None else tree
     if tree.find(exp.Version, exp.TableSample) is not None:
         # A table read as of another snapshot, or sampled: its rows are not the current
         # snapshot's, or not all of them before the query's filters (a pruned scan would change
@@ -244,15 +262,18 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True) -> QueryPla
                          unplanned="the query reads a table AS OF a version or time, or samples one (TABLESAMPLE): "
                                    "Spark reads it as written, unpruned")
     names = sorted({_qualified(t) for t in _base_tables(tree)})
-    # A py4j round trip, asked only when a name is not qualified.
-    current = spark.catalog.currentDatabase() if any("." not in n for n in names) else None
+    # Asked only when a name is not qualified: Spark reads such a name as a temporary view when
+    # one has it (even if a table of the current namespace has it too), else in that namespace.
+    unqualified = [n for n in names if "." not in n]
+    current = spark.catalog.currentDatabase() if unqualified else None
+    temporary = temporary_views(spark, unqualified)
     # Only the query's own tables: their pyiceberg tables (reused to plan them) and Spark's view of
     # their schemas (the types the parser types literals with); a name pyiceberg does not know
     # (a view) is left to Spark, and a name Spark does not know either fails with Spark's own
     # error ("... cannot be found").
     tables: dict[str, Any] = {}
     schemas: dict[str, pa.Schema] = {}
-    qualified = [n if "." in n else f"{current}.{n}" for n in names]
+    qualified = [n if "." in n or not current or n in temporary else f"{current}.{n}" for n in names]  # '': none
     catalog.preload(qualified)
     for fq in qualified:
         try:
@@ -398,6 +419,37 @@ def stages(plan, table, stage: str = "auto") -> bool:
 
 STAGE_MODES = ("auto", "always")
 
+# Spark analyses the query as written in a thread of its own while Python plans its tables; the
+# analysed plan's relations of the staged tables then read their task sets
+# (``iceberg_jvm.swapped_plan``), instead of Spark analysing a rewritten query over temporary
+# views of the sets after the planning (issue 16). False: always the rewritten query.
+ANALYSE_AHEAD = True
+
+
+@functools.lru_cache(maxsize=1)
+def _analysis_threads() -> concurrent.futures.ThreadPoolExecutor:
+    # threads kept: pyspark pins a JVM thread and a py4j connection to each Python thread
+    return concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="pando-analysis")
+
+
+def analysis_ahead(spark, sql: str, tree: exp.Expression) -> concurrent.futures.Future | None:
+    """Spark's analysis of ``sql`` as written (a Java Dataset), started in another thread; None
+    when it is not started: the statement is not a query (Spark runs a command as it analyses
+    it: it must run once, over the pruned tables) or :data:`ANALYSE_AHEAD` is off."""
+    if not ANALYSE_AHEAD or not isinstance(tree, exp.Query):
+        return None
+    return _analysis_threads().submit(spark._jsparkSession.sql, sql)
+
+
+def _analysed(ahead: concurrent.futures.Future):
+    """The Dataset Spark analysed ahead, or None when its analysis failed (the query is then
+    analysed rewritten, and fails there with Spark's own error if it still does)."""
+    try:
+        return ahead.result()
+    except Exception as e:
+        log.debug("pando: the query's analysis ahead failed (%s: %s)", type(e).__name__, e)
+        return None
+
 
 def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str = "auto") -> PrunedDataFrame:
     """``sql`` as a lazy DataFrame in which every Iceberg base table is replaced by its pruned
@@ -409,12 +461,15 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
     (pinned to the planned snapshot).
     ``df.pando.timings``: seconds spent planning the tables (``plan``, split into ``plan_parse``:
     SQL, schemas, workload parser; ``plan_join_keys``: Spark key sets; ``plan_tables``: pyiceberg
-    + trees), staging their tasks in the JVM (``stage``) and analysing the query
-    (``analyse``)."""
+    + trees), staging their tasks in the JVM (``stage``) and analysing the query (``analyse``:
+    with :data:`ANALYSE_AHEAD`, what is left of Spark's analysis after the planning, and the
+    relations swapped onto the task sets)."""
     if stage not in STAGE_MODES:
         raise ValueError(f"stage must be one of {', '.join(STAGE_MODES)}, got {stage!r}")
     t0 = time.perf_counter()
-    qp = plan_query(spark, catalog, sql, use_layout=use_layout)
+    tree = parse_sql(sql)
+    ahead = analysis_ahead(spark, sql, tree)
+    qp = plan_query(spark, catalog, sql, use_layout=use_layout, tree=tree)
     timings = {"plan": time.perf_counter() - t0, **{f"plan_{k}": v for k, v in qp.timings.items()}}
     stack = contextlib.ExitStack()
     try:
@@ -429,14 +484,23 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                 return made
 
             t1 = time.perf_counter()
+            # Swap the staged sets into the query analysed ahead; a row filter's semi-join is SQL.
+            swap = ahead is not None and not qp.row_filters
+            later: dict[str, tuple[str, str]] = {}  # table → (task set id, view): its view not made yet
+            staged: list[tuple[str, str, str]] = []  # (table uuid, metadata file, task set id)
             for i, (name, plan) in enumerate(sorted(qp.plans.items())):
                 filters = qp.row_filters.get(name, [])
                 source = name  # Spark's own Iceberg scan: it plans the same files without staging them
                 table = qp.tables.get(name) or catalog.load_table(name)
                 if stages(plan, table, stage):
                     source = f"__pando_scan_{tag}_{i}"
-                    stack.enter_context(staged_plan(spark, table, name, plan, view=source))
-                    views.append(source)
+                    got = stack.enter_context(staged_plan(spark, table, name, plan, view=source, view_later=swap))
+                    if swap and isinstance(got, str):
+                        later[name] = (got, source)
+                        staged.append((str(table.metadata.table_uuid), table.metadata_location, got))
+                    else:  # its view was made (nothing to read, or no staging in one call): SQL over views
+                        swap = False
+                        views.append(source)
                 if filters:
                     sources[name] = semi_join_sql(source, [
                         (f.join.column, key_view(f.keys, f"__pando_keys_{tag}_{i}_{j}"))
@@ -444,10 +508,16 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                 elif source != name:
                     sources[name] = source
             t2 = time.perf_counter()
-            # nothing replaced: Spark reads the query as written (its own scans plan the same files)
-            # Spark's one-argument SparkSession.sql: pyspark's spark.sql builds an empty argument
-            # array first (three more py4j round trips and two JVM objects to release, ~0.8 ms)
-            jdf = spark._jsparkSession.sql(replace_tables(sql, qp.tree, sources) if sources else sql)
+            analysed = _analysed(ahead) if swap and ahead is not None else None
+            jdf = None if analysed is None else jv.swapped_plan(spark, analysed, staged)
+            if jdf is None:
+                for name, (set_id, view) in later.items():
+                    jv.view_of_task_set(spark, name, set_id, view)
+                    views.append(view)
+                # nothing replaced: Spark reads the query as written (its own scans plan the same files)
+                # Spark's one-argument SparkSession.sql: pyspark's spark.sql builds an empty argument
+                # array first (three more py4j round trips and two JVM objects to release, ~0.8 ms)
+                jdf = spark._jsparkSession.sql(replace_tables(sql, qp.tree, sources) if sources else sql)
             timings.update(stage=t2 - t1, analyse=time.perf_counter() - t2)
         finally:
             jv.drop_temp_views(spark, views)
@@ -582,6 +652,7 @@ def replace_tables(sql: str, tree: exp.Expression, sources: dict[str, str]) -> s
 
 
 __all__ = [
+    "ANALYSE_AHEAD",
     "KEY_COLUMN",
     "SPARK_SCHEMAS",
     "PlanCatalog",
@@ -589,10 +660,12 @@ __all__ = [
     "PrunedQuery",
     "PrunedScans",
     "QueryPlan",
+    "analysis_ahead",
     "collect_arrow",
     "in_task_cache",
     "key_frame",
     "key_view_of",
+    "parse_sql",
     "plan_query",
     "pruned_sql",
     "pruned_table",

@@ -23,6 +23,7 @@ from pyiceberg.expressions import (
     Or,
     StartsWith,
 )
+from pyspark.sql import DataFrame
 
 import pando_iceberg.spark as pspark
 from pando_iceberg.spark import iceberg_jvm as jv
@@ -101,6 +102,24 @@ def test_an_unqualified_name_is_read_in_the_current_namespace(spark, catalog, la
             assert e.used_layout and e.pando_files < e.total_files
             assert sorted(df.collect()) == sorted(spark.sql(FILTER_SQL).collect())
     finally:  # this session starts with no current namespace ('') in its Iceberg catalog
+        spark.sql(f"USE {previous}" if previous else f"USE {spark.catalog.currentCatalog()}")
+
+
+def test_a_temporary_view_named_like_a_table_is_read_as_spark_reads_it(spark, catalog, laid_out):
+    """Spark reads an unqualified name as a temporary view when one has it, even where a table of
+    the current namespace has the name too: the view is not planned, the rows are the view's."""
+    previous = spark.catalog.currentDatabase()
+    spark.catalog.setCurrentDatabase("lazyq")
+    spark.sql(f"SELECT * FROM {T} WHERE o_orderkey < 3000").createOrReplaceTempView("orders")
+    try:
+        sql = FILTER_SQL.replace(T, "orders")
+        want = sorted(spark.sql(sql).collect())
+        with pspark.sql(spark, sql, catalog=catalog) as df:
+            assert df.pando.plan.plans == {}
+            assert sorted(df.collect()) == want
+        assert 0 < len(want) < len(spark.sql(FILTER_SQL).collect())
+    finally:
+        spark.catalog.dropTempView("orders")
         spark.sql(f"USE {previous}" if previous else f"USE {spark.catalog.currentCatalog()}")
 
 
@@ -254,6 +273,89 @@ def test_join_query_and_run_sql_share_the_path(spark, catalog, laid_out):
     assert _pando_views(spark) == []
 
 
+def test_the_query_analysed_ahead_reads_staged_sets_in_subqueries_and_leaves_views_alone(spark, catalog, laid_out,
+                                                                                         monkeypatch):
+    """``ANALYSE_AHEAD``: Spark analyses the query as written while Python plans, and the
+    relations of the staged tables then read their task sets: in the query and in its subqueries
+    (customer, under IN), never inside a view (the view's relation of the same table keeps reading
+    every row). No temporary view is made; the rows are Spark's own, as on the path that analyses
+    the query rewritten over views."""
+    from pando_iceberg.spark import pruned
+
+    spark.table(T).createOrReplaceTempView("lazyq_every_order")
+    sql = (f"SELECT count(*) AS n, sum(o_totalprice) AS s, "
+           "(SELECT count(*) FROM lazyq_every_order WHERE o_comment LIKE '%a%') AS everywhere "
+           f"FROM {T} WHERE o_orderdate < date '1993-01-01' AND o_custkey IN "
+           "(SELECT c_custkey FROM tpch.customer WHERE c_mktsegment = 'BUILDING')")
+    want = [tuple(r) for r in spark.sql(sql).collect()]
+    assert want[0][2] == spark.sql(f"SELECT count(*) FROM {T} WHERE o_comment LIKE '%a%'").first()[0]
+    try:
+        for ahead in (True, False):
+            monkeypatch.setattr(pruned, "ANALYSE_AHEAD", ahead)
+            with pspark.sql(spark, sql, catalog=catalog, stage="always") as df:
+                assert set(df.pando.plan.plans) == {T, "tpch.customer"}
+                analysed = df._jdf.queryExecution().analyzed().toString()
+                assert ("__pando_scan_" not in analysed) == ahead
+                assert _pando_views(spark) == []
+                assert [tuple(r) for r in df.collect()] == want
+                scans = jv.executed_scans(df)
+            # the query's orders and the subquery's customer read staged tasks (no file planned)
+            staged = sorted(n.split(".")[-1] for n, m in scans if m.get("resultDataFiles", 0) == 0)
+            assert staged == ["customer", "orders"], scans
+    finally:
+        spark.catalog.dropTempView("lazyq_every_order")
+
+
+def test_swapped_plan_reads_the_staged_set_or_refuses(spark, catalog, laid_out):
+    """``iceberg_jvm.swapped_plan``: the query Spark analysed, its relation of the staged table
+    reading the set (exactly the chosen files' rows, without analysing the query again); None for
+    a set planned from another metadata file, or for a staged table the query does not read."""
+    from pando_iceberg.planner import plan_scan
+
+    table = catalog.load_table(T)
+    plan = plan_scan(table, "o_orderdate >= date '1994-01-01' AND o_orderdate < date '1994-04-01'")
+    jtable = jv.load_table(spark, T, metadata_location=table.metadata_location)
+    key = f"{table.metadata.table_uuid}@{plan.snapshot_id}"
+    sql = f"SELECT o_orderkey, o_totalprice FROM {T}"
+    with jv.staged_cached_view(spark, jtable, table.metadata_location, T, plan.snapshot_id, plan.paths, key,
+                               None) as set_id:
+        manager = spark._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
+        assert set_id in {str(i) for i in manager.fetchSetIds(jtable)} and _pando_views(spark) == []
+        uuid, location = str(table.metadata.table_uuid), table.metadata_location
+        analysed = spark._jsparkSession.sql(sql)
+        assert jv.swapped_plan(spark, analysed, [(uuid, location + ".old", set_id)]) is None
+        other = str(catalog.load_table("tpch.customer").metadata.table_uuid)
+        assert jv.swapped_plan(spark, analysed, [(uuid, location, set_id), (other, location, set_id)]) is None
+        swapped = jv.swapped_plan(spark, analysed, [(uuid, location, set_id)])
+        assert swapped.queryExecution().analyzed().resolved()
+        df = DataFrame(swapped, spark)
+        files = {r.f for r in df.selectExpr("input_file_name() AS f").distinct().collect()}
+        assert files == plan.paths
+        got = sorted(tuple(r) for r in df.collect())
+    full = spark.sql(f"SELECT o_orderkey, o_totalprice, input_file_name() AS f FROM {T}").collect()
+    assert got == sorted((r[0], r[1]) for r in full if r.f in plan.paths) and len(got) == plan.explain.pando_rows
+
+
+def test_a_statement_that_is_not_a_query_is_not_run_ahead(spark, catalog, laid_out):
+    """Spark runs a command as it analyses it: only queries are analysed ahead. An INSERT given
+    to ``pando_iceberg.spark.sql`` is refused, and no row was added behind the refusal."""
+    from pando_iceberg.spark.pruned import analysis_ahead, parse_sql
+    from pando_iceberg.workload.parser import PandoWorkloadError
+
+    insert = "INSERT INTO lazyq.once SELECT * FROM tpch.orders WHERE o_orderkey < 200"
+    assert analysis_ahead(spark, insert, parse_sql(insert)) is None
+    ahead = analysis_ahead(spark, FILTER_SQL, parse_sql(FILTER_SQL))
+    assert ahead is not None and ahead.result().queryExecution().analyzed().resolved()
+    spark.sql("DROP TABLE IF EXISTS lazyq.once")
+    spark.sql("CREATE TABLE lazyq.once USING iceberg AS SELECT * FROM tpch.orders WHERE false")
+    try:
+        with pytest.raises(PandoWorkloadError, match=r"not a query: INSERT INTO lazyq\.once"):
+            pspark.sql(spark, insert, catalog=catalog)
+        assert spark.sql("SELECT count(*) FROM lazyq.once").first()[0] == 0
+    finally:
+        spark.sql("DROP TABLE IF EXISTS lazyq.once")
+
+
 def test_jvm_plans_with_the_pyiceberg_filter(spark, catalog, laid_out):
     """chosen_tasks with the pushed filter finds exactly the chosen files; a filter that would
     lose a chosen file makes it plan again without the filter."""
@@ -344,8 +446,8 @@ def test_without_the_view_helpers_the_task_cache_still_serves_and_queries_stay_e
 
 @pytest.mark.parametrize("in_jvm", [True, False])
 def test_staged_scan_as_a_view_reads_what_the_dataframe_reads(spark, catalog, laid_out, monkeypatch, in_jvm):
-    """``staged_scan(view=...)``: the view made in the JVM (``task_set_view``: no DataFrame, None
-    yielded) is the relation ``spark.read...load`` gives (the same analyzed plan, the same rows,
+    """``staged_scan(view=...)``: the view made in the JVM (``task_set_view``: no DataFrame, the task
+    set's id yielded) is the relation ``spark.read...load`` gives (the same analyzed plan, the same rows,
     only the chosen files read); when the helper cannot be used, the view of the loaded DataFrame."""
     import re
 
@@ -358,7 +460,7 @@ def test_staged_scan_as_a_view_reads_what_the_dataframe_reads(spark, catalog, la
     jtable = jv.load_table(spark, T)
     strip = lambda s: re.sub(r"#\d+|pando_v_(new|old)", "", s)  # noqa: E731
     with jv.staged_scan(spark, jtable, T, plan.snapshot_id, plan.paths, view="pando_v_new") as got:
-        assert (got is None) == in_jvm
+        assert isinstance(got, str) == in_jvm  # the set's id, or (not in the JVM) the DataFrame
         with jv.staged_scan(spark, jtable, T, plan.snapshot_id, plan.paths) as df:
             jv.temp_view(spark, df, "pando_v_old")
             new, old = spark.table("pando_v_new"), spark.table("pando_v_old")
@@ -418,7 +520,8 @@ def test_staged_cached_view_checks_looks_up_and_stages_in_one_call(spark, catalo
     assert staged is not None
     try:
         with staged as got:
-            assert got is None and manager.fetchSetIds(jtable).size() == staged_before + 1
+            assert isinstance(got, str) and manager.fetchSetIds(jtable).size() == staged_before + 1
+            assert got in {str(i) for i in manager.fetchSetIds(jtable)}
             view = spark.table("pando_v_cached")
             files = {r.f for r in view.selectExpr("input_file_name() AS f").distinct().collect()}
             assert files == plan.paths

@@ -48,8 +48,8 @@ def test_a_staged_scan_has_the_tasks_icebergs_own_scan_has(spark, small_files, m
     assert len(paths) == FILES
     own = _partitions(spark.table(T))
     with jv.staged_scan(spark, jtable, T, snapshot, paths, view="staged_split_v") as got:
-        staged = spark.table("staged_split_v") if got is None else got
-        assert (got is None) == in_jvm
+        staged = spark.table("staged_split_v") if isinstance(got, str) else got  # the set's id: the view's
+        assert isinstance(got, str) == in_jvm
         assert _partitions(staged) == own
         assert staged.count() == FILES * 100
     jv.drop_temp_views(spark, ["staged_split_v"])
@@ -57,6 +57,28 @@ def test_a_staged_scan_has_the_tasks_icebergs_own_scan_has(spark, small_files, m
         assert own > 1  # the case the fixed split size got wrong: one task for all the files
     else:
         assert own == 1
+
+
+@pytest.mark.parametrize("adaptive", [True, False])
+def test_a_swapped_relation_has_the_tasks_icebergs_own_scan_has(spark, small_files, adaptive):
+    """The relation of a query analysed ahead, swapped onto a staged set
+    (``iceberg_jvm.swapped_plan``), takes the split size Iceberg's own scan of the files takes, as
+    the staged set's view does."""
+    from pyspark.sql import DataFrame
+
+    spark.sql(f"ALTER TABLE {T} SET TBLPROPERTIES ('read.split.adaptive-size.enabled'='{str(adaptive).lower()}')")
+    jtable = jv.load_table(spark, T)
+    snapshot = int(jtable.currentSnapshot().snapshotId())
+    paths = {r.file_path for r in spark.sql(f"SELECT file_path FROM {T}.files").collect()}
+    own = _partitions(spark.table(T))
+    with jv.staged_scan(spark, jtable, T, snapshot, paths, view="staged_split_unused", view_later=True) as set_id:
+        assert isinstance(set_id, str)
+        analysed = spark._jsparkSession.sql(f"SELECT * FROM {T}")
+        swapped = jv.swapped_plan(spark, analysed, [(str(jtable.uuid()), jv.table_metadata_location(jtable), set_id)])
+        df = DataFrame(swapped, spark)
+        assert _partitions(df) == own and (own > 1 if adaptive else own == 1)
+        assert df.count() == FILES * 100
+    assert not spark._jsparkSession.sessionState().catalog().getTempView("staged_split_unused").isDefined()
 
 
 def test_planned_partitions_in_one_call_counts_what_the_node_walk_counts(spark, small_files):

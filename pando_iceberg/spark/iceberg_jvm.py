@@ -9,7 +9,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -534,21 +534,53 @@ public static int stageCachedView(Object session, Object icebergTable, String lo
 // of analysing a rewritten query over temporary views afterwards). The relation keeps its output
 // attributes, so the plan stays resolved: only its options gain the task set id (and the split
 // size Iceberg's own scan would take), with which SparkTable.newScanBuilder builds the staged
-// scan. Relations inside a view are the view's, not the query's: left alone. Null when a
-// relation of a staged table cannot read its set (another metadata file, a snapshot or branch
-// of its own, options of its own naming a set) or a staged table has no relation outside views.
+// scan. A table's row filters become broadcast left semi-joins of its relations with local
+// relations of their keys (the integer column's rows among the keys; the relation's output kept).
+// Relations inside a view are the view's, not the query's: left alone. Null when a relation of a
+// staged table cannot read its set (another metadata file, a snapshot or branch of its own,
+// options of its own naming a set), a row filter's column is not an integer, or a table has no
+// relation outside views.
 public static Object swappedPlan(Object session, Object dataset, String joinedUuids, String joinedLocations,
-                                 String joinedSetIds) {
+                                 String joinedSetIds, String joinedFilterUuids, String joinedFilterColumns,
+                                 String joinedFilterCounts, byte[] filterKeys) {
     org.apache.spark.sql.SparkSession spark = (org.apache.spark.sql.SparkSession) session;
     org.apache.spark.sql.catalyst.plans.logical.LogicalPlan analysed =
         ((org.apache.spark.sql.Dataset) dataset).queryExecution().analyzed();
-    java.util.Map sets = new java.util.HashMap();
+    java.util.Map sets = new java.util.HashMap();  // uuid -> {location, set id, split size, row filters}
     if (joinedUuids.length() > 0) {
         String[] uuids = joinedUuids.split("\u0000", -1);
         String[] locations = joinedLocations.split("\u0000", -1);
         String[] setIds = joinedSetIds.split("\u0000", -1);
         for (int i = 0; i < uuids.length; i++) {
-            sets.put(uuids[i], new String[] {locations[i], setIds[i], null});
+            sets.put(uuids[i], new Object[] {locations[i], setIds[i], null, null});
+        }
+    }
+    if (joinedFilterUuids.length() > 0) {
+        String[] uuids = joinedFilterUuids.split("\u0000", -1);
+        String[] columns = joinedFilterColumns.split("\u0000", -1);
+        String[] counts = joinedFilterCounts.split("\u0000", -1);
+        java.nio.LongBuffer values = java.nio.ByteBuffer.wrap(filterKeys).asLongBuffer();
+        for (int i = 0; i < uuids.length; i++) {
+            Object[] set = (Object[]) sets.get(uuids[i]);
+            if (set == null) {
+                set = new Object[] {null, null, null, null};
+                sets.put(uuids[i], set);
+            }
+            if (set[3] == null) {
+                set[3] = new java.util.ArrayList();
+            }
+            int n = Integer.parseInt(counts[i]);
+            java.util.List rows = new java.util.ArrayList(n);
+            for (int j = 0; j < n; j++) {
+                rows.add(new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(
+                    new Object[] {Long.valueOf(values.get())}));
+            }
+            org.apache.spark.sql.types.StructType schema = new org.apache.spark.sql.types.StructType()
+                .add("__pando_key", org.apache.spark.sql.types.DataTypes.LongType, false);
+            ((java.util.List) set[3]).add(new Object[] {columns[i],
+                new org.apache.spark.sql.catalyst.plans.logical.LocalRelation(
+                    (scala.collection.Seq) org.apache.spark.sql.catalyst.types.DataTypeUtils.toAttributes(schema),
+                    (scala.collection.Seq) scala.collection.JavaConverters.asScalaBuffer(rows).toVector(), false)});
         }
     }
     java.util.Set found = new java.util.HashSet();
@@ -630,29 +662,67 @@ static org.apache.spark.sql.catalyst.plans.logical.LogicalPlan relation(org.apac
     }
     org.apache.iceberg.TableMetadata current =
         ((org.apache.iceberg.BaseTable) sparkTable.table()).operations().current();
-    String[] set = (String[]) sets.get(current.uuid());
+    Object[] set = (Object[]) sets.get(current.uuid());
     if (set == null) {
         return relation;
     }
-    if (!set[0].equals(current.metadataFileLocation()) || sparkTable.snapshotId() != null
-            || sparkTable.branch() != null || relation.options().containsKey("scan-task-set-id")) {
-        return null;
+    if (sparkTable.snapshotId() != null || sparkTable.branch() != null) {
+        return null;  // the query reads a snapshot or branch of its own
     }
-    if (set[2] == null) {  // once per set: its tasks' sizes summed
-        String split = relation.options().containsKey("split-size") ? null
-            : adaptiveSplitSize(spark, sparkTable.table(), set[1]);
-        set[2] = split == null ? "" : split;
+    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan out = relation;
+    if (set[1] != null) {
+        if (!set[0].equals(current.metadataFileLocation()) || relation.options().containsKey("scan-task-set-id")) {
+            return null;
+        }
+        if (set[2] == null) {  // once per set: its tasks' sizes summed
+            String split = relation.options().containsKey("split-size") ? null
+                : adaptiveSplitSize(spark, sparkTable.table(), (String) set[1]);
+            set[2] = split == null ? "" : split;
+        }
+        java.util.Map options = new java.util.HashMap(relation.options().asCaseSensitiveMap());
+        options.put("scan-task-set-id", set[1]);
+        if (((String) set[2]).length() > 0) {
+            options.put("split-size", set[2]);
+        }
+        out = relation.copy(relation.table(), relation.output(), relation.catalog(), relation.identifier(),
+            new org.apache.spark.sql.util.CaseInsensitiveStringMap(options));
+        out.copyTagsFrom(relation);
     }
-    java.util.Map options = new java.util.HashMap(relation.options().asCaseSensitiveMap());
-    options.put("scan-task-set-id", set[1]);
-    if (set[2].length() > 0) {
-        options.put("split-size", set[2]);
+    if (set[3] != null) {
+        org.apache.spark.sql.catalyst.plans.logical.JoinHint broadcast =
+            new org.apache.spark.sql.catalyst.plans.logical.JoinHint(scala.Option.empty(), scala.Option.apply(
+                new org.apache.spark.sql.catalyst.plans.logical.HintInfo(scala.Option.apply(
+                    org.apache.spark.sql.catalyst.plans.logical.BROADCAST$.MODULE$))));
+        for (java.util.Iterator it = ((java.util.List) set[3]).iterator(); it.hasNext();) {
+            Object[] filter = (Object[]) it.next();
+            org.apache.spark.sql.catalyst.expressions.Attribute column = null;
+            for (scala.collection.Iterator a = relation.output().iterator(); a.hasNext();) {
+                org.apache.spark.sql.catalyst.expressions.Attribute attribute =
+                    (org.apache.spark.sql.catalyst.expressions.Attribute) a.next();
+                if (attribute.name().equalsIgnoreCase((String) filter[0])) {
+                    column = attribute;
+                }
+            }
+            if (column == null || !(column.dataType() instanceof org.apache.spark.sql.types.IntegralType)) {
+                return null;
+            }
+            org.apache.spark.sql.catalyst.expressions.Expression value = column;
+            if (!(column.dataType() instanceof org.apache.spark.sql.types.LongType)) {
+                // widened to bigint, as Spark's analyzer does in the rewritten query's semi-join
+                value = new org.apache.spark.sql.catalyst.expressions.Cast(column,
+                    org.apache.spark.sql.types.DataTypes.LongType, scala.Option.empty(),
+                    org.apache.spark.sql.catalyst.expressions.EvalMode$.MODULE$.LEGACY());
+            }
+            org.apache.spark.sql.catalyst.plans.logical.LogicalPlan keys =
+                ((org.apache.spark.sql.catalyst.plans.logical.LocalRelation) filter[1]).newInstance();
+            out = new org.apache.spark.sql.catalyst.plans.logical.Join(out, keys,
+                org.apache.spark.sql.catalyst.plans.LeftSemi$.MODULE$,
+                scala.Option.apply(new org.apache.spark.sql.catalyst.expressions.EqualTo(
+                    value, (org.apache.spark.sql.catalyst.expressions.Expression) keys.output().head())),
+                broadcast);
+        }
     }
     found.add(current.uuid());
-    org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation out = relation.copy(relation.table(),
-        relation.output(), relation.catalog(), relation.identifier(),
-        new org.apache.spark.sql.util.CaseInsensitiveStringMap(options));
-    out.copyTagsFrom(relation);
     return out;
 }
 """
@@ -883,21 +953,29 @@ def view_of_task_set(spark, name: str, set_id: str, view: str) -> None:
     method(spark._jsparkSession, name, set_id, view)
 
 
-def swapped_plan(spark, dataset, staged: list[tuple[str, str, str]]):
+def swapped_plan(spark, dataset, staged: Sequence[tuple[str, str, str]],
+                 filtered: Sequence[tuple[str, str, Any]] = ()):
     """The Java Dataset ``dataset`` (a query Spark analysed as written) with every relation of a
-    staged table outside views reading its staged task set, without analysing the query again
-    (``swappedPlan``); ``staged``: (table uuid, metadata file planned from, task set id) per
-    staged table. None when the helper cannot be compiled, or a relation of a staged table cannot
-    read its set (another metadata file, a snapshot or branch of its own), or a staged table has
-    no relation outside views: the caller then analyses the query over views of the sets."""
-    if not staged:
+    staged table outside views reading its staged task set, and semi-joined with the key sets of
+    its table's row filters, without analysing the query again (``swappedPlan``). ``staged``:
+    (table uuid, metadata file planned from, task set id) per staged table; ``filtered``: (table
+    uuid, integer column, int64 numpy keys) per row filter. None when the helper cannot be
+    compiled, or a relation of a staged table cannot read its set (another metadata file, a
+    snapshot or branch of its own), a row filter's column is not an integer, or a table has no
+    relation outside views: the caller then analyses the query over views of the sets."""
+    if not staged and not filtered:
         return dataset
-    method = _helper("swappedPlan", _STAGING_SOURCE, ("java.lang.Object",) * 2 + ("java.lang.String",) * 3)
+    method = _helper("swappedPlan", _STAGING_SOURCE, ("java.lang.Object",) * 2 + ("java.lang.String",) * 6 + ("[B",))
     if method is None:
         return None
-    uuids, locations, set_ids = ("\u0000".join(column) for column in zip(*staged))
+    import numpy as np
+
+    uuids, locations, set_ids = (["\u0000".join(c) for c in zip(*staged)] if staged else ["", "", ""])
+    keys = bytearray(np.concatenate([k for _, _, k in filtered]).astype(">i8").tobytes()) if filtered else bytearray()
     try:
-        return method(spark._jsparkSession, dataset, uuids, locations, set_ids)
+        return method(spark._jsparkSession, dataset, uuids, locations, set_ids,
+                      "\u0000".join(u for u, _, _ in filtered), "\u0000".join(c for _, c, _ in filtered),
+                      "\u0000".join(str(len(k)) for _, _, k in filtered), keys)
     except Exception as e:  # another Spark's plan classes: the caller's views
         log.info("pando: the analysed query not swapped onto its staged sets (%s: %s)", type(e).__name__, e)
         return None

@@ -474,22 +474,15 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
     stack = contextlib.ExitStack()
     try:
         tag = uuid.uuid4().hex[:12]
-        sources: dict[str, str] = {}  # table → what the query reads instead: a view or a subquery (SQL)
         views: list[str] = []  # the views live only while Spark analyses the query
         try:
-            def key_view(keys: Any, name: str) -> str | None:
-                made = key_view_of(spark, keys, name)
-                if made is not None:
-                    views.append(made)
-                return made
-
             t1 = time.perf_counter()
-            # Swap the staged sets into the query analysed ahead; a row filter's semi-join is SQL.
-            swap = ahead is not None and not qp.row_filters
+            # With the query analysed ahead, the staged sets (and row filters) are swapped into its plan.
+            swap = ahead is not None
             later: dict[str, tuple[str, str]] = {}  # table → (task set id, view): its view not made yet
             staged: list[tuple[str, str, str]] = []  # (table uuid, metadata file, task set id)
+            reads: dict[str, tuple[int, str]] = {}  # table → (its number, what the rewritten SQL reads)
             for i, (name, plan) in enumerate(sorted(qp.plans.items())):
-                filters = qp.row_filters.get(name, [])
                 source = name  # Spark's own Iceberg scan: it plans the same files without staging them
                 table = qp.tables.get(name) or catalog.load_table(name)
                 if stages(plan, table, stage):
@@ -501,19 +494,16 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                     else:  # its view was made (nothing to read, or no staging in one call): SQL over views
                         swap = False
                         views.append(source)
-                if filters:
-                    sources[name] = semi_join_sql(source, [
-                        (f.join.column, key_view(f.keys, f"__pando_keys_{tag}_{i}_{j}"))
-                        for j, f in enumerate(filters)])
-                elif source != name:
-                    sources[name] = source
+                reads[name] = (i, source)
             t2 = time.perf_counter()
-            analysed = _analysed(ahead) if swap and ahead is not None else None
-            jdf = None if analysed is None else jv.swapped_plan(spark, analysed, staged)
+            filtered = _swapped_row_filters(qp) if swap else None
+            analysed = _analysed(ahead) if filtered is not None and ahead is not None else None
+            jdf = None if analysed is None or filtered is None else jv.swapped_plan(spark, analysed, staged, filtered)
             if jdf is None:
                 for name, (set_id, view) in later.items():
                     jv.view_of_task_set(spark, name, set_id, view)
                     views.append(view)
+                sources = _rewritten_sources(spark, qp, reads, tag, views)
                 # nothing replaced: Spark reads the query as written (its own scans plan the same files)
                 # Spark's one-argument SparkSession.sql: pyspark's spark.sql builds an empty argument
                 # array first (three more py4j round trips and two JVM objects to release, ~0.8 ms)
@@ -527,6 +517,41 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
     out = PrunedDataFrame(jdf, spark)
     out.pando = PrunedScans(qp, stack, time.perf_counter() - t0, timings)
     return out
+
+
+def _swapped_row_filters(qp: QueryPlan) -> list[tuple[str, str, Any]] | None:
+    """The query's row filters as ``iceberg_jvm.swapped_plan`` takes them: (table uuid, column,
+    int64 keys); None when a key set is not of integers (it takes the rewritten SQL)."""
+    from ..expr.keys import keys_array
+
+    out = []
+    for name, filters in sorted(qp.row_filters.items()):
+        for f in filters:
+            values = keys_array(f.keys)
+            if len(values) and values.dtype.kind not in "iu":
+                return None
+            out.append((str(qp.tables[name].metadata.table_uuid), f.join.column, values.astype(np.int64)))
+    return out
+
+
+def _rewritten_sources(spark, qp: QueryPlan, reads: dict[str, tuple[int, str]], tag: str,
+                       views: list[str]) -> dict[str, str]:
+    """Table → what the rewritten query reads instead (SQL): its staged view, semi-joined with the
+    key views of its row filters (made here, their names added to ``views``)."""
+    sources = {}
+    for name, (i, source) in reads.items():
+        filters = qp.row_filters.get(name, [])
+        if filters:
+            keyed = []
+            for j, f in enumerate(filters):
+                made = key_view_of(spark, f.keys, f"__pando_keys_{tag}_{i}_{j}")
+                if made is not None:
+                    views.append(made)
+                keyed.append((f.join.column, made))
+            sources[name] = semi_join_sql(source, keyed)
+        elif source != name:
+            sources[name] = source
+    return sources
 
 
 KEY_COLUMN = "__pando_key"

@@ -308,8 +308,12 @@ def test_the_query_analysed_ahead_reads_staged_sets_in_subqueries_and_leaves_vie
 
 def test_swapped_plan_reads_the_staged_set_or_refuses(spark, catalog, laid_out):
     """``iceberg_jvm.swapped_plan``: the query Spark analysed, its relation of the staged table
-    reading the set (exactly the chosen files' rows, without analysing the query again); None for
-    a set planned from another metadata file, or for a staged table the query does not read."""
+    reading the set (exactly the chosen files' rows, without analysing the query again), and
+    semi-joined with a row filter's keys (an empty key set keeps no row); None for a set planned
+    from another metadata file, a staged table the query does not read, or a row filter on a
+    column that is not an integer."""
+    import numpy as np
+
     from pando_iceberg.planner import plan_scan
 
     table = catalog.load_table(T)
@@ -332,6 +336,12 @@ def test_swapped_plan_reads_the_staged_set_or_refuses(spark, catalog, laid_out):
         files = {r.f for r in df.selectExpr("input_file_name() AS f").distinct().collect()}
         assert files == plan.paths
         got = sorted(tuple(r) for r in df.collect())
+        some = np.array([got[0][0], got[len(got) // 2][0], 10**12], dtype=np.int64)  # two keys read, one not
+        kept = jv.swapped_plan(spark, analysed, [(uuid, location, set_id)], [(uuid, "o_orderkey", some)])
+        assert sorted(tuple(r) for r in DataFrame(kept, spark).collect()) == [got[0], got[len(got) // 2]]
+        empty = jv.swapped_plan(spark, analysed, [(uuid, location, set_id)], [(uuid, "o_orderkey", some[:0])])
+        assert DataFrame(empty, spark).count() == 0
+        assert jv.swapped_plan(spark, analysed, [], [(uuid, "o_orderpriority", some)]) is None
     full = spark.sql(f"SELECT o_orderkey, o_totalprice, input_file_name() AS f FROM {T}").collect()
     assert got == sorted((r[0], r[1]) for r in full if r.f in plan.paths) and len(got) == plan.explain.pando_rows
 

@@ -18,6 +18,7 @@ from pando_iceberg.bench.datasets import load_star, star_brand
 from pando_iceberg.expr import JoinFilter, TableFilter
 from pando_iceberg.expr.keys import keys_array
 from pando_iceberg.planner import joins
+from pando_iceberg.spark import pruned
 from pando_iceberg.spark.pruned import pruned_sql, run_sql
 from pando_iceberg.spark.rewrite import SparkKeyProvider, arrow_schema_of
 
@@ -65,8 +66,17 @@ def executed(df) -> str:
     return df._jdf.queryExecution().executedPlan().toString()
 
 
+def analysed(df) -> str:
+    return df._jdf.queryExecution().analyzed().toString()
+
+
+@pytest.mark.parametrize("ahead", [True, False])
 @pytest.mark.parametrize("correlated", [False, True])
-def test_row_filter_semi_joins_the_fact_and_stays_exact(spark, catalog, star, correlated):
+def test_row_filter_semi_joins_the_fact_and_stays_exact(spark, catalog, star, correlated, ahead, monkeypatch):
+    """The row filter, a broadcast semi-join of the fact with its key set: in the plan of the query
+    analysed ahead (``pruned.ANALYSE_AHEAD``: a local relation of the keys, no view), or in the
+    query rewritten over views; the same rows either way."""
+    monkeypatch.setattr(pruned, "ANALYSE_AHEAD", ahead)
     brand = star_brand(2, 3)
     sql = brand_query(star, brand, correlated)
     products = spark.sql(f"SELECT product_key FROM {star}.products WHERE p_brand = '{brand}'").collect()
@@ -74,6 +84,8 @@ def test_row_filter_semi_joins_the_fact_and_stays_exact(spark, catalog, star, co
     with pruned_sql(spark, catalog, sql) as df:
         rows = df.collect()
         plan = executed(df)
+        before_optimizing = analysed(df)
+        assert ("__pando_keys_" not in before_optimizing and "LeftSemi" in before_optimizing) == ahead
         filters = df.pando.plan.row_filters[f"{star}.sales"]
         notes = df.pando.notes()
     assert [f.join.column for f in filters] == ["product_key"]

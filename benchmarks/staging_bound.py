@@ -1,13 +1,17 @@
-"""Planning time per held-out TPC-H join query under several staging bounds, in one process.
+"""Planning time per held-out TPC-H join query under several staging bounds (and with the query
+analysed ahead or after the planning), in one process.
 
     PYTHONPATH=. .venv/bin/python benchmarks/staging_bound.py --sf 1 --home H [--runs 5]
+    PYTHONPATH=. .venv/bin/python benchmarks/staging_bound.py --sf 1 --home H --bounds 16 --analysis ahead,after
 
 ``pruned_sql(stage='auto')`` reads a table the trees prune no further than Iceberg through its
 staged tasks (a lookup in the JVM's task cache) when its chosen files hold at most
 ``pruned.STAGE_MAX_BYTES``; above it Spark's own Iceberg scan plans the table again (and may skip
 row groups inside the files with the pushed filter). This times, per query and round, Iceberg's
 own planning and Pando's under each bound (``--bounds`` in MiB; ``0``: only the rules before the
-bound, ``always``: ``stage='always'``), in an order that turns each round, the same way
+bound, ``always``: ``stage='always'``) and each ``--analysis`` (``ahead``: Spark analyses the
+query while Python plans, ``pruned.ANALYSE_AHEAD``; ``after``: the rewritten query over views,
+analysed after the planning), in an order that turns each round, the same way
 ``planning_speed.py`` does (executed plan with every scan's input partitions forced). Uses the
 laid-out namespace ``planning_speed.py`` made in ``--home`` (run it first). Prints the medians
 over the join queries and writes ``staging_bound_sf<SF>.json`` into ``--out``.
@@ -32,6 +36,7 @@ def main() -> int:
                             sample_rate=0.05, driver_memory="4g")
     ap.add_argument("--runs", type=int, default=5, help="timed rounds per query (after one warm-up)")
     ap.add_argument("--bounds", default="0,16,64,always", help="comma-separated MiB bounds, or 'always'")
+    ap.add_argument("--analysis", default="ahead", help="comma-separated: ahead, after")
     args = ap.parse_args()
     from pando_iceberg.bench.harness import BenchOptions, prepare_dataset, split_for
     from pando_iceberg.bench.workloads import qualify
@@ -57,16 +62,18 @@ def main() -> int:
         jv.planned_partitions(spark.sql(sql), in_jvm=True)
         return time.perf_counter() - t0
 
-    def pando(sql: str, bound: str) -> float:
+    def pando(sql: str, mode: str) -> float:
+        bound, analysis = mode.split("/")
         pruned.STAGE_MAX_BYTES = 0 if bound == "always" else int(float(bound) * 1024 * 1024)
+        pruned.ANALYSE_AHEAD = analysis == "ahead"
         KEY_SETS.clear()  # a held-out query's key sets are new
         t0 = time.perf_counter()
         with pando_sql(spark, sql, catalog=catalog, stage="always" if bound == "always" else "auto") as df:
             jv.planned_partitions(df, in_jvm=True)
             return time.perf_counter() - t0
 
-    modes = ["iceberg"] + args.bounds.split(",")
-    kept = pruned.STAGE_MAX_BYTES
+    modes = ["iceberg"] + [f"{b}/{a}" for b in args.bounds.split(",") for a in args.analysis.split(",")]
+    kept = pruned.STAGE_MAX_BYTES, pruned.ANALYSE_AHEAD
     timed: dict[str, list[list[float]]] = {m: [[] for _ in queries] for m in modes}
     try:
         for i, (_, sql) in enumerate(queries):
@@ -77,12 +84,12 @@ def main() -> int:
                 for m in modes[turn:] + modes[:turn]:
                     timed[m][i].append(iceberg(sql) if m == "iceberg" else pando(sql, m))
     finally:
-        pruned.STAGE_MAX_BYTES = kept
+        pruned.STAGE_MAX_BYTES, pruned.ANALYSE_AHEAD = kept
     per_query = {m: [statistics.median(v) for v in timed[m]] for m in modes}
     medians = {m: statistics.median(v) for m, v in per_query.items()}
     load = os.getloadavg()
     for m in modes:
-        print(f"{m:>8}: median {medians[m] * 1000:6.1f} ms, sum {sum(per_query[m]) * 1000:7.1f} ms"
+        print(f"{m:>12}: median {medians[m] * 1000:6.1f} ms, sum {sum(per_query[m]) * 1000:7.1f} ms"
               + ("" if m == "iceberg" else f", / Iceberg {medians[m] / medians['iceberg']:.3f}"))
     print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     report = {"sf": args.sf, "runs": args.runs, "modes": modes, "templates": [t for t, _ in queries],

@@ -371,21 +371,27 @@ public static void tempView(Object session, Object dataset, String name) {
 # unmarked, analysing a query reading 10,000 keys took 66 ms instead of 16. The views of one query
 # are dropped in one call, from the session catalog (``spark.catalog.dropTempView`` also looks
 # for cached data of each view: these private views are never cached).
-_KEY_VIEW_SOURCE = _REGISTER_VIEW + """
-public static void longsView(Object session, byte[] data, String column, String name) {
-    org.apache.spark.sql.SparkSession spark = (org.apache.spark.sql.SparkSession) session;
-    java.nio.LongBuffer values = java.nio.ByteBuffer.wrap(data).asLongBuffer();
-    java.util.List rows = new java.util.ArrayList(values.remaining());
-    while (values.hasRemaining()) {
+_LONG_RELATION = """
+// The next n longs of values as a local relation of one non-null bigint column.
+static org.apache.spark.sql.catalyst.plans.logical.LocalRelation longRelation(java.nio.LongBuffer values, int n,
+                                                                               String column) {
+    java.util.List rows = new java.util.ArrayList(n);
+    for (int i = 0; i < n; i++) {
         rows.add(new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(
             new Object[] {Long.valueOf(values.get())}));
     }
     org.apache.spark.sql.types.StructType schema = new org.apache.spark.sql.types.StructType()
         .add(column, org.apache.spark.sql.types.DataTypes.LongType, false);
-    org.apache.spark.sql.catalyst.plans.logical.LocalRelation plan =
-        new org.apache.spark.sql.catalyst.plans.logical.LocalRelation(
-            (scala.collection.Seq) org.apache.spark.sql.catalyst.types.DataTypeUtils.toAttributes(schema),
-            (scala.collection.Seq) scala.collection.JavaConverters.asScalaBuffer(rows).toVector(), false);
+    return new org.apache.spark.sql.catalyst.plans.logical.LocalRelation(
+        (scala.collection.Seq) org.apache.spark.sql.catalyst.types.DataTypeUtils.toAttributes(schema),
+        (scala.collection.Seq) scala.collection.JavaConverters.asScalaBuffer(rows).toVector(), false);
+}
+"""
+_KEY_VIEW_SOURCE = _REGISTER_VIEW + _LONG_RELATION + """
+public static void longsView(Object session, byte[] data, String column, String name) {
+    org.apache.spark.sql.SparkSession spark = (org.apache.spark.sql.SparkSession) session;
+    java.nio.LongBuffer values = java.nio.ByteBuffer.wrap(data).asLongBuffer();
+    org.apache.spark.sql.catalyst.plans.logical.LocalRelation plan = longRelation(values, values.remaining(), column);
     plan.setAnalyzed();  // resolved as built, like the analyzed plan of a Dataset
     registerView(spark, plan, name);
 }
@@ -514,7 +520,7 @@ public static void stageView(Object session, Object icebergTable, String name, O
 # their view took three calls and a Java list to release, ~0.5 ms per staged table). One class
 # with the task cache: its static state (the cached snapshots) is then the only one in the JVM
 # (see :func:`_staging`).
-_STAGING_SOURCE = _TASK_SET_VIEW_SOURCE + _CACHED_SOURCE + """
+_STAGING_SOURCE = _TASK_SET_VIEW_SOURCE + _CACHED_SOURCE + _LONG_RELATION + """
 public static int stageCachedView(Object session, Object icebergTable, String location, String name,
         Object snapshotId, String key, String joinedPaths, Object maxTasks, String setId, String view)
         throws Exception {
@@ -569,18 +575,8 @@ public static Object swappedPlan(Object session, Object dataset, String joinedUu
             if (set[3] == null) {
                 set[3] = new java.util.ArrayList();
             }
-            int n = Integer.parseInt(counts[i]);
-            java.util.List rows = new java.util.ArrayList(n);
-            for (int j = 0; j < n; j++) {
-                rows.add(new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(
-                    new Object[] {Long.valueOf(values.get())}));
-            }
-            org.apache.spark.sql.types.StructType schema = new org.apache.spark.sql.types.StructType()
-                .add("__pando_key", org.apache.spark.sql.types.DataTypes.LongType, false);
             ((java.util.List) set[3]).add(new Object[] {columns[i],
-                new org.apache.spark.sql.catalyst.plans.logical.LocalRelation(
-                    (scala.collection.Seq) org.apache.spark.sql.catalyst.types.DataTypeUtils.toAttributes(schema),
-                    (scala.collection.Seq) scala.collection.JavaConverters.asScalaBuffer(rows).toVector(), false)});
+                longRelation(values, Integer.parseInt(counts[i]), "__pando_key")});
         }
     }
     java.util.Set found = new java.util.HashSet();

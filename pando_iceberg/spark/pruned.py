@@ -244,6 +244,7 @@ def _phase_timings(parse: float) -> dict[str, float]:
 
 
 def parse_sql(sql: str) -> exp.Expression:
+    """``sql`` parsed by sqlglot in Spark's dialect."""
     tree = parse_one(sql, read="spark")
     assert isinstance(tree, exp.Expression)  # sqlglot types parse_one as its node base, exp.Expr
     return tree

@@ -535,6 +535,30 @@ public static int stageCachedView(Object session, Object icebergTable, String lo
     return 0;
 }
 
+// Spark's analysis of a query as written, started on a JVM thread of its own (a Future of the
+// Dataset): from a Python thread it would start and finish only when that thread gets the GIL
+// back from the planning (up to the 5 ms switch interval each way).
+static java.util.concurrent.ExecutorService analysis;
+
+public static synchronized Object analysedAhead(Object session, String sql) {
+    if (analysis == null) {
+        analysis = java.util.concurrent.Executors.newCachedThreadPool(new java.util.concurrent.ThreadFactory() {
+            public Thread newThread(Runnable r) {
+                Thread thread = new Thread(r, "pando-analysis");
+                thread.setDaemon(true);
+                return thread;
+            }
+        });
+    }
+    final org.apache.spark.sql.SparkSession spark = (org.apache.spark.sql.SparkSession) session;
+    final String text = sql;
+    return analysis.submit(new java.util.concurrent.Callable() {
+        public Object call() {
+            return spark.sql(text);
+        }
+    });
+}
+
 // The analysed plan of the user's own query with each of its relations of a staged table reading
 // the staged task set (issue 16: Spark analyses the query while Python plans its tables, instead
 // of analysing a rewritten query over temporary views afterwards). The relation keeps its output
@@ -947,6 +971,24 @@ def view_of_task_set(spark, name: str, set_id: str, view: str) -> None:
     method = _helper("taskSetView", _STAGING_SOURCE, ("java.lang.Object",) + ("java.lang.String",) * 3)
     assert method is not None  # the set was staged by the same compiled class
     method(spark._jsparkSession, name, set_id, view)
+
+
+def analysed_ahead(spark, sql: str):
+    """A Java Future of Spark's analysis of ``sql`` as written (``SparkSession.sql``), running on a
+    JVM thread while the caller goes on (``analysedAhead``); None when the helper cannot be
+    compiled. :func:`analysed` waits for it."""
+    method = _helper("analysedAhead", _STAGING_SOURCE, ("java.lang.Object", "java.lang.String"))
+    return None if method is None else method(spark._jsparkSession, sql)
+
+
+def analysed(future):
+    """The Java Dataset of :func:`analysed_ahead`'s future, or None when the analysis failed (the
+    error is Spark's to give again)."""
+    try:
+        return future.get()
+    except Exception as e:  # Py4JJavaError around an ExecutionException
+        log.debug("pando: the query's analysis ahead failed (%s: %s)", type(e).__name__, str(e)[:500])
+        return None
 
 
 def swapped_plan(spark, dataset, staged: Sequence[tuple[str, str, str]],

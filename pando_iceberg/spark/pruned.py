@@ -23,7 +23,6 @@ over temporary views of the sets (:func:`replace_tables`).
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -424,36 +423,21 @@ def stages(plan, table, stage: str = "auto") -> bool:
 
 STAGE_MODES = ("auto", "always")
 
-# Spark analyses the query as written in a thread of its own while Python plans its tables; the
-# analysed plan's relations of the staged tables then read their task sets
+# Spark analyses the query as written on a JVM thread of its own while Python plans its tables;
+# the analysed plan's relations of the staged tables then read their task sets
 # (``iceberg_jvm.swapped_plan``), instead of Spark analysing a rewritten query over temporary
 # views of the sets after the planning (issue 16). False: always the rewritten query.
 ANALYSE_AHEAD = True
 
 
-@functools.lru_cache(maxsize=1)
-def _analysis_threads() -> concurrent.futures.ThreadPoolExecutor:
-    # threads kept: pyspark pins a JVM thread and a py4j connection to each Python thread
-    return concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="pando-analysis")
-
-
-def analysis_ahead(spark, sql: str, tree: exp.Expression) -> concurrent.futures.Future | None:
-    """Spark's analysis of ``sql`` as written (a Java Dataset), started in another thread; None
-    when it is not started: the statement is not a query (Spark runs a command as it analyses
-    it: it must run once, over the pruned tables) or :data:`ANALYSE_AHEAD` is off."""
+def analysis_ahead(spark, sql: str, tree: exp.Expression):
+    """A Java Future of Spark's analysis of ``sql`` as written (``iceberg_jvm.analysed_ahead``);
+    None when it is not started: the statement is not a query (Spark runs a command as it
+    analyses it: it must run once, over the pruned tables), :data:`ANALYSE_AHEAD` is off, or the
+    helper does not compile."""
     if not ANALYSE_AHEAD or not isinstance(tree, exp.Query):
         return None
-    return _analysis_threads().submit(spark._jsparkSession.sql, sql)
-
-
-def _analysed(ahead: concurrent.futures.Future):
-    """The Dataset Spark analysed ahead, or None when its analysis failed (the query is then
-    analysed rewritten, and fails there with Spark's own error if it still does)."""
-    try:
-        return ahead.result()
-    except Exception as e:
-        log.debug("pando: the query's analysis ahead failed (%s: %s)", type(e).__name__, e)
-        return None
+    return jv.analysed_ahead(spark, sql)
 
 
 def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str = "auto") -> PrunedDataFrame:
@@ -502,7 +486,7 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                 reads[name] = (i, source)
             t2 = time.perf_counter()
             filtered = _swapped_row_filters(qp) if swap else None
-            analysed = _analysed(ahead) if filtered is not None and ahead is not None else None
+            analysed = jv.analysed(ahead) if filtered is not None and ahead is not None else None
             jdf = None if analysed is None or filtered is None else jv.swapped_plan(spark, analysed, staged, filtered)
             if jdf is None:
                 for name, (set_id, view) in later.items():

@@ -355,7 +355,9 @@ def test_a_statement_that_is_not_a_query_is_not_run_ahead(spark, catalog, laid_o
     insert = "INSERT INTO lazyq.once SELECT * FROM tpch.orders WHERE o_orderkey < 200"
     assert analysis_ahead(spark, insert, parse_sql(insert)) is None
     ahead = analysis_ahead(spark, FILTER_SQL, parse_sql(FILTER_SQL))
-    assert ahead is not None and ahead.result().queryExecution().analyzed().resolved()
+    assert ahead is not None and jv.analysed(ahead).queryExecution().analyzed().resolved()
+    failing = analysis_ahead(spark, "SELECT no_such_column FROM lazyq.orders", parse_sql("SELECT 1"))
+    assert jv.analysed(failing) is None  # Spark's error is given again by the rewritten query's analysis
     spark.sql("DROP TABLE IF EXISTS lazyq.once")
     spark.sql("CREATE TABLE lazyq.once USING iceberg AS SELECT * FROM tpch.orders WHERE false")
     try:

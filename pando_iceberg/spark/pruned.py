@@ -14,8 +14,8 @@ dimension since the layout was made (§7).
 
 One path for every query: :func:`pruned_sql` (``pando_iceberg.spark.sql``) plans each base table,
 stages its chosen tasks and returns a lazy :class:`PrunedDataFrame`; :func:`run_sql` (and with it
-``pando sql`` and the runbooks) collects one of those. Spark analyses the query as written in
-another thread while Python plans (:data:`ANALYSE_AHEAD`); the analysed plan's relations of the
+``pando sql`` and the runbooks) collects one of those. Spark analyses the query as written on
+a JVM thread while Python plans (:data:`ANALYSE_AHEAD`); the analysed plan's relations of the
 staged tables then read their task sets, and row filters join them as semi-joins
 (``iceberg_jvm.swapped_plan``). Where that cannot be done, Spark analyses the query rewritten
 over temporary views of the sets (:func:`replace_tables`).

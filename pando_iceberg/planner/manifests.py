@@ -10,11 +10,12 @@ process — Java Iceberg's ``io.manifest.cache-enabled`` does the same.
 
 Everything after decoding is pyiceberg's own code: :class:`CachedManifestPlanner` is a
 ``ManifestGroupPlanner`` whose change is where live entries come from; the manifest evaluator
-(partition summaries), the partition and metrics evaluators, the sequence-number check of
-delete manifests, delete-file matching (``DeleteFileIndex``) and residuals are the inherited
-ones, so the tasks are the ones ``DataScan.plan_files()`` returns. One shortcut gives the
-evaluators' own answers: a spec without partition fields builds neither partition evaluator
-(see ``plan_manifest_entries``).
+(partition summaries), the partition evaluator, the sequence-number check of delete manifests,
+delete-file matching (``DeleteFileIndex``) and residuals are the inherited ones, so the tasks
+are the ones ``DataScan.plan_files()`` returns. Two shortcuts give the evaluators' own answers:
+a spec without partition fields builds neither partition evaluator (see
+``plan_manifest_entries``), and the metrics evaluator's bound expression is compiled into
+closures (``planner.metrics.compiled``).
 
 The cache is bounded in bytes (default 256 MiB, ``PANDO_MANIFEST_CACHE_BYTES`` overrides it for
 the process-wide :data:`DEFAULT_MANIFEST_CACHE`) and evicts the least recently used manifest.
@@ -37,6 +38,7 @@ from pyiceberg.table import ManifestGroupPlanner
 from pyiceberg.utils.concurrent import ExecutorFactory
 
 from ..config import int_from_env
+from .metrics import compiled
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 ENV_MAX_BYTES = "PANDO_MANIFEST_CACHE_BYTES"
@@ -211,6 +213,7 @@ class CachedManifestPlanner(ManifestGroupPlanner):
         by_spec: dict[int, Callable[[ManifestFile], bool]] = {}
         partition_by_spec: dict[int, Callable[[Any], bool]] = {}
         metrics_ok = self._build_metrics_evaluator()
+        pyiceberg_metrics = getattr(metrics_ok, "__self__", None)
         # A spec without partition fields: pyiceberg's manifest evaluator says "may match" for
         # every manifest (no partition summaries), and its partition evaluator is the filter
         # projected on no field — always true unless the bound filter is the constant false, which
@@ -218,8 +221,10 @@ class CachedManifestPlanner(ManifestGroupPlanner):
         # answered without projecting and binding the filter again (issue 16: 0.55 ms a query).
         # The metrics evaluator's bound filter (pyiceberg 0.12's ``_InclusiveMetricsEvaluator.expr``);
         # without it every spec takes pyiceberg's evaluators.
-        bound = getattr(getattr(metrics_ok, "__self__", None), "expr", None)
+        bound = getattr(pyiceberg_metrics, "expr", None)
         no_row = isinstance(bound, AlwaysFalse)
+        if pyiceberg_metrics is not None:
+            metrics_ok = compiled(pyiceberg_metrics)  # the same answers, without a visitor per file
 
         def unpartitioned(spec_id: int) -> bool:
             spec = self.table_metadata.specs().get(spec_id)

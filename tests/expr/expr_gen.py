@@ -4,12 +4,32 @@ evaluator implementing Spark SQL semantics independently of pando_iceberg.expr."
 from __future__ import annotations
 
 import datetime as dt
+import io
 import math
 import re
 from decimal import Decimal
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from hypothesis import strategies as st
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+)
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.schema import Schema
+from pyiceberg.typedef import Record
+from pyiceberg.types import (
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    NestedField,
+    StringType,
+)
 
 SCHEMA = pa.schema([
     ("i", pa.int64()),
@@ -20,6 +40,30 @@ SCHEMA = pa.schema([
     ("b", pa.bool_()),
     ("j", pa.int32()),
 ])
+# SCHEMA as an Iceberg schema (field ids 1..7 in column order)
+ICEBERG = Schema(
+    NestedField(1, "i", LongType(), required=False),
+    NestedField(2, "f", DoubleType(), required=False),
+    NestedField(3, "s", StringType(), required=False),
+    NestedField(4, "d", DateType(), required=False),
+    NestedField(5, "m", DecimalType(9, 2), required=False),
+    NestedField(6, "b", BooleanType(), required=False),
+    NestedField(7, "j", IntegerType(), required=False),
+)
+
+
+def data_file(chunk: pa.Table) -> DataFile:
+    """A data file of ``chunk``'s rows with the statistics pyiceberg takes from its Parquet footer."""
+    buf = io.BytesIO()
+    pq.write_table(chunk, buf)
+    buf.seek(0)
+    stats = data_file_statistics_from_parquet_metadata(pq.read_metadata(buf), compute_statistics_plan(ICEBERG, {}),
+                                                       parquet_path_to_id_mapping(ICEBERG))
+    return DataFile.from_args(content=DataFileContent.DATA, file_path="mem.parquet", file_format=FileFormat.PARQUET,
+                              partition=Record(), file_size_in_bytes=len(buf.getvalue()), sort_order_id=None,
+                              spec_id=0, equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
+
+
 KIND = {"i": "num", "j": "num", "f": "num", "m": "num", "s": "str", "d": "date", "b": "bool"}
 
 INTS = st.one_of(st.none(), st.integers(-5, 5), st.sampled_from([-(2**40), 2**40]))

@@ -3,13 +3,12 @@ pruning), checked row by row with pyiceberg's Arrow translation and file by file
 inclusive metrics evaluator on Parquet statistics; plus the mapping of each construct."""
 
 import datetime as dt
-import io
 from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from expr_gen import ICEBERG, SCHEMA, data_file, examples, predicates, tables
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg.expressions import (
@@ -31,40 +30,19 @@ from pyiceberg.expressions import (
 )
 from pyiceberg.expressions.visitors import _InclusiveMetricsEvaluator, bind
 from pyiceberg.io.pyarrow import (
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
     expression_to_pyarrow,
-    parquet_path_to_id_mapping,
 )
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.schema import Schema
-from pyiceberg.typedef import Record
 from pyiceberg.types import (
-    BooleanType,
-    DateType,
     DecimalType,
-    DoubleType,
-    IntegerType,
     LongType,
     NestedField,
-    StringType,
     TimestampType,
     TimestamptzType,
 )
 
-from expr_gen import SCHEMA, examples, predicates, tables
 from pando_iceberg.expr import JoinFilter, PandoExprError, TableFilter
 from pando_iceberg.expr.iceberg import factor_common, to_pyiceberg
-
-ICEBERG = Schema(
-    NestedField(1, "i", LongType(), required=False),
-    NestedField(2, "f", DoubleType(), required=False),
-    NestedField(3, "s", StringType(), required=False),
-    NestedField(4, "d", DateType(), required=False),
-    NestedField(5, "m", DecimalType(9, 2), required=False),
-    NestedField(6, "b", BooleanType(), required=False),
-    NestedField(7, "j", IntegerType(), required=False),
-)
 
 
 def _row_mask(expr, table: pa.Table) -> np.ndarray:
@@ -75,17 +53,6 @@ def _row_mask(expr, table: pa.Table) -> np.ndarray:
     mask = np.zeros(table.num_rows, dtype=bool)
     mask[kept] = True
     return mask
-
-
-def _data_file(chunk: pa.Table) -> DataFile:
-    buf = io.BytesIO()
-    pq.write_table(chunk, buf)
-    buf.seek(0)
-    stats = data_file_statistics_from_parquet_metadata(pq.read_metadata(buf), compute_statistics_plan(ICEBERG, {}),
-                                                       parquet_path_to_id_mapping(ICEBERG))
-    return DataFile.from_args(content=DataFileContent.DATA, file_path="mem.parquet", file_format=FileFormat.PARQUET,
-                              partition=Record(), file_size_in_bytes=len(buf.getvalue()), sort_order_id=None,
-                              spec_id=0, equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
 
 
 def _filter(sql):
@@ -116,7 +83,7 @@ def test_metrics_evaluator_never_prunes_a_matching_file(table, pred, rows_per_fi
     for start in range(0, table.num_rows, rows_per_file):
         chunk = table.slice(start, rows_per_file)
         if filt.evaluate(chunk).any():
-            assert evaluator.eval(_data_file(chunk)), (pred[0], to_pyiceberg(filt, ICEBERG), chunk.to_pylist())
+            assert evaluator.eval(data_file(chunk)), (pred[0], to_pyiceberg(filt, ICEBERG), chunk.to_pylist())
 
 
 def M(sql, schema=SCHEMA, iceberg=ICEBERG):
@@ -209,12 +176,12 @@ def test_timestamps_and_names():
     iceberg = Schema(NestedField(1, "TS", TimestamptzType(), required=False),
                      NestedField(2, "Ntz", TimestampType(), required=False))
     got = M("ts >= timestamp '2020-01-01 00:00:00+02:00'", arrow, iceberg)
-    micros = int(dt.datetime(2019, 12, 31, 22, tzinfo=dt.timezone.utc).timestamp()) * 1_000_000
+    micros = int(dt.datetime(2019, 12, 31, 22, tzinfo=dt.UTC).timestamp()) * 1_000_000
     assert got == GreaterThanOrEqual("TS", micros)  # the Iceberg field's own spelling, UTC micros
     bound = bind(iceberg, got, case_sensitive=True)
     assert bound.literal.value == micros
     got = M("ntz < timestamp_ntz '2020-01-01 10:00:00'", arrow, iceberg)
-    assert got == LessThan("Ntz", int(dt.datetime(2020, 1, 1, 10, tzinfo=dt.timezone.utc).timestamp()) * 1_000_000)
+    assert got == LessThan("Ntz", int(dt.datetime(2020, 1, 1, 10, tzinfo=dt.UTC).timestamp()) * 1_000_000)
     bind(iceberg, got, case_sensitive=True)
     assert M("x < 5", arrow, iceberg) == AlwaysTrue()  # not in the Iceberg schema
 
@@ -295,7 +262,7 @@ def test_factoring_an_or_changes_no_answer(expr, truth, table, rows_per_file):
     assert len(_parts_count(got)) <= len(_parts_count(expr))
     before, after = _InclusiveMetricsEvaluator(ICEBERG, expr), _InclusiveMetricsEvaluator(ICEBERG, got)
     for start in range(0, table.num_rows, rows_per_file):
-        f = _data_file(table.slice(start, rows_per_file))
+        f = data_file(table.slice(start, rows_per_file))
         assert before.eval(f) == after.eval(f), (expr, got)
 
 

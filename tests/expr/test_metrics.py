@@ -1,17 +1,17 @@
 """``planner.metrics.compiled``: pyiceberg's inclusive metrics evaluator compiled into closures
 gives pyiceberg's answer on every file — random expressions over every predicate kind, on
 random file statistics (missing counts and bounds, nulls only, NaN bounds, empty files and
-unknown record counts) and on statistics Parquet writes for random rows."""
+unknown record counts) and on statistics Parquet writes for random rows (``expr_gen``)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import io
 import math
 from decimal import Decimal
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+from expr_gen import ICEBERG, data_file, tables
+from expr_gen import SCHEMA as ARROW
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg.conversions import to_bytes
@@ -37,26 +37,13 @@ from pyiceberg.expressions import (
     StartsWith,
 )
 from pyiceberg.expressions.visitors import _InclusiveMetricsEvaluator
-from pyiceberg.io.pyarrow import (
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
-    parquet_path_to_id_mapping,
-)
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-from pyiceberg.schema import Schema
 from pyiceberg.typedef import Record
-from pyiceberg.types import DateType, DecimalType, DoubleType, IntegerType, LongType, NestedField, StringType
+from pyiceberg.types import DoubleType
 
 from pando_iceberg.planner import metrics
 
-SCHEMA = Schema(
-    NestedField(1, "i", LongType(), required=False),
-    NestedField(2, "f", DoubleType(), required=False),
-    NestedField(3, "s", StringType(), required=False),
-    NestedField(4, "d", DateType(), required=False),
-    NestedField(5, "m", DecimalType(9, 2), required=False),
-    NestedField(6, "j", IntegerType(), required=False),
-)
+SCHEMA = ICEBERG
 DAY = dt.date(2000, 1, 1)
 VALUES = {
     "i": st.integers(-4, 4),
@@ -64,6 +51,7 @@ VALUES = {
     "s": st.sampled_from(["", "a", "ab", "abc", "b", "ba", "c"]),
     "d": st.integers(-3, 3).map(lambda n: DAY + dt.timedelta(days=n)),
     "m": st.integers(-300, 300).map(lambda n: Decimal(n).scaleb(-2)),
+    "b": st.booleans(),
     "j": st.integers(-4, 4),
 }
 COMPARISONS = [EqualTo, NotEqualTo, LessThan, LessThanOrEqual, GreaterThan, GreaterThanOrEqual]
@@ -134,30 +122,12 @@ def test_each_predicate_kind_answers_as_pyiceberg(atom, data_files):
         assert check(f) == evaluator.eval(f), (atom, f)
 
 
-ROWS = st.lists(st.fixed_dictionaries({name: st.one_of(st.none(), values) for name, values in VALUES.items()}),
-                min_size=1, max_size=6)
-
-
-def _parquet_file(rows: list[dict]) -> DataFile:
-    arrow = pa.Table.from_pylist(rows, schema=pa.schema([
-        pa.field("i", pa.int64()), pa.field("f", pa.float64()), pa.field("s", pa.string()),
-        pa.field("d", pa.date32()), pa.field("m", pa.decimal128(9, 2)), pa.field("j", pa.int32())]))
-    buf = io.BytesIO()
-    pq.write_table(arrow, buf)
-    buf.seek(0)
-    stats = data_file_statistics_from_parquet_metadata(pq.read_metadata(buf), compute_statistics_plan(SCHEMA, {}),
-                                                       parquet_path_to_id_mapping(SCHEMA))
-    return DataFile.from_args(content=DataFileContent.DATA, file_path="mem.parquet", file_format=FileFormat.PARQUET,
-                              partition=Record(), file_size_in_bytes=len(buf.getvalue()), sort_order_id=None,
-                              spec_id=0, equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
-
-
 @settings(max_examples=200, deadline=None)
-@given(expressions(), ROWS)
+@given(expressions(), tables(min_rows=1, max_rows=6))
 def test_compiled_answers_as_pyiceberg_on_parquet_statistics(expr, rows):
     evaluator = _InclusiveMetricsEvaluator(SCHEMA, expr)
-    f = _parquet_file(rows)
-    assert metrics.compiled(evaluator)(f) == evaluator.eval(f), (expr, rows)
+    f = data_file(rows)
+    assert metrics.compiled(evaluator)(f) == evaluator.eval(f), (expr, rows.to_pylist())
 
 
 def test_a_node_it_does_not_know_keeps_pyiceberg_s_evaluator():
@@ -168,16 +138,23 @@ def test_a_node_it_does_not_know_keeps_pyiceberg_s_evaluator():
     assert metrics.compiled(plain) != plain.eval
 
 
+def _rows(**columns):
+    """A table of expr_gen's schema with ``columns`` given, the others null."""
+
+    n = len(next(iter(columns.values())))
+    return pa.table({f.name: columns.get(f.name, [None] * n) for f in ARROW}, schema=ARROW)
+
+
 def test_bounds_are_decoded_once_and_the_cache_stays_bounded(monkeypatch):
     monkeypatch.setattr(metrics, "DECODED_MAX", 4)
     metrics.DECODED.clear()
     evaluator = _InclusiveMetricsEvaluator(SCHEMA, And(GreaterThanOrEqual("i", 0), LessThan("i", 3)))
     check = metrics.compiled(evaluator)
-    f = _parquet_file([{"i": 1}, {"i": 2}])
+    f = data_file(_rows(i=[1, 2]))
     assert check(f) and check(f)
     assert len(metrics.DECODED) == 2  # the lower and the upper bound, each decoded once
     for n in range(10):
-        check(_parquet_file([{"i": n}]))
+        check(data_file(_rows(i=[n])))
     assert len(metrics.DECODED) <= 4
 
 

@@ -45,6 +45,7 @@ Stats = tuple[Mapping[int, int], Mapping[int, int], Mapping[int, int], Mapping[i
 Check = Callable[[Stats], bool]
 
 _EMPTY: Mapping[Any, Any] = {}
+_MISSING = object()
 
 DECODED_MAX = 1 << 16
 DECODED: dict[tuple[str, bytes], Any] = {}  # (type, bound bytes) → from_bytes(type, bytes)
@@ -59,8 +60,8 @@ def _decoder(field_type: PrimitiveType) -> Callable[[bytes], Any]:
 
     def decode(raw: bytes) -> Any:
         key = (name, raw)
-        hit = DECODED.get(key, _EMPTY)
-        if hit is _EMPTY:
+        hit = DECODED.get(key, _MISSING)
+        if hit is _MISSING:
             if len(DECODED) >= DECODED_MAX:
                 DECODED.clear()
             hit = DECODED[key] = from_bytes(field_type, raw)

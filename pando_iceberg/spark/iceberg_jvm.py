@@ -608,10 +608,10 @@ public static Object swappedPlan(Object session, Object dataset, String joinedUu
     try {
         swapped = swapped(spark, analysed, sets, found);
     } catch (IllegalStateException e) {
-        return null;  // a relation inside a subquery cannot read its set
+        return null;  // a relation that cannot read its set (relation below)
     }
-    if (swapped == null || found.size() != sets.size()) {
-        return null;
+    if (found.size() != sets.size()) {
+        return null;  // a table with no relation outside views
     }
     if (swapped == analysed) {
         return dataset;
@@ -635,9 +635,6 @@ static org.apache.spark.sql.catalyst.plans.logical.LogicalPlan swapped(
         org.apache.spark.sql.catalyst.plans.logical.LogicalPlan child =
             (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) it.next();
         org.apache.spark.sql.catalyst.plans.logical.LogicalPlan now = swapped(spark, child, sets, found);
-        if (now == null) {
-            return null;
-        }
         changed |= now != child;
         children.add(now);
     }
@@ -661,9 +658,6 @@ static org.apache.spark.sql.catalyst.plans.logical.LogicalPlan swapped(
                 org.apache.spark.sql.catalyst.plans.logical.LogicalPlan inner =
                     (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) subquery.plan();
                 org.apache.spark.sql.catalyst.plans.logical.LogicalPlan now = swapped(spark, inner, sets, found);
-                if (now == null) {
-                    throw new IllegalStateException("not swapped");
-                }
                 return now == inner ? subquery : subquery.withNewPlan(now);
             }
         });
@@ -687,12 +681,12 @@ static org.apache.spark.sql.catalyst.plans.logical.LogicalPlan relation(org.apac
         return relation;
     }
     if (sparkTable.snapshotId() != null || sparkTable.branch() != null) {
-        return null;  // the query reads a snapshot or branch of its own
+        throw new IllegalStateException("a snapshot or branch of its own");
     }
     org.apache.spark.sql.catalyst.plans.logical.LogicalPlan out = relation;
     if (set[1] != null) {
         if (!set[0].equals(current.metadataFileLocation()) || relation.options().containsKey("scan-task-set-id")) {
-            return null;
+            throw new IllegalStateException("another metadata file, or a set of its own");
         }
         if (set[2] == null) {  // once per set: its tasks' sizes summed
             String split = relation.options().containsKey("split-size") ? null
@@ -724,7 +718,7 @@ static org.apache.spark.sql.catalyst.plans.logical.LogicalPlan relation(org.apac
                 }
             }
             if (column == null || !(column.dataType() instanceof org.apache.spark.sql.types.IntegralType)) {
-                return null;
+                throw new IllegalStateException("a row filter's column is not an integer");
             }
             org.apache.spark.sql.catalyst.expressions.Expression value = column;
             if (!(column.dataType() instanceof org.apache.spark.sql.types.LongType)) {

@@ -485,9 +485,7 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                         views.append(source)
                 reads[name] = (i, source)
             t2 = time.perf_counter()
-            filtered = _swapped_row_filters(qp) if swap else None
-            analysed = jv.analysed(ahead) if filtered is not None and ahead is not None else None
-            jdf = None if analysed is None or filtered is None else jv.swapped_plan(spark, analysed, staged, filtered)
+            jdf = _swapped(spark, ahead, qp, staged) if swap else None
             if jdf is None:
                 for name, (set_id, view) in later.items():
                     jv.view_of_task_set(spark, name, set_id, view)
@@ -508,19 +506,20 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
     return out
 
 
-def _swapped_row_filters(qp: QueryPlan) -> list[tuple[str, str, Any]] | None:
-    """The query's row filters as ``iceberg_jvm.swapped_plan`` takes them: (table uuid, column,
-    int64 keys); None when a key set is not of integers (it takes the rewritten SQL)."""
-    from ..expr.keys import keys_array
-
-    out = []
+def _swapped(spark, ahead: Any, qp: QueryPlan, staged: list[tuple[str, str, str]]):
+    """The query Spark analysed ahead (the Java Future ``ahead``) with its staged tables reading
+    their sets and its row filters as semi-joins (``iceberg_jvm.swapped_plan``); None when a key
+    set is not of integers, the analysis failed or the swap was refused: the caller then analyses
+    the query rewritten over views."""
+    filtered = []
     for name, filters in sorted(qp.row_filters.items()):
         for f in filters:
-            values = keys_array(f.keys)
+            values = key_values(f.keys)
             if len(values) and values.dtype.kind not in "iu":
                 return None
-            out.append((str(qp.tables[name].metadata.table_uuid), f.join.column, values.astype(np.int64)))
-    return out
+            filtered.append((str(qp.tables[name].metadata.table_uuid), f.join.column, values.astype(np.int64)))
+    analysed = jv.analysed(ahead)
+    return None if analysed is None else jv.swapped_plan(spark, analysed, staged, filtered)
 
 
 def _rewritten_sources(spark, qp: QueryPlan, reads: dict[str, tuple[int, str]], tag: str,
@@ -546,18 +545,23 @@ def _rewritten_sources(spark, qp: QueryPlan, reads: dict[str, tuple[int, str]], 
 KEY_COLUMN = "__pando_key"
 
 
+def key_values(keys: Any) -> np.ndarray:
+    """A row filter's key set as the numpy array Spark is given (``expr.keys.keys_array``; a
+    BitMap64's uint64 as int64: Spark has no unsigned type, and the keys come from signed columns)."""
+    from ..expr.keys import keys_array
+
+    values = keys_array(keys)
+    return values.astype(np.int64) if values.dtype == np.uint64 else values
+
+
 def key_frame(spark, keys: Any) -> DataFrame | None:
     """A row filter's key set as a one-column DataFrame (:data:`KEY_COLUMN`), None when empty:
     integer keys as a local relation built in the JVM, others as one Arrow batch from the driver.
     (A literal IN list of 100,000 keys took 4 s to parse and slowed TPC-H Q9 down; the broadcast
     semi-join sped it up.)"""
-    from ..expr.keys import keys_array
-
-    values = keys_array(keys)
+    values = key_values(keys)
     if len(values) == 0:
         return None
-    if values.dtype == np.uint64:  # BitMap64: Spark has no unsigned type; keys come from signed columns
-        values = values.astype(np.int64)
     frame = jv.long_column(spark, values, KEY_COLUMN) if values.dtype.kind == "i" else None
     if frame is None:  # other key types (or no compiled helper)
         frame = spark.createDataFrame(pa.table({KEY_COLUMN: values}).to_pandas())
@@ -573,13 +577,9 @@ def key_view_of(spark, keys: Any, name: str) -> str | None:
     TPC-H SF 1 lineitem joined with part, for 1 to 300 keys, analysis and executed plan took
     longer with the literal list (Spark's own scan then pushes it to Iceberg's planning) than
     with this view, built in 1-3 ms (issue 16, interleaved runs)."""
-    from ..expr.keys import keys_array
-
-    values = keys_array(keys)
+    values = key_values(keys)
     if len(values) == 0:
         return None
-    if values.dtype == np.uint64:  # BitMap64: Spark has no unsigned type; keys come from signed columns
-        values = values.astype(np.int64)
     if values.dtype.kind == "i" and jv.long_view(spark, values, KEY_COLUMN, name):
         return name
     frame = key_frame(spark, keys)
@@ -678,6 +678,7 @@ __all__ = [
     "collect_arrow",
     "in_task_cache",
     "key_frame",
+    "key_values",
     "key_view_of",
     "parse_sql",
     "plan_query",

@@ -44,6 +44,17 @@ def test_derived_table_filters_and_or_groups_stay_one_cut():
     assert got == {cut("db.fact", "f_x < 3 or f_d is null"), cut("db.fact", "f_x > 0")}
 
 
+def test_conjuncts_every_branch_of_an_or_shares_are_cuts_too():
+    got = keys("db.fact", "select * from fact where (f_x < 3 and f_d is null and f_ok = 7) "
+                          "or (f_ok = 7 and f_x > 9 and f_d is null) or (f_d is null and (f_ok = 7))")
+    assert got == {cut("db.fact", "(f_x < 3 and f_d is null and f_ok = 7) or (f_ok = 7 and f_x > 9 and f_d is null)"
+                                  " or (f_d is null and (f_ok = 7))"),
+                   cut("db.fact", "f_d is null"), cut("db.fact", "f_ok = 7")}
+    # a conjunct one branch lacks is not implied by the OR
+    assert keys("db.fact", "select * from fact where (f_x < 3 and f_ok = 7) or f_x > 9") == {
+        cut("db.fact", "(f_x < 3 and f_ok = 7) or f_x > 9")}
+
+
 def test_repeated_queries_weigh_more():
     w = parse_workload("select * from fact where f_x < 1; SELECT *\nFROM fact WHERE f_x < 1 -- again\n;"
                        "select * from fact where f_x < 2", SCHEMAS)
@@ -182,7 +193,9 @@ def test_all_22_tpch_queries_parse_with_expected_cuts():
     L = lambda s: ExprCut(s, TPCH_SCHEMAS["lineitem"]).key
     for expected in ["l_shipdate >= date '1994-01-01'", "l_shipdate < date '1995-01-01'",
                      "l_discount between 0.05 and 0.07", "l_quantity < 24", "l_shipmode in ('MAIL', 'SHIP')",
-                     "l_commitdate < l_receiptdate", "l_shipdate <= date '1998-09-02'", "l_returnflag = 'R'"]:
+                     "l_commitdate < l_receiptdate", "l_shipdate <= date '1998-09-02'", "l_returnflag = 'R'",
+                     # Q19: shared by its OR's three branches
+                     "l_shipmode in ('AIR', 'AIR REG')", "l_shipinstruct = 'DELIVER IN PERSON'"]:
         assert L(expected) in li, expected
     provider_tables = {name: schema.empty_table() for name, schema in TPCH_SCHEMAS.items()}
     induced = w.join_induced_cuts("lineitem", arrow_key_provider(provider_tables))

@@ -14,7 +14,10 @@ query while Python plans, ``pruned.ANALYSE_AHEAD``; ``after``: the rewritten que
 analysed after the planning), in an order that turns each round, the same way
 ``planning_speed.py`` does (executed plan with every scan's input partitions forced). Uses the
 laid-out namespace ``planning_speed.py`` made in ``--home`` (run it first). Prints the medians
-over the join queries and writes ``staging_bound_sf<SF>.json`` into ``--out``.
+over the join queries (``--queries``: or the single-table ones, or both, apart) and writes
+``staging_bound_sf<SF>.json`` into ``--out``. A bound ``N+rowgroups`` also stages tables whose
+chosen files hold one row group each (``pruned.one_row_group_each``, the rule kept); a plain
+``N`` turns that rule off.
 """
 
 from __future__ import annotations
@@ -35,8 +38,11 @@ def main() -> int:
     ap = _tpch_bench.parser(__doc__, sf=1, home=".pando-planning", out="benchmarks/results", per_template=4,
                             sample_rate=0.05, driver_memory="4g")
     ap.add_argument("--runs", type=int, default=5, help="timed rounds per query (after one warm-up)")
-    ap.add_argument("--bounds", default="0,16,64,always", help="comma-separated MiB bounds, or 'always'")
+    ap.add_argument("--bounds", default="0,16,64,always", help="comma-separated MiB bounds (N+rowgroups: and "
+                    "files of one row group each), or 'always'")
     ap.add_argument("--analysis", default="ahead", help="comma-separated: ahead, after")
+    ap.add_argument("--queries", choices=("join", "single", "all"), default="join",
+                    help="the join queries, the single-table ones (Q1, Q6), or both (medians apart)")
     args = ap.parse_args()
     from pando_iceberg.bench.harness import BenchOptions, prepare_dataset, split_for
     from pando_iceberg.bench.workloads import qualify
@@ -55,7 +61,9 @@ def main() -> int:
         raise SystemExit(f"{ns} has no Pando layout in {args.home}: run benchmarks/planning_speed.py with the same "
                          "--home, --sf and --k first")
     _, test = split_for(opts)
-    queries = [(t, qualify(s, ns)) for t, s in test if t not in (1, 6)]  # the join queries (Q1, Q6: one table)
+    single = (1, 6)  # the single-table templates
+    queries = [(t, qualify(s, ns)) for t, s in test
+               if args.queries == "all" or (t in single) == (args.queries == "single")]
 
     def iceberg(sql: str) -> float:
         t0 = time.perf_counter()
@@ -64,6 +72,8 @@ def main() -> int:
 
     def pando(sql: str, mode: str) -> float:
         bound, analysis = mode.split("/")
+        bound, _, rule = bound.partition("+")
+        pruned.one_row_group_each = row_groups if rule == "rowgroups" else (lambda plan: False)
         pruned.STAGE_MAX_BYTES = 0 if bound == "always" else int(float(bound) * 1024 * 1024)
         pruned.ANALYSE_AHEAD = analysis == "ahead"
         KEY_SETS.clear()  # a held-out query's key sets are new
@@ -73,6 +83,7 @@ def main() -> int:
             return time.perf_counter() - t0
 
     modes = ["iceberg"] + [f"{b}/{a}" for b in args.bounds.split(",") for a in args.analysis.split(",")]
+    row_groups = pruned.one_row_group_each
     kept = pruned.STAGE_MAX_BYTES, pruned.ANALYSE_AHEAD
     timed: dict[str, list[list[float]]] = {m: [[] for _ in queries] for m in modes}
     try:
@@ -85,12 +96,18 @@ def main() -> int:
                     timed[m][i].append(iceberg(sql) if m == "iceberg" else pando(sql, m))
     finally:
         pruned.STAGE_MAX_BYTES, pruned.ANALYSE_AHEAD = kept
+        pruned.one_row_group_each = row_groups
     per_query = {m: [statistics.median(v) for v in timed[m]] for m in modes}
-    medians = {m: statistics.median(v) for m, v in per_query.items()}
+    groups = {g: [i for i, (t, _) in enumerate(queries) if (t in single) == (g == "single")]
+              for g in ("join", "single")}
+    medians = {g: {m: statistics.median([v[i] for i in idx]) for m, v in per_query.items()}
+               for g, idx in groups.items() if idx}
     load = os.getloadavg()
-    for m in modes:
-        print(f"{m:>12}: median {medians[m] * 1000:6.1f} ms, sum {sum(per_query[m]) * 1000:7.1f} ms"
-              + ("" if m == "iceberg" else f", / Iceberg {medians[m] / medians['iceberg']:.3f}"))
+    for g, med in medians.items():
+        for m in modes:
+            total = sum(per_query[m][i] for i in groups[g])
+            print(f"{g:>6} {m:>12}: median {med[m] * 1000:6.1f} ms, sum {total * 1000:7.1f} ms"
+                  + ("" if m == "iceberg" else f", / Iceberg {med[m] / med['iceberg']:.3f}"))
     print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     report = {"sf": args.sf, "runs": args.runs, "modes": modes, "templates": [t for t, _ in queries],
               "per_query_s": per_query, "median_s": medians, "load_avg_end": load,

@@ -26,7 +26,8 @@ KTUPLE_COL = "_pando_kt"
 ROW_COL = "_pando_row"
 
 # Spark-side schema of the per-file result rows (kept in sync with write_blocks' output).
-WRITTEN_FILE_DDL = "block INT, path STRING, record_count BIGINT, file_size_in_bytes BIGINT, ktuples STRING"
+WRITTEN_FILE_DDL = ("block INT, path STRING, record_count BIGINT, file_size_in_bytes BIGINT, ktuples STRING, "
+                    "split_offsets ARRAY<BIGINT>")
 
 
 @dataclass
@@ -166,6 +167,18 @@ def dictionary_columns(table: pa.Table) -> list[str] | bool:
     return out
 
 
+def split_offsets(metadata) -> list[int]:
+    """The row groups' starting offsets of a written Parquet file (pyarrow's FileMetaData): where
+    each row group's first column chunk begins, its dictionary page if it has one. Iceberg's own
+    writers record them in the data file (``ParquetUtil.getSplitOffsets``) and plan splits at
+    them; a reader can tell how many row groups a file holds without opening it."""
+    out = []
+    for i in range(metadata.num_row_groups):
+        first = metadata.row_group(i).column(0)
+        out.append(first.dictionary_page_offset if first.has_dictionary_page else first.data_page_offset)
+    return sorted(out)
+
+
 class _BlockWriter:
     def __init__(self, spec: WriteSpec, io, arrow_schema: pa.Schema, pq):
         self.spec, self.io, self.schema, self.pq = spec, io, arrow_schema, pq
@@ -210,7 +223,9 @@ class _BlockWriter:
         self.pending, self.pending_bytes = [], 0
         if self.file is None:
             self._open(table)
-        self.writer.write_table(table, row_group_size=max(1, table.num_rows))
+        # row groups of at least row_group_bytes of Arrow data: one, unless a flush holds several
+        groups = max(1, table.nbytes // max(1, self.spec.row_group_bytes))
+        self.writer.write_table(table, row_group_size=max(1, -(-table.num_rows // groups)))
         self.rows += table.num_rows
         if self.stream.tell() >= self.spec.target_file_size_bytes:
             yield self._finish()
@@ -234,6 +249,7 @@ class _BlockWriter:
     def _finish(self) -> pa.RecordBatch:
         self.writer.close()
         size = self.stream.tell()
+        offsets = split_offsets(self.writer.writer.metadata)
         self.stream.close()
         codes = np.unique(np.concatenate(self.codes)) if self.codes else np.zeros(0, np.int64)
         self.codes = []
@@ -244,6 +260,7 @@ class _BlockWriter:
             "record_count": pa.array([self.rows], pa.int64()),
             "file_size_in_bytes": pa.array([size], pa.int64()),
             "ktuples": pa.array([",".join(map(str, codes.tolist()))], pa.string()),
+            "split_offsets": pa.array([offsets], pa.list_(pa.int64())),
         })
 
     def close(self):

@@ -154,12 +154,14 @@ class NewFile:
     path: str
     file_size_in_bytes: int
     partition: Any = None  # a StructLike of a file already in the partition (None: unpartitioned)
+    split_offsets: list[int] | None = None  # its row groups' starting offsets (None: not known)
 
 
 def build_data_files(spark, table, new_files: Iterable[NewFile]) -> list:
     """Java DataFiles for Parquet files we wrote, with metrics read from their footers the way
     Iceberg's own add_files does (``ParquetUtil.fileMetrics`` with the table's MetricsConfig),
-    each in its ``partition`` when it has one (the tuple is copied, never parsed)."""
+    each in its ``partition`` when it has one (the tuple is copied, never parsed) and with its
+    row groups' split offsets when known, as Iceberg's own writers record them."""
     jvm = spark._jvm
     metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(table)
     spec = table.spec()
@@ -172,6 +174,11 @@ def build_data_files(spark, table, new_files: Iterable[NewFile]) -> list:
             .withFileSizeInBytes(int(nf.file_size_in_bytes)).withMetrics(metrics)
         if nf.partition is not None:
             builder = builder.withPartition(nf.partition)
+        if nf.split_offsets:  # boxed in the JVM: py4j would hand a Python int over as an Integer
+            offsets = spark.sparkContext._gateway.new_array(jvm.long, len(nf.split_offsets))
+            for i, offset in enumerate(nf.split_offsets):
+                offsets[i] = int(offset)
+            builder = builder.withSplitOffsets(jvm.org.apache.iceberg.util.ArrayUtil.toLongList(offsets))
         out.append(builder.build())
     return out
 

@@ -46,7 +46,8 @@ from .rewrite_common import IncrementalResult, PandoRewriteError, after_failure,
 from .session import drop_shuffles, refresh_table, release_shuffle_files
 
 # A written file, as ``write_blocks`` reports it (one pyspark Row of ``WRITTEN_FILE_DDL``):
-# .block, .path, .record_count, .file_size_in_bytes, .ktuples (packed codes, comma-separated).
+# .block, .path, .record_count, .file_size_in_bytes, .ktuples (packed codes, comma-separated),
+# .split_offsets (its row groups' starting offsets).
 Written = Any
 
 
@@ -118,8 +119,8 @@ def run_rewrite(spark: Any, table_name: str, table: Any, base_id: int, rewrite: 
         t0 = time.time()
         with progress_step(progress, "commit: data file metadata, one replace snapshot", 2) as step:
             partition_of = rewrite.partition_of or (lambda w: None)
-            new_files = jv.build_data_files(spark, table, [jv.NewFile(w.path, w.file_size_in_bytes, partition_of(w))
-                                                           for w in written])
+            new_files = jv.build_data_files(spark, table, [jv.NewFile(w.path, w.file_size_in_bytes, partition_of(w),
+                                                                      w.split_offsets) for w in written])
             step.advance()
             pointer = LayoutPointer(layout_id, sidecar.file_name, snapshot_id=0,
                                     base_snapshot_id=rewrite.pointer_base_snapshot_id,

@@ -394,13 +394,23 @@ def in_task_cache(plan) -> bool:
 # better than Iceberg: what Spark's own scan could still skip inside those files with the pushed
 # filter (row groups by statistics, dictionaries or bloom filters; a staged task carries no
 # residual) is then at most this much reading, against Spark planning the table again from its
-# manifests in the optimizer. TPC-H SF 1, 40 held-out join queries (benchmarks/staging_bound.py,
+# manifests in the optimizer. Files of one row group each are staged whatever their size
+# (:func:`one_row_group_each`). TPC-H SF 1, 40 held-out join queries (benchmarks/staging_bound.py,
 # session 22): median planning 45.6 ms with only the rule above, 39.6 with this bound (part,
 # customer, supplier, partsupp, nation, region and small order selections), 40.3 with 64 MiB,
 # 42.7 staging every table; Iceberg's own 34.9 (issue 16). $PANDO_STAGE_MAX_BYTES.
 STAGE_MAX_BYTES = int_from_env("PANDO_STAGE_MAX_BYTES", 16 * 1024 * 1024,
                                "the most bytes of chosen files a table with a predicate of its own is staged with "
                                "when its trees prune no further than Iceberg (0: never)")
+
+
+def one_row_group_each(plan) -> bool:
+    """Does every chosen file hold one row group (its split offsets: Parquet row groups, ORC
+    stripes)? Spark's own scan then skips nothing inside a file by row-group statistics that the
+    file's metrics, which pyiceberg planned with, did not already decide; only a dictionary (or a
+    bloom filter, off by default) could still drop a file it opens. Pando's rewrite writes such
+    files (files of about b rows, far below Iceberg's 128 MiB row group)."""
+    return all(t.file.split_offsets is not None and len(t.file.split_offsets) <= 1 for t in plan.tasks)
 
 
 def stages(plan, table, stage: str = "auto") -> bool:
@@ -412,13 +422,15 @@ def stages(plan, table, stage: str = "auto") -> bool:
     predicate of its own on it (only joins: Spark's own scan would have nothing to push down to
     Iceberg but still plan every manifest of the table in its optimizer; issue 16: TPC-H SF 1
     join queries, about 4 ms of Spark's planning per such table against 1-2 ms of staging) or its
-    chosen files hold at most :data:`STAGE_MAX_BYTES`. A partitioned table keeps Spark's scan,
-    whose runtime filtering (dynamic partition pruning) a staged scan lacks."""
+    chosen files hold at most :data:`STAGE_MAX_BYTES` or one row group each
+    (:func:`one_row_group_each`). A partitioned table keeps Spark's scan, whose runtime filtering
+    (dynamic partition pruning) a staged scan lacks."""
     if stage == "always" or prunes_beyond_iceberg(plan):
         return True
     if not (in_task_cache(plan) and table is not None and table.spec().is_unpartitioned()):
         return False
-    return (plan.filter is not None and plan.filter.is_true_expr()) or plan.explain.pando_bytes <= STAGE_MAX_BYTES
+    return ((plan.filter is not None and plan.filter.is_true_expr()) or plan.explain.pando_bytes <= STAGE_MAX_BYTES
+            or one_row_group_each(plan))
 
 
 STAGE_MODES = ("auto", "always")

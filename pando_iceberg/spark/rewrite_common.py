@@ -560,14 +560,17 @@ def write_spec(spark, table, data_dir: str, io_properties: dict[str, str] | None
                files: BlockFiles | None = None) -> WriteSpec:
     """How a rewrite writes its blocks into ``data_dir`` (Java table): the table's schema, its
     target file size (unless given) and Parquet codec; with ``files``, each block's files of
-    about b rows, cut along ``order_column`` (the rows arrive sorted by it)."""
+    about b rows, cut along ``order_column`` (the rows arrive sorted by it). A row group closes
+    at the table's ``write.parquet.row-group-size-bytes`` of Arrow data when it is set."""
     props = table.properties()
+    row_group = _int_or_none(props.getOrDefault("write.parquet.row-group-size-bytes", None))
     return WriteSpec(
         data_dir=data_dir,
         iceberg_schema_json=str(spark._jvm.org.apache.iceberg.SchemaParser.toJson(table.schema())),
         io_properties=dict(io_properties or {}),
         target_file_size_bytes=target_file_size_bytes or int(
             props.getOrDefault("write.target-file-size-bytes", str(DEFAULT_TARGET_FILE_SIZE))),
+        **({} if row_group is None else {"row_group_bytes": row_group}),
         compression=str(props.getOrDefault("write.parquet.compression-codec", "zstd")).lower(),
         compression_level=_int_or_none(props.getOrDefault("write.parquet.compression-level", None)),
         order_column=order_column,

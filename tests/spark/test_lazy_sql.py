@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 from decimal import Decimal
 
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.expressions import (
     AlwaysTrue,
@@ -44,7 +45,9 @@ JOIN_SQL = (f"SELECT c.c_mktsegment, count(*) AS n, sum(o.o_totalprice) AS s FRO
 def laid_out(spark, tpch, lakehouse_cfg):
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lazyq")
     spark.sql(f"DROP TABLE IF EXISTS {T}")
-    spark.sql(f"CREATE TABLE {T} USING iceberg TBLPROPERTIES ('format-version'='2') AS SELECT * FROM tpch.orders")
+    # row groups of ~16 KiB: the rewrite's files hold several, as large files do (one_row_group_each)
+    spark.sql(f"CREATE TABLE {T} USING iceberg TBLPROPERTIES ('format-version'='2', "
+              "'write.parquet.row-group-size-bytes'='16384') AS SELECT * FROM tpch.orders")
     workload = [f"SELECT count(*) FROM {T} WHERE o_orderdate >= date '{y}-{m:02d}-01' AND o_orderdate < date '{y}-{m + 2:02d}-01'"
                 for y in range(1992, 1999) for m in (1, 4, 7, 10)]
     return rewrite_table(spark, T, workload, RewriteOptions(k=1, sample_rate=1.0, min_block_rows=1500, seed=3),
@@ -137,16 +140,16 @@ def test_closed_handle_releases_staged_tasks(spark, catalog, laid_out):
 def test_a_table_the_trees_prune_no_further_is_read_by_sparks_own_scan(spark, catalog, laid_out, monkeypatch):
     """Files of about b rows cut along the date: Iceberg's min/max already keeps exactly the
     blocks the trees choose for a date range, so 'auto' stages nothing when the chosen files hold
-    more than ``STAGE_MAX_BYTES``, reads the same files, and the DataFrame outlives its handle (it
-    holds no staged task)."""
+    more than ``STAGE_MAX_BYTES`` and several row groups each (Spark's own scan may skip some),
+    reads the same files, and the DataFrame outlives its handle (it holds no staged task)."""
     from pando_iceberg.spark import pruned
-    from pando_iceberg.spark.pruned import prunes_beyond_iceberg
+    from pando_iceberg.spark.pruned import one_row_group_each, prunes_beyond_iceberg
 
     monkeypatch.setattr(pruned, "STAGE_MAX_BYTES", 0)
     want = sorted(spark.sql(FILTER_SQL).collect())
     with pspark.sql(spark, FILTER_SQL, catalog=catalog) as df:
         (plan,) = df.pando.plan.plans.values()
-        assert not prunes_beyond_iceberg(plan) and plan.explain.used_layout
+        assert not prunes_beyond_iceberg(plan) and plan.explain.used_layout and not one_row_group_each(plan)
         assert sorted(df.collect()) == want
         files = jv.scan_metrics(df)
     assert sorted(df.collect()) == want  # Spark's own scan: nothing was staged, nothing released
@@ -177,6 +180,38 @@ def test_small_chosen_files_are_read_through_their_staged_tasks(spark, catalog, 
     assert pruned.stages(plan, table)
     monkeypatch.setattr(pruned, "STAGE_MAX_BYTES", plan.explain.pando_bytes - 1)
     assert not pruned.stages(plan, table)
+
+
+def test_files_of_one_row_group_each_are_read_through_their_staged_tasks(spark, catalog, laid_out, monkeypatch):
+    """'auto' stages a table the trees prune no further than Iceberg, whatever its chosen files
+    weigh, when each holds one row group (``one_row_group_each``: Spark's own scan could skip
+    nothing inside them by statistics that the files' metrics did not decide): tpch.orders,
+    written with Iceberg's default row-group size, has one row group a file; the laid-out copy,
+    written with 16 KiB row groups, several. The same rows; the staged scan plans no file."""
+    from pando_iceberg.spark import pruned
+
+    monkeypatch.setattr(pruned, "STAGE_MAX_BYTES", 0)
+    sql = FILTER_SQL.replace(T, "tpch.orders")
+    want = sorted(spark.sql(sql).collect())
+    with pspark.sql(spark, sql, catalog=catalog) as df:
+        (plan,) = df.pando.plan.plans.values()
+        assert not pruned.prunes_beyond_iceberg(plan) and pruned.in_task_cache(plan) and plan.explain.pando_bytes > 0
+        assert all(len(t.file.split_offsets) == 1 for t in plan.tasks) and pruned.one_row_group_each(plan)
+        assert pruned.stages(plan, catalog.load_table("tpch.orders"))
+        assert sorted(df.collect()) == want
+        assert [m.get("resultDataFiles", 0) for _, m in jv.executed_scans(df)] == [0]  # staged: no planning
+    with pspark.sql(spark, FILTER_SQL, catalog=catalog) as laid:
+        (plan,) = laid.pando.plan.plans.values()
+        assert any(len(t.file.split_offsets) > 1 for t in plan.tasks) and not pruned.one_row_group_each(plan)
+        assert not pruned.stages(plan, catalog.load_table(T))
+    # the rewrite records each file's row groups as Iceberg's writers do: where each begins
+    io = catalog.load_table(T).io
+    for task in plan.tasks:
+        with io.new_input(task.file.file_path).open() as f:
+            meta = pq.ParquetFile(f).metadata
+        starts = [meta.row_group(i).column(0).dictionary_page_offset if meta.row_group(i).column(0).has_dictionary_page
+                  else meta.row_group(i).column(0).data_page_offset for i in range(meta.num_row_groups)]
+        assert task.file.split_offsets == starts and starts[0] == 4  # after the magic "PAR1"
 
 
 def test_a_table_the_query_only_joins_is_read_through_its_staged_tasks(spark, catalog, laid_out):

@@ -18,7 +18,9 @@ Variants split a gain between the layout and the planner: ``zorder:planner`` rea
 tables through Pando's planner (join pruning and row filters apply to tables without a layout),
 ``pando-k3:no-row-filters`` reads Pando's with row filters off, ``pando-k3:every-row-filter`` with a
 row filter also where it repeats a join Spark makes first and broadcasts (the rule before session
-19, ``spark.join_order``).
+19, ``spark.join_order``), ``pando-k3:one-row-group`` takes every chosen file for one row group
+(``pruned.one_row_group_each``): the staging rule on a layout written before the rewrite recorded
+split offsets (session 24), whose files of about b rows hold one row group each.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def main() -> None:
     p.add_argument("--layouts", required=True,
                    help="comma-separated, as in the run (e.g. zorder,pando-k3); a suffix picks a variant: "
                         "'zorder:planner' reads the baseline through Pando's planner (join pruning and row "
-                        "filters, no layout), 'pando-k3:no-row-filters' turns row filters off")
+                        "filters, no layout), 'pando-k3:no-row-filters' turns row filters off, "
+                        "'pando-k3:one-row-group' takes every chosen file for one row group")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--selective", type=float, default=0.1)
     p.add_argument("--only-selective", action="store_true", help="time the selective queries only")
@@ -50,6 +53,7 @@ def main() -> None:
     from pando_iceberg.catalog import load_catalog
     from pando_iceberg.config import load_config
     from pando_iceberg.planner import joins
+    from pando_iceberg.spark import pruned
     from pando_iceberg.spark.join_order import RepeatedJoins
     from pando_iceberg.spark.session import start_spark
 
@@ -58,7 +62,7 @@ def main() -> None:
     layouts = [x for x in a.layouts.split(",") if x]
     base = {x: x.split(":")[0] for x in layouts}  # the run's layout each variant reads
     variants = {x: x.split(":")[1] if ":" in x else "" for x in layouts}
-    accepted = ("", "planner", "no-row-filters", "every-row-filter")
+    accepted = ("", "planner", "no-row-filters", "every-row-filter", "one-row-group")
     unknown = [x for x, v in variants.items() if v not in accepted]
     if unknown:
         raise SystemExit(f"unknown variants: {unknown}; accepted: {', '.join(':' + v for v in accepted if v)}")
@@ -71,6 +75,7 @@ def main() -> None:
     rows_of = {L: {t: v["rows"] for t, v in report["layouts"][base[L]]["tables"].items()} for L in layouts}
     row_filter_keys = joins.ROW_FILTER_MAX_KEYS
     repeats = RepeatedJoins.why
+    row_groups = pruned.one_row_group_each
     load0 = os.getloadavg()[0]
     t_start = time.time()
     out = []
@@ -91,6 +96,7 @@ def main() -> None:
             pando = layout.startswith("pando") or variants[layout] == "planner"
             joins.ROW_FILTER_MAX_KEYS = 0 if variants[layout] == "no-row-filters" else row_filter_keys
             RepeatedJoins.why = (lambda self, table, join: None) if variants[layout] == "every-row-filter" else repeats
+            pruned.one_row_group_each = (lambda plan: True) if variants[layout] == "one-row-group" else row_groups
             first = execute_query(spark, catalog, sql, pando)
             timed = [execute_query(spark, catalog, sql, pando) for _ in range(a.runs)]
             reference = first.rows if reference is None else reference

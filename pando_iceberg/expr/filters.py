@@ -435,24 +435,19 @@ def _origin_filter(cut: LiteralCut, dim_filter: TableFilter) -> TableFilter:
     return hit
 
 
+def _terms(node: exp.Expression, op: Kind) -> list[exp.Expression]:
+    """The terms of nested ``op`` (AND or OR) nodes, parentheses flattened; ``[node]`` otherwise."""
+    kind = kind_of(node)
+    if kind is Kind.PAREN:
+        return _terms(node.this, op)
+    if kind is op:
+        return _terms(node.this, op) + _terms(node.expression, op)
+    return [node]
+
+
 def split_conjuncts(node: exp.Expression) -> list[exp.Expression]:
     """The terms of a conjunction (nested ANDs and parentheses flattened); ``[node]`` otherwise."""
-    kind = kind_of(node)
-    if kind is Kind.PAREN:
-        return split_conjuncts(node.this)
-    if kind is Kind.AND:
-        return split_conjuncts(node.this) + split_conjuncts(node.expression)
-    return [node]
-
-
-def split_disjuncts(node: exp.Expression) -> list[exp.Expression]:
-    """The terms of a disjunction (nested ORs and parentheses flattened); ``[node]`` otherwise."""
-    kind = kind_of(node)
-    if kind is Kind.PAREN:
-        return split_disjuncts(node.this)
-    if kind is Kind.OR:
-        return split_disjuncts(node.this) + split_disjuncts(node.expression)
-    return [node]
+    return _terms(node, Kind.AND)
 
 
 def shared_conjuncts(node: exp.Expression) -> list[exp.Expression]:
@@ -461,7 +456,7 @@ def shared_conjuncts(node: exp.Expression) -> list[exp.Expression]:
     share ``l_shipmode IN ('AIR', 'AIR REG')`` and ``l_shipinstruct = 'DELIVER IN PERSON'``;
     §6.1 keeps the OR group as one cut, which no other template's literal matches (issue 16:
     Q19 read 17 files where z-order on those columns read 8). Compared by SQL text."""
-    branches = split_disjuncts(node)
+    branches = _terms(node, Kind.OR)
     if len(branches) < 2:
         return []
     sets = [{c.sql(): c for c in split_conjuncts(b)} for b in branches]

@@ -405,12 +405,12 @@ STAGE_MAX_BYTES = int_from_env("PANDO_STAGE_MAX_BYTES", 16 * 1024 * 1024,
 
 
 def one_row_group_each(plan) -> bool:
-    """Does every chosen file hold one row group (its split offsets: Parquet row groups, ORC
-    stripes)? Spark's own scan then skips nothing inside a file by row-group statistics that the
+    """Does every chosen file hold one row group (its split offsets; none recorded: not known)?
+    Spark's own scan then skips nothing inside a file by row-group statistics that the
     file's metrics, which pyiceberg planned with, did not already decide; only a dictionary (or a
     bloom filter, off by default) could still drop a file it opens. Pando's rewrite writes such
     files (files of about b rows, far below Iceberg's 128 MiB row group)."""
-    return all(t.file.split_offsets is not None and len(t.file.split_offsets) <= 1 for t in plan.tasks)
+    return all(t.file.split_offsets is not None and len(t.file.split_offsets) == 1 for t in plan.tasks)
 
 
 def stages(plan, table, stage: str = "auto") -> bool:

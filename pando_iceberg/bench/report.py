@@ -105,7 +105,27 @@ def per_template(rep: dict) -> dict[int, dict]:
     return out
 
 
+def best_per_template(rep: dict, what: str) -> float | None:
+    """What the targets' measure would be if each template were read by the measured layout best
+    for it (``what``: "bytes" or "files", mean per query; "lb_ratio": files / lower bound, the layout
+    with the lowest ratio on each template). No single layout is all of them at once, so a target
+    this misses is out of reach of every measured layout, Pando's and Iceberg's alike. The tables
+    as loaded are left out: their few large files are not at the compared file counts."""
+    pt = per_template(rep)
+    layouts = [x for x in rep["options"]["layouts"] if x != "arrival"]
+    if not pt or not layouts:
+        return None
+    n = sum(v["n"] for v in pt.values())
+    if what == "lb_ratio":
+        best = {t: min(layouts, key=lambda x: v["files"][x] / max(v["lb_layout"][x], 1e-9)) for t, v in pt.items()}
+        return _ratio(sum(v["n"] * v["files"][best[t]] for t, v in pt.items()),
+                      sum(v["n"] * v["lb_layout"][best[t]] for t, v in pt.items()))
+    return sum(v["n"] * min(v[what][x] for x in layouts) for v in pt.values()) / n
+
+
 def targets(rep: dict, summary: dict) -> list[dict]:
+    """The open issues' targets for Pando k=3, each with ``best_per_template``: the same measure for
+    the best measured layout of each template combined (None when not computable)."""
     lay = summary["layouts"]
     out: list[dict] = []
     if "pando-k3" not in lay:
@@ -120,6 +140,8 @@ def targets(rep: dict, summary: dict) -> list[dict]:
             out.append(_target(f"{what}: best of {', '.join(baselines)} ({best}, {_f(lay[best][key] * unit)}) / "
                                f"pando-k3 ({_f(p[key] * unit)}) ≥ {TARGET_BEST_RATIO:g}× (issue 15; test queries "
                                "filtering lineitem or orders)", r, TARGET_BEST_RATIO, at_least=True))
+            oracle = best_per_template(rep, key.removeprefix("mean_"))
+            out[-1]["best_per_template"] = _ratio(lay[best][key], oracle) if oracle else None
     if dataset == "tpch" and "zorder" in lay:
         pt = per_template(rep)
         ratios = {t: _ratio(v["seconds"]["zorder"], v["seconds"]["pando-k3"]) for t, v in pt.items()}
@@ -134,6 +156,7 @@ def targets(rep: dict, summary: dict) -> list[dict]:
         issue = 15 if dataset == "taxi" else 14
         out.append(_target(f"files read: pando-k3 / lower bound ≤ {target:g}× (issue {issue})", p["lb_ratio"], target,
                            at_least=False))
+        out[-1]["best_per_template"] = best_per_template(rep, "lb_ratio")
     return out
 
 
@@ -141,9 +164,9 @@ def _target(text: str, value: float | None, wanted: float, *, at_least: bool) ->
     """A target row: met when ``value`` is at least (or at most) ``wanted``; ``by``: the share of
     the target reached (above 1 when met)."""
     if value is None:
-        return {"target": text, "value": None, "met": False, "by": None}
+        return {"target": text, "value": None, "met": False, "by": None, "best_per_template": None}
     return {"target": text, "value": value, "met": value >= wanted if at_least else value <= wanted,
-            "by": value / wanted if at_least else (wanted / value if value else None)}
+            "by": value / wanted if at_least else (wanted / value if value else None), "best_per_template": None}
 
 
 def _how(layout: str, v: dict) -> str:
@@ -211,13 +234,17 @@ def markdown(rep: dict, stem: str) -> str:
             lines.append(f"| {x} | {t} | {v['files']} | {v['rows'] // max(1, v['files']):,} ({v['max_file_rows']:,}) | "
                          f"{v['rewrite_seconds']:.1f} | {how} |")
     if s["targets"]:
-        lines += ["", "## Targets (Pando k=3)", "", "| target | measured | met? |", "|---|---|---|"]
+        lines += ["", "## Targets (Pando k=3)", "",
+                  "Last column: the same measure if each template were read by the measured layout best for it "
+                  "(the tables as loaded left out). No single layout is all of them at once: a target this "
+                  "combination misses, every layout measured here misses.", "",
+                  "| target | measured | met? | each template's best layout |", "|---|---|---|---|"]
         for t in s["targets"]:
             verdict = "—" if t["value"] is None else ("**met**" if t["met"] else
                                                      f"**missed** (reached {t['by'] * 100:.0f}% of the target)")
             if t["met"] and t["by"]:
                 verdict += f" ({t['by']:.2f}× the target)"
-            lines.append(f"| {t['target']} | {_f(t['value'], 2)} | {verdict} |")
+            lines.append(f"| {t['target']} | {_f(t['value'], 2)} | {verdict} | {_f(t.get('best_per_template'), 2)} |")
     pt = per_template(rep)
     if pt:
         cmp = "pando-k3" in o["layouts"] and "zorder" in o["layouts"] and o["dataset"] == "tpch"

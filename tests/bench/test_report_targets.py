@@ -51,3 +51,22 @@ def test_lower_bound_targets_per_dataset(dataset, bound, issue):
 def test_no_target_without_pando_k3():
     rep = _rep("tpch", [_query(1, {"sort": (10, 100, 1.0)})])
     assert targets(rep, _summary(sort=(10, 100e6, 4.0))) == []
+
+
+def test_each_targets_best_layout_per_template_combined():
+    """The targets' last column: each template read by its own best measured layout (the tables as
+    loaded left out). Here the sort wins Q6 and z-order Q19, so the combination reads 50 + 50 bytes
+    for two queries, where Pando k=3 reads 130 and the best single baseline (the sort) 200."""
+    q6 = _query(6, {"arrival": (1, 1, 1.0), "sort": (10, 50, 1.0), "zorder": (20, 300, 1.0), "pando-k3": (12, 60, 0.5)})
+    q19 = _query(19, {"arrival": (1, 1, 1.0), "sort": (10, 150, 1.0), "zorder": (4, 50, 0.6), "pando-k3": (8, 70, 1.0)})
+    rep = _rep("tpch", [q6, q19])
+    by_bytes, by_files, slowest = targets(rep, _summary(sort=(10, 100, 4.0), zorder=(12, 175, 5.0),
+                                                        pando_k3=(10, 65, 2.0)))
+    assert by_bytes["best_per_template"] == pytest.approx(100 / 50)  # sort's mean / mean of (50, 50)
+    assert by_files["best_per_template"] == pytest.approx(10 / 7)  # sort's mean / mean of (10, 4)
+    assert slowest["best_per_template"] is None
+    # lower-bound targets: the layout with the lowest files / its own bound on each template
+    q6["layouts"]["zorder"]["tables"]["lineitem"]["lb_files"] = 10  # z-order: 20 files, bound 10 → 2.0
+    star = _rep("star", [q6, q19])
+    (t,) = targets(star, _summary(zorder=(12, 175, 5.0), pando_k3=(10, 65, 4.0)))
+    assert t["best_per_template"] == pytest.approx((20 + 4) / (10 + 1))

@@ -90,14 +90,14 @@ def write_range_zorder(spark, source: str, target: str, columns: Sequence[str], 
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StructField, StructType
 
-    from ..spark.rewrite import collect_arrow
+    from ..spark.rewrite_common import seeded_sample
 
     if not columns:
         raise ValueError("range z-order needs at least one column")
     df = spark.table(source)
     rows = df.count()
     fraction = min(1.0, SAMPLE_ROWS / max(1, rows))
-    sample = collect_arrow(df.select(*columns).sample(withReplacement=False, fraction=fraction, seed=seed))
+    sample = seeded_sample(df.select(*columns), fraction, seed, columns)
     bounds = range_bounds(sample, columns)
     schema = StructType(df.schema.fields + [StructField(ZKEY_COL, LongType(), False)])
     keyed = df.mapInArrow(zkey_batches(columns, bounds), schema)

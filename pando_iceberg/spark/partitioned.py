@@ -59,6 +59,7 @@ from .pipeline import (
     write_tasks,
 )
 from .rewrite_common import (
+    ROW_ID,
     STALE_NOTE,
     IncrementalResult,
     PandoRewriteError,
@@ -66,13 +67,13 @@ from .rewrite_common import (
     RewriteResult,
     batch_rows,
     candidate_ks,
-    collect_arrow,
     learning_workload,
+    seeded_sample,
     stale_cut_columns,
     table_workload,
 )
 
-FILE_COL = "_file"
+FILE_COL = ROW_ID[0]  # "_file": the data file a row is read from
 
 
 @dataclass
@@ -197,7 +198,9 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
     fractions = {p: min(1.0, max(options.sample_rate, options.min_sample_rows / max(1, rows_of[part_of[p]])))
                  for p in files}
     progress(f"sampling {len(names)} partition(s) of {table_name} ({sum(rows_of.values()):,} rows)")
-    sample = collect_arrow(df.where(F.col(FILE_COL).isin(files)).stat.sampleBy(FILE_COL, fractions, options.seed))
+    per_file = F.create_map(*[F.lit(x) for p in files for x in (p, fractions[p])])[F.col(FILE_COL)]
+    rows = jv.read_snapshot(spark, table_name, base_id, ROW_ID).where(F.col(FILE_COL).isin(files))
+    sample = seeded_sample(rows, per_file, options.seed, ROW_ID)
     t1 = time.time()
     seconds["sampling"] = t1 - t0
 
@@ -205,7 +208,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
     sample_part = np.asarray([names.index(part_of[p]) for p in files], dtype=np.int64)[
         pc.index_in(sample.column(FILE_COL), value_set=pa.array(files, pa.string())).to_numpy(zero_copy_only=False)
         .astype(np.int64)] if sample.num_rows else np.zeros(0, np.int64)
-    sample = sample.drop_columns([FILE_COL])
+    sample = sample.drop_columns(list(ROW_ID))
     # Templates' synthetic draws along the whole sample (every partition's), cuts computed once.
     ks = candidate_ks(options)
     expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options, validate=len(ks) > 1)

@@ -203,6 +203,30 @@ def collect_arrow(df) -> pa.Table:
     return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
 
 
+#: Iceberg's metadata columns that name a row of a snapshot: its data file and position in it.
+ROW_ID = ("_file", "_pos")
+_UNIT = 1 << 53  # a hash's low 53 bits, exactly a double: uniform in [0, 1) once divided
+
+
+def seeded_sample(df, fraction: Any, seed: int, key: Sequence[str]) -> pa.Table:
+    """A Bernoulli sample of ``df`` that depends only on its rows and ``seed``, in one order: a row
+    is kept when the hash of its ``key`` columns and the seed, as a number in [0, 1), is below
+    ``fraction`` (a number, or a Spark column: a fraction per row), and the sample is sorted by
+    ``key``. ``key``: ``ROW_ID`` (read with those metadata columns: each row its own draw), or
+    columns whose values are the draw (equal rows are kept together).
+
+    Spark's ``sample`` and ``sampleBy`` seed each task with its partition index, and Iceberg's
+    planning hands the same files to tasks in another order from one read to the next: four
+    samples of one taxi snapshot at the same seed were four different row sets, so the same
+    snapshot and options learned a different layout each time (session 25)."""
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
+    u = F.xxhash64(*[F.col(c) for c in key], F.lit(int(seed))).bitwiseAND(F.lit(_UNIT - 1)) / F.lit(float(_UNIT))
+    picked = collect_arrow(df.where(u < (fraction if isinstance(fraction, Column) else F.lit(float(fraction)))))
+    return picked.sort_by([(c, "ascending") for c in key])
+
+
 def namespace_schemas(spark, table_name: str) -> dict[str, pa.Schema]:
     """Arrow schemas of every table in the target table's namespace (the workload may join them)."""
     parts = table_name.split(".")
@@ -462,11 +486,10 @@ def dimension_samples(spark, filters: Sequence[Any], options: RewriteOptions) ->
     for dim, cols in wanted.items():
         if not cols:
             continue
-        df = spark.table(dim).select(*[sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in sorted(cols)])
+        names = sorted(cols)
+        df = spark.table(dim).select(*[sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in names])
         rows = int(df.count())
-        if rows > DIMENSION_SAMPLE_ROWS:
-            df = df.sample(withReplacement=False, fraction=DIMENSION_SAMPLE_ROWS / rows, seed=options.seed)
-        out[dim] = collect_arrow(df)
+        out[dim] = seeded_sample(df, min(1.0, DIMENSION_SAMPLE_ROWS / max(1, rows)), options.seed, names)
     return out
 
 

@@ -97,7 +97,7 @@ def write_range_zorder(spark, source: str, target: str, columns: Sequence[str], 
     df = spark.table(source)
     rows = df.count()
     fraction = min(1.0, SAMPLE_ROWS / max(1, rows))
-    sample = seeded_sample(df.select(*columns), fraction, seed, columns)
+    sample = seeded_sample(df.select(*columns), fraction, seed)
     bounds = range_bounds(sample, columns)
     schema = StructType(df.schema.fields + [StructField(ZKEY_COL, LongType(), False)])
     keyed = df.mapInArrow(zkey_batches(columns, bounds), schema)

@@ -59,7 +59,6 @@ from .pipeline import (
     write_tasks,
 )
 from .rewrite_common import (
-    ROW_ID,
     STALE_NOTE,
     IncrementalResult,
     PandoRewriteError,
@@ -73,7 +72,7 @@ from .rewrite_common import (
     table_workload,
 )
 
-FILE_COL = ROW_ID[0]  # "_file": the data file a row is read from
+FILE_COL = "_file"
 
 
 @dataclass
@@ -199,8 +198,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
                  for p in files}
     progress(f"sampling {len(names)} partition(s) of {table_name} ({sum(rows_of.values()):,} rows)")
     per_file = F.create_map(*[F.lit(x) for p in files for x in (p, fractions[p])])[F.col(FILE_COL)]
-    rows = jv.read_snapshot(spark, table_name, base_id, ROW_ID).where(F.col(FILE_COL).isin(files))
-    sample = seeded_sample(rows, per_file, options.seed, ROW_ID)
+    sample = seeded_sample(df.where(F.col(FILE_COL).isin(files)), per_file, options.seed, skip=[FILE_COL])
     t1 = time.time()
     seconds["sampling"] = t1 - t0
 
@@ -208,7 +206,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
     sample_part = np.asarray([names.index(part_of[p]) for p in files], dtype=np.int64)[
         pc.index_in(sample.column(FILE_COL), value_set=pa.array(files, pa.string())).to_numpy(zero_copy_only=False)
         .astype(np.int64)] if sample.num_rows else np.zeros(0, np.int64)
-    sample = sample.drop_columns(list(ROW_ID))
+    sample = sample.drop_columns([FILE_COL])
     # Templates' synthetic draws along the whole sample (every partition's), cuts computed once.
     ks = candidate_ks(options)
     expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options, validate=len(ks) > 1)

@@ -37,7 +37,6 @@ from .blocks import ROW_COL, LayoutPayload, route_batches
 from .partitioned import rewrite_partitions
 from .pipeline import Rewrite, block_file_refs, finalize_layout, routed_rows, run_rewrite, test_pause, write_tasks
 from .rewrite_common import (
-    ROW_ID,
     PandoRewriteError,
     RewriteOptions,
     RewriteResult,
@@ -118,7 +117,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     from ..layout import build_layout
 
     t0 = time.time()
-    df = jv.read_snapshot(spark, table_name, snapshot_id, ROW_ID)
+    df = jv.read_snapshot(spark, table_name, snapshot_id)
     wl, target, queries, schemas = table_workload(spark, table_name, workload)
 
     total_rows = row_count(spark, table_name, snapshot_id)
@@ -127,11 +126,10 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     fraction = min(1.0, max(options.sample_rate, options.min_sample_rows / total_rows))
     with spark_job_progress(spark, progress, f"sampling {table_name} ({fraction:.2%} of {total_rows:,} rows)"):
         test_pause("SAMPLING")
-        sample = seeded_sample(df, fraction, options.seed, ROW_ID)
+        sample = seeded_sample(df, fraction, options.seed)
     t1 = time.time()
     if sample.num_rows == 0:
         sample = collect_arrow(df.limit(options.min_sample_rows))
-    sample = sample.drop_columns(list(ROW_ID))
     ks = candidate_ks(options)
     expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options, validate=len(ks) > 1)
     scale = sample.num_rows / total_rows

@@ -203,28 +203,43 @@ def collect_arrow(df) -> pa.Table:
     return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
 
 
-#: Iceberg's metadata columns that name a row of a snapshot: its data file and position in it.
-ROW_ID = ("_file", "_pos")
 _UNIT = 1 << 53  # a hash's low 53 bits, exactly a double: uniform in [0, 1) once divided
+_DRAW = "__pando_draw"
 
 
-def seeded_sample(df, fraction: Any, seed: int, key: Sequence[str]) -> pa.Table:
-    """A Bernoulli sample of ``df`` that depends only on its rows and ``seed``, in one order: a row
-    is kept when the hash of its ``key`` columns and the seed, as a number in [0, 1), is below
-    ``fraction`` (a number, or a Spark column: a fraction per row), and the sample is sorted by
-    ``key``. ``key``: ``ROW_ID`` (read with those metadata columns: each row its own draw), or
-    columns whose values are the draw (equal rows are kept together).
+def seeded_sample(df, fraction: Any, seed: int, skip: Sequence[str] = ()) -> pa.Table:
+    """A Bernoulli sample of ``df`` that depends only on its rows' values and ``seed``, in one
+    order: a row is kept when the hash (xxhash64) of its values and the seed, as a number in
+    [0, 1), is below ``fraction`` (a number, or a Spark column: a fraction per row), and the sample
+    is sorted by that hash. Columns in ``skip`` (e.g. Iceberg's ``_file``) are carried along but not
+    hashed; a column holding a map is hashed as its JSON (Spark hashes no maps). Equal rows are kept
+    or dropped together.
 
     Spark's ``sample`` and ``sampleBy`` seed each task with its partition index, and Iceberg's
     planning hands the same files to tasks in another order from one read to the next: four
-    samples of one taxi snapshot at the same seed were four different row sets, so the same
-    snapshot and options learned a different layout each time (session 25)."""
+    samples of one taxi snapshot at the same seed were four row sets, so the same snapshot and
+    options learned another layout each time (session 25). Hashing the values, not the files'
+    names and positions, also gives the same sample after a compaction or in a copy of the table."""
     from pyspark.sql import Column
     from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
-    u = F.xxhash64(*[F.col(c) for c in key], F.lit(int(seed))).bitwiseAND(F.lit(_UNIT - 1)) / F.lit(float(_UNIT))
-    picked = collect_arrow(df.where(u < (fraction if isinstance(fraction, Column) else F.lit(float(fraction)))))
-    return picked.sort_by([(c, "ascending") for c in key])
+    def has_map(t: DataType) -> bool:
+        if isinstance(t, MapType):
+            return True
+        if isinstance(t, ArrayType):
+            return has_map(t.elementType)
+        return isinstance(t, StructType) and any(has_map(f.dataType) for f in t.fields)
+
+    values = []
+    for f in df.schema.fields:
+        if f.name not in skip:
+            col = F.col("`" + f.name.replace("`", "``") + "`")
+            values.append(F.to_json(col) if has_map(f.dataType) else col)
+    u = F.xxhash64(*values, F.lit(int(seed))).bitwiseAND(F.lit(_UNIT - 1)) / F.lit(float(_UNIT))
+    picked = df.withColumn(_DRAW, u).where(F.col(_DRAW) < (fraction if isinstance(fraction, Column)
+                                                            else F.lit(float(fraction))))
+    return collect_arrow(picked).sort_by(_DRAW).drop_columns([_DRAW])
 
 
 def namespace_schemas(spark, table_name: str) -> dict[str, pa.Schema]:
@@ -486,10 +501,9 @@ def dimension_samples(spark, filters: Sequence[Any], options: RewriteOptions) ->
     for dim, cols in wanted.items():
         if not cols:
             continue
-        names = sorted(cols)
-        df = spark.table(dim).select(*[sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in names])
+        df = spark.table(dim).select(*[sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in sorted(cols)])
         rows = int(df.count())
-        out[dim] = seeded_sample(df, min(1.0, DIMENSION_SAMPLE_ROWS / max(1, rows)), options.seed, names)
+        out[dim] = seeded_sample(df, min(1.0, DIMENSION_SAMPLE_ROWS / max(1, rows)), options.seed)
     return out
 
 

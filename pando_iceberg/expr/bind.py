@@ -13,6 +13,7 @@ reasoning in `sides.py` rely on.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import typing
 from decimal import Decimal, InvalidOperation
@@ -36,6 +37,30 @@ from pando_iceberg.expr.values import (
 from pando_iceberg.expr.visitor import PredicateVisitor, kind_of
 
 DIALECT = "spark"
+
+
+@functools.lru_cache(maxsize=4096)
+def column_identifier(name: str) -> exp.Identifier:
+    """``name`` as a column identifier, quoted when written bare it would not read back as that
+    column: a space or a quote (sqlglot quotes those itself), a keyword (``from``), a function
+    called without parentheses (``current_date``), as ``parse_predicate`` reads it. A filter's SQL
+    is its cut's key in the sidecar and is parsed again from there; names that read back bare stay
+    bare, as they always were."""
+    ident = exp.to_identifier(name)
+    if ident.quoted:
+        return ident
+    log = logging.getLogger("sqlglot")  # `comment = 0` is read as a command, with a warning
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        node = parse_predicate(f"{name} = 0")
+    except PandoExprError:
+        node = None
+    finally:
+        log.setLevel(level)
+    left = node.this if isinstance(node, exp.EQ) else None
+    bare = isinstance(left, exp.Column) and not left.table and left.this.name == name
+    return ident if bare else exp.to_identifier(name, quoted=True)
 
 _FLIP: dict[type[exp.Expression], type[exp.Expression]] = {
     exp.LT: exp.GT, exp.GT: exp.LT, exp.LTE: exp.GTE, exp.GTE: exp.LTE, exp.EQ: exp.EQ, exp.NEQ: exp.NEQ}
@@ -145,7 +170,7 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
         if arrow_kind(t) is None:
             raise self.fail(f"column {name!r} has type {t}, which predicates cannot use "
                             "(accepted: integers, floats, decimals, strings, booleans, dates, timestamps)")
-        return exp.Column(this=exp.to_identifier(name))
+        return exp.Column(this=column_identifier(name))
 
     def visit_interval(self, node: exp.Expression, arg: None) -> exp.Expression:
         self.literal_of(node)  # validates the interval; it is bound by its parent

@@ -100,3 +100,20 @@ def test_valid_edge_cases_still_parse():
     assert ok("l_shipdate = date '1994-02'").to_sql() == "l_shipdate = CAST('1994-02-01' AS DATE)"
     # An explicit CAST of a bad string is NULL in Spark (not an error): the filter is never TRUE.
     assert ok("l_shipdate < cast('abc' as date)").is_unsatisfiable()
+
+
+def test_a_filters_sql_reads_back_whatever_its_columns_are_named():
+    """A filter's SQL is its cut's key in the sidecar, parsed again when the layout is read: a column
+    named as a keyword (``from``, ``comment``) or as a function called without parentheses
+    (``current_date``) is written quoted; names that read back bare stay bare (older keys)."""
+    names = ["from", "comment", "current_date", "select", "a b", "it's", "date", "l_shipdate"]
+    schema = pa.schema([(n, pa.int64()) for n in names])
+    sql = " AND ".join(f"`{n.replace('`', '``')}` > {i}" for i, n in enumerate(names))
+    f = TableFilter.from_sql(sql, schema, "t")
+    text = f.to_sql()
+    assert "`from` > 0" in text and "`comment` > 1" in text and "`current_date` > 2" in text
+    assert " date > 6" in text and " l_shipdate > 7" in text
+    again = TableFilter.from_sql(text, schema, "t")
+    assert again.to_sql() == text
+    row = pa.table({n: [i + 1] for i, n in enumerate(names)})
+    assert list(again.evaluate(row)) == [True]

@@ -2,7 +2,7 @@
 
 Spark's own ``sample`` seeds each task with its partition index, and Iceberg's planning may hand the
 same files to other tasks from one read to the next: the same snapshot and seed gave another sample,
-and so another layout, each time (four reads of one taxi snapshot, four row sets)."""
+and so another layout (four reads of one taxi snapshot, three different row sets)."""
 
 from __future__ import annotations
 

@@ -163,10 +163,11 @@ def targets(rep: dict, summary: dict) -> list[dict]:
 def _target(text: str, value: float | None, wanted: float, *, at_least: bool) -> dict:
     """A target row: met when ``value`` is at least (or at most) ``wanted``; ``by``: the share of
     the target reached (above 1 when met)."""
-    if value is None:
-        return {"target": text, "value": None, "met": False, "by": None, "best_per_template": None}
-    return {"target": text, "value": value, "met": value >= wanted if at_least else value <= wanted,
-            "by": value / wanted if at_least else (wanted / value if value else None), "best_per_template": None}
+    row: dict = {"target": text, "value": value, "met": False, "by": None, "best_per_template": None}
+    if value is not None:
+        row["met"] = value >= wanted if at_least else value <= wanted
+        row["by"] = value / wanted if at_least else (wanted / value if value else None)
+    return row
 
 
 def _how(layout: str, v: dict) -> str:

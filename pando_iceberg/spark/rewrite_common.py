@@ -234,7 +234,7 @@ def seeded_sample(df, fraction: Any, seed: int, skip: Sequence[str] = ()) -> pa.
     values = []
     for f in df.schema.fields:
         if f.name not in skip:
-            col = F.col("`" + f.name.replace("`", "``") + "`")
+            col = F.col(sqlglot.exp.column(f.name, quoted=True).sql(dialect="spark"))  # as the module quotes
             values.append(F.to_json(col) if has_map(f.dataType) else col)
     u = F.xxhash64(*values, F.lit(int(seed))).bitwiseAND(F.lit(_UNIT - 1)) / F.lit(float(_UNIT))
     picked = df.withColumn(_DRAW, u).where(F.col(_DRAW) < (fraction if isinstance(fraction, Column)

@@ -304,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--per-template", type=int, default=4, help="queries per TPC-H template, half held out (default 4)")
     s.set_defaults(func=cmd_demo)
     s = sub.add_parser("bench", parents=[common],
-                       help="Pando vs arrival order, sort and z-order on the same data: files, bytes, time (issue 6)")
+                       help="Pando vs arrival order, sort and z-order on the same data: files, bytes, time")
     from .bench.harness import add_arguments
 
     add_arguments(s)

@@ -1,4 +1,4 @@
-"""The benchmark's report: a summary per layout, the issue's targets marked met/missed, a
+"""The benchmark's report: a summary per layout, the project's targets marked met/missed, a
 per-template breakdown (like the paper's Fig. 8), markdown tables and PNG plots (Agg backend)."""
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from typing import Any
 
 LAYOUT_COLORS = {"arrival": "#9e9e9e", "sort": "#8c6d31", "zorder": "#d6616b", "zorder-ranges": "#843c39",
                  "pando-k1": "#c6dbef", "pando-k2": "#6baed6", "pando-k3": "#2171b5", "pando-k4": "#08306b"}
-#: The open issues' targets for Pando k=3: on TPC-H ≥ 2× fewer bytes and files than the best of
-#: Iceberg's sort and z-order (issue 15) and no template slower than on z-order by more than 10 %
-#: (issue 16, time z-order / Pando ≥ 0.9); files read within 2.5× the lower bound on taxi
-#: (issue 15) and 3× on the star schema (issue 14).
+#: The targets for Pando k=3: on TPC-H ≥ 2× fewer bytes and files than the best of Iceberg's sort
+#: and z-order, and no template slower than on z-order by more than 10 % (time z-order / Pando ≥
+#: 0.9); files read within 2.5× the lower bound on taxi and 3× on the star schema.
 TARGET_BEST_RATIO = 2.0
 TARGET_TEMPLATE_TIME = 0.9
 TARGET_LB_RATIO = {"taxi": 2.5, "star": 3.0}
@@ -124,7 +123,7 @@ def best_per_template(rep: dict, what: str) -> float | None:
 
 
 def targets(rep: dict, summary: dict) -> list[dict]:
-    """The open issues' targets for Pando k=3, each with ``best_per_template``: the same measure for
+    """The targets for Pando k=3, each with ``best_per_template``: the same measure for
     the best measured layout of each template combined (None when not computable)."""
     lay = summary["layouts"]
     out: list[dict] = []
@@ -138,7 +137,7 @@ def targets(rep: dict, summary: dict) -> list[dict]:
             best = min(baselines, key=lambda x: lay[x][key])
             r = _ratio(lay[best][key], p[key])
             out.append(_target(f"{what}: best of {', '.join(baselines)} ({best}, {_f(lay[best][key] * unit)}) / "
-                               f"pando-k3 ({_f(p[key] * unit)}) ≥ {TARGET_BEST_RATIO:g}× (issue 15; test queries "
+                               f"pando-k3 ({_f(p[key] * unit)}) ≥ {TARGET_BEST_RATIO:g}× (test queries "
                                "filtering lineitem or orders)", r, TARGET_BEST_RATIO, at_least=True))
             oracle = best_per_template(rep, key.removeprefix("mean_"))
             out[-1]["best_per_template"] = _ratio(lay[best][key], oracle) if oracle else None
@@ -149,12 +148,11 @@ def targets(rep: dict, summary: dict) -> list[dict]:
         if times:
             worst = min(times, key=lambda t: times[t])
             out.append(_target(f"slowest template against z-order: Q{worst}, Spark time zorder / pando-k3 ≥ "
-                               f"{TARGET_TEMPLATE_TIME:g} (issue 16: no template more than 10 % slower)",
+                               f"{TARGET_TEMPLATE_TIME:g} (no template more than 10 % slower)",
                                times[worst], TARGET_TEMPLATE_TIME, at_least=True))
     if dataset in TARGET_LB_RATIO:
         target = TARGET_LB_RATIO[dataset]
-        issue = 15 if dataset == "taxi" else 14
-        out.append(_target(f"files read: pando-k3 / lower bound ≤ {target:g}× (issue {issue})", p["lb_ratio"], target,
+        out.append(_target(f"files read: pando-k3 / lower bound ≤ {target:g}×", p["lb_ratio"], target,
                            at_least=False))
         out[-1]["best_per_template"] = best_per_template(rep, "lb_ratio")
     return out
@@ -391,7 +389,7 @@ def benchmarks_markdown(runs: list[tuple[dict, str, str]], note: str = "") -> st
     m = first["machine"]
     lines = ["# Benchmarks: Pando vs Iceberg's own layouts", "",
              f"Latest run: {first['date']} on {m['nproc']} CPUs, {m['memory_gib']} GiB ({m['platform']}, Python "
-             f"{m['python']}). Produced by `pando bench` (pando_iceberg/bench, issue 6).", ""]
+             f"{m['python']}). Produced by `pando bench` (pando_iceberg/bench).", ""]
     if note:
         lines += [note, ""]
     for rep, command, stem in runs:

@@ -227,6 +227,44 @@ class PandoConfig:
         }
 
 
+#: The settings of a Spark Iceberg catalog ``spark.sql.catalog.<name>.<key>`` that name its tables'
+#: location: what :func:`spark_catalog_config` reads and :func:`same_catalog` compares.
+SPARK_CATALOG_KEYS = ("", "type", "catalog-impl", "uri", "warehouse", "jdbc.user", "jdbc.password",
+                      "s3.endpoint", "s3.path-style-access", "client.region")
+_ICEBERG_SPARK_CATALOGS = ("org.apache.iceberg.spark.SparkCatalog", "org.apache.iceberg.spark.SparkSessionCatalog")
+
+
+def spark_catalog_config(name: str, settings: Mapping[str, str | None], home: Path) -> PandoConfig:
+    """The configuration of Spark's Iceberg catalog ``name`` from its session settings
+    (``settings``: :data:`SPARK_CATALOG_KEYS` → value, ``""`` being the catalog class): the inverse of
+    :meth:`PandoConfig.spark_conf`, so pyiceberg opens the tables the Spark session reads. Raises
+    :class:`ConfigError` naming the setting when the catalog is not one pyiceberg can open."""
+    p = f"spark.sql.catalog.{name}"
+    impl = settings.get("")
+    if impl not in _ICEBERG_SPARK_CATALOGS:
+        raise ConfigError(f"{p} = {impl!r} is not an Iceberg catalog; accepted: {', '.join(_ICEBERG_SPARK_CATALOGS)}")
+    kind = settings.get("type")
+    if settings.get("catalog-impl") == "org.apache.iceberg.aws.glue.GlueCatalog":
+        kind = "glue"
+    if kind not in ("jdbc", "rest", "hive", "glue"):
+        raise ConfigError(f"{p}.type = {kind!r} cannot be opened by pyiceberg; accepted: jdbc, rest, hive, "
+                          "or catalog-impl org.apache.iceberg.aws.glue.GlueCatalog")
+    s3 = S3Config(endpoint=settings.get("s3.endpoint") or None, region=settings.get("client.region") or None,
+                  path_style_access=(settings.get("s3.path-style-access") or "true").lower() == "true")
+    catalog = CatalogConfig(name=name, type=kind, uri=settings.get("uri") or None,
+                            warehouse=settings.get("warehouse") or None, user=settings.get("jdbc.user") or None,
+                            password=settings.get("jdbc.password") or None)
+    return validate(PandoConfig(home=home, catalog=catalog, s3=s3, source=f"Spark session settings {p}.*"))
+
+
+def same_catalog(cfg: PandoConfig, name: str, settings: Mapping[str, str | None]) -> bool:
+    """Does ``cfg`` describe Spark's catalog ``name`` (same name, location of its catalog and warehouse)?"""
+    mine = cfg.spark_conf()
+    p = f"spark.sql.catalog.{name}"
+    return cfg.catalog.name == name and all(
+        (mine.get(f"{p}.{key}") or None) == (settings.get(key) or None) for key in ("uri", "warehouse"))
+
+
 def _redact(uri: str | None) -> str | None:
     if uri is None:
         return None

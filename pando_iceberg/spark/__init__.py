@@ -21,9 +21,8 @@ def sql(spark, query: str, *, catalog: Any = None, use_layout: bool = True, stag
     Iceberg base table reads only the files Iceberg's pruning and the table's Pando trees keep
     (a table without a usable layout reads what Iceberg's pruning keeps: never a wrong result).
 
-    ``catalog`` is the pyiceberg catalog of the Spark session's tables; by default the one of the
-    pando configuration (``pando.yaml`` / ``PANDO_*``, as the ``pando`` command uses), which must
-    carry the same name as Spark's current catalog.
+    ``catalog`` is the pyiceberg catalog of the Spark session's tables; by default the session's own
+    current catalog, opened from its settings (:func:`default_catalog`).
 
     Lifetime: planning happens in this call; the chosen scan tasks stay staged in the JVM until
     ``df.pando.close()`` or the end of ``with ... as df``. Run every action (also on DataFrames
@@ -37,18 +36,37 @@ def sql(spark, query: str, *, catalog: Any = None, use_layout: bool = True, stag
     return pruned_sql(spark, catalog, query, use_layout=use_layout, stage=stage)
 
 
-def default_catalog(spark):
-    """The pyiceberg catalog of the pando configuration, checked against Spark's current catalog."""
-    from ..catalog import load_catalog
-    from ..config import load_config
+# pyiceberg catalogs opened from Spark sessions' settings, by those settings: one per catalog, not per query
+_SESSION_CATALOGS: dict[tuple, Any] = {}
 
-    cfg = load_config()
+
+def default_catalog(spark):
+    """The pyiceberg catalog of the Spark session's current catalog, opened from the session's own
+    settings (``spark.sql.catalog.<current>.*``: type, uri, warehouse, JDBC user, S3 settings), never
+    from the working directory. Where those settings cannot be opened by pyiceberg (another catalog
+    type), the pando configuration (``pando.yaml`` / ``PANDO_*``) is used if it describes the same
+    catalog (same name, uri and warehouse); otherwise a ValueError names both."""
+    from ..catalog import load_catalog
+    from ..config import SPARK_CATALOG_KEYS, ConfigError, load_config, same_catalog, spark_catalog_config
+
     current = spark.catalog.currentCatalog()
-    if current != cfg.catalog.name:
-        raise ValueError(f"pando_iceberg.spark.sql: Spark's current catalog is {current!r} but the pando "
-                         f"configuration's catalog is {cfg.catalog.name!r}; pass catalog=<the pyiceberg catalog "
-                         f"of {current!r}> or run USE {cfg.catalog.name} first")
-    return load_catalog(cfg)
+    prefix = f"spark.sql.catalog.{current}"
+    settings = {key: spark.conf.get(f"{prefix}.{key}" if key else prefix, None) for key in SPARK_CATALOG_KEYS}
+    memo = (current, *sorted((k, v or "") for k, v in settings.items()))
+    if memo in _SESSION_CATALOGS:
+        return _SESSION_CATALOGS[memo]
+    cfg = load_config()
+    try:
+        session_cfg = spark_catalog_config(current, settings, cfg.home)
+    except ConfigError as e:
+        if not same_catalog(cfg, current, settings):
+            raise ValueError(f"pando_iceberg.spark.sql: Spark's current catalog {current!r} cannot be opened from the "
+                             f"session's settings ({e}), and the pando configuration ({cfg.source}) describes another "
+                             f"catalog ({cfg.catalog.name!r} at {cfg.describe()['catalog']['uri']}); pass "
+                             f"catalog=<the pyiceberg catalog of {current!r}>") from None
+        session_cfg = cfg
+    _SESSION_CATALOGS[memo] = catalog = load_catalog(session_cfg)
+    return catalog
 
 
 __all__ = ["default_catalog", "sql"]

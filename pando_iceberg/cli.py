@@ -299,9 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--replace", action="store_true", help="drop and reload tables that exist")
     s.set_defaults(func=cmd_load_tpch)
     s = sub.add_parser("demo", parents=[common], help="the main job on the embedded lakehouse (see README)")
-    s.add_argument("--sf", type=float, default=0.1, help="TPC-H scale factor (default 0.1)")
+    s.add_argument("--sf", type=float, default=0.1, help="scale factor of both datasets (default 0.1)")
     s.add_argument("--k", type=int, default=3, help="Pando trees per table, at most (default 3; 1..4)")
-    s.add_argument("--per-template", type=int, default=4, help="queries per TPC-H template, half held out (default 4)")
+    s.add_argument("--per-template", type=int, default=4, help="queries per template, half held out (default 4)")
     s.set_defaults(func=cmd_demo)
     s = sub.add_parser("bench", parents=[common],
                        help="Pando vs arrival order, sort and z-order on the same data: files, bytes, time")

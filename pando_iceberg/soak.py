@@ -1,4 +1,4 @@
-"""``pando soak``: a month of a living lakehouse, compressed (issue 19).
+"""``pando soak``: a month of a living lakehouse, compressed.
 
 A star schema (the bench's star dataset, :func:`~pando_iceberg.bench.datasets.load_star`) and a
 copy of its fact partitioned by year (``truncate(10000, date_key)``), both laid out with Pando;

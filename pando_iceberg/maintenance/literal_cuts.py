@@ -31,7 +31,7 @@ The result is a new sidecar (new layout id, same block → files map) and a poin
 new table snapshot. Any interleaving with an incremental layout is sound: each sidecar is
 consistent in itself, and files a sidecar does not list are always read.
 
-Per-partition layouts (sidecar format version 2, issue 9): the same rule per partition layout.
+Per-partition layouts (sidecar format version 2): the same rule per partition layout.
 Candidates are computed once per distinct cut origin (``_origins``); the laid-out-rows test is
 one semi-join per fact column over every partition's laid-out files, its hits tagged with their
 file's partition, and a key is blocked only in the partitions whose rows have it. The changed

@@ -1,4 +1,4 @@
-"""Drift of per-partition layouts (issue 9 item 4): for each partition of a partitioned table, the
+"""Drift of per-partition layouts: for each partition of a partitioned table, the
 share of rows and files outside its layout and the skipping efficiency of the recorded workload
 now versus at layout time; the degraded partitions, and those without a layout yet (a new day),
 get a re-layout CALL with a ``where`` that selects exactly them.

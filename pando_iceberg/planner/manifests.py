@@ -218,7 +218,7 @@ class CachedManifestPlanner(ManifestGroupPlanner):
         # every manifest (no partition summaries), and its partition evaluator is the filter
         # projected on no field — always true unless the bound filter is the constant false, which
         # projects to false (binding folds constants; predicates project to true). Both are
-        # answered without projecting and binding the filter again (issue 16: 0.55 ms a query).
+        # answered without projecting and binding the filter again (0.55 ms a query).
         # The metrics evaluator's bound filter (pyiceberg 0.12's ``_InclusiveMetricsEvaluator.expr``);
         # without it every spec takes pyiceberg's evaluators.
         bound = getattr(pyiceberg_metrics, "expr", None)

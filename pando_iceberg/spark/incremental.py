@@ -131,7 +131,7 @@ def incremental_rewrite(spark, table_name: str, min_block_rows: int | None = Non
         result.notes.append("every live data file belongs to the layout: nothing to lay out")
         return result
     stale = stale_cut_columns(table, cur.pointer, layout, io_properties)
-    if stale:  # soak finding (issue 19): routing failed with "column 'amount' is not in the evaluated table"
+    if stale:  # found by the soak test: routing failed with "column 'amount' is not in the evaluated table"
         result.notes.append(STALE_NOTE.format(columns=", ".join(sorted(stale)), what="the rows outside it are"))
         return result
 

@@ -1,6 +1,6 @@
 """Which table Spark joins each base table with first, and Spark's size estimate of a dimension's
 scan: what tells whether a row filter (``planner.joins.row_filters``) would only repeat a join the
-query's own plan makes anyway (issue 16).
+query's own plan makes anyway.
 
 A row filter semi-joins a table's rows with a dimension's keys before Spark's joins. That pays when
 the table's rows would otherwise meet other joins, an aggregate or a shuffle first (TPC-H Q7, Q17).

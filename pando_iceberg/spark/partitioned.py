@@ -178,7 +178,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
         chosen = {part_of[p] for p in matched if p in part_of}
     else:
         chosen = set(part_of.values())
-    if not chosen and not part_of and live:  # soak finding (issue 19): it said "matches where None"
+    if not chosen and not part_of and live:  # found by the soak test: it said "matches where None"
         raise PandoRewriteError(f"table {table_name} has no live data file under its current partition spec (all "
                                 f"{len(live)} were written under older specs, which Pando does not lay out): rewrite "
                                 f"them into the current spec first, e.g. CALL <catalog>.system.rewrite_data_files("
@@ -334,7 +334,7 @@ def incremental_partitions(spark, table_name: str, min_block_rows: int | None = 
     inside = current.partition_of_path()
     part_of = {p: str(spec.partitionToPath(f.partition())) for p, f in live.items()
                if int(f.specId()) == spec_id and p not in inside}
-    stale = {}  # partition → cut columns renamed/dropped since its layout (soak finding, issue 19)
+    stale = {}  # partition → cut columns renamed/dropped since its layout (found by the soak test)
     for n in sorted(set(part_of.values()) & set(current.partitions)):
         entry = current.partitions[n]
         own = dataclasses.replace(ptr, snapshot_id=entry.sidecar.base_snapshot_id) \

@@ -1,4 +1,4 @@
-"""Per-partition layouts of a partitioned table (issue 9; the paper's §7 two-level scheme: the
+"""Per-partition layouts of a partitioned table (the paper's §7 two-level scheme: the
 Iceberg partition first, a Pando layout inside each partition). Sidecar format version 2.
 
 ONE Puffin file per partitioned layout, ``<table location>.pando/<layout-id>.puffin`` (same

@@ -1,5 +1,5 @@
 """The workload a layout recorded, brought to the table's current schema before a re-layout
-learns from it again (soak findings, issue 19: after a rename every recorded statement failed
+learns from it again (found by the soak test: after a rename every recorded statement failed
 with "Unknown column" and the nightly re-layout failed).
 
 * a column of the table renamed since follows its field id to its current name;

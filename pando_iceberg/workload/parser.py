@@ -554,6 +554,9 @@ def join_scopes(select: exp.Select) -> tuple[list[tuple[exp.Expression, frozense
         if kind in ("SEMI", "ANTI"):
             unmodeled.append((join, f"{kind} join is not modeled"))
             return left  # the left input's rows, none of the right's columns
+        if kind not in ("", "INNER", "CROSS", "OUTER") or (kind == "OUTER" and not side):
+            unmodeled.append((join, f"{kind} join is not modeled"))
+            side = "FULL"  # read as one that constrains nothing
         if side in ("LEFT", "RIGHT", "FULL"):
             under_outer.update(la | ra)
             if side != "FULL":  # the ON filters the null-supplying input before it is joined

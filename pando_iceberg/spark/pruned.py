@@ -255,11 +255,13 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
     """Plan every Iceberg base table of ``sql`` (parsed: ``tree``, when the caller parsed it) with
     its own filter (join filters included)."""
     from ..planner import plan_scan
-    from ..workload import parse_query
+    from ..workload import PandoWorkloadError, parse_query
 
     t0 = time.perf_counter()
     catalog = PlanCatalog(catalog)
     tree = parse_sql(sql) if tree is None else tree
+    if not isinstance(tree, exp.Query):  # a command is refused, never run as written
+        raise PandoWorkloadError(f"not a query: {tree.sql(dialect='spark')[:200]}")
     if tree.find(exp.Version, exp.TableSample) is not None:
         # A table read as of another snapshot, or sampled: its rows are not the current
         # snapshot's, or not all of them before the query's filters (a pruned scan would change

@@ -166,33 +166,40 @@ def test_metadata_tables_and_unknown_names(spark, catalog, star):
 
 
 JOINS = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]
-PREDICATES = {
-    "s": ["s.s_sqft < 2500", "s.s_region = 1", "s.s_sqft IS NULL"],
+PREDICATES = {  # strict ones, and ones that hold on NULL (they must not prune a nullable side)
+    "s": ["s.s_sqft < 2500", "s.s_region = 1", "s.s_sqft IS NULL", "(s.s_sqft IS NULL OR s.s_sqft < 2500)"],
     "f": ["f.quantity >= 5", "f.quantity <= 2", "f.date_key BETWEEN 30 AND 90", "f.sale_id < 20000",
-          "f.sale_id IS NULL"],
-    "d": ["d.d_month = 2", "d.date_key > 300"],
+          "f.sale_id IS NULL", "(f.sale_id IS NULL OR f.quantity >= 5)", "coalesce(f.quantity, 0) < 3"],
+    "d": ["d.d_month = 2", "d.date_key > 300", "(d.date_key IS NULL OR d.d_month = 2)"],
 }
-ON = {("s", "f"): "s.store_key = f.store_key", ("f", "d"): "f.date_key = d.date_key",
-      ("s", "d"): "d.date_key = s.store_key"}
+ON = {  # dense (every store has sales) and sparse (most rows find no partner) equi-joins
+    ("s", "f"): ["s.store_key = f.store_key", "f.sale_id = s.store_key * 1000 + 1"],
+    ("f", "d"): ["f.date_key = d.date_key", "f.sale_id = d.date_key * 150 + 7"],
+    ("s", "d"): ["d.date_key = s.store_key"],
+}
 
 
 def _random_query(rng: random.Random, ns: str) -> str:
     order = rng.sample(["s", "f", "d"], 3)
     names = {"s": f"{ns}.store s", "f": f"{ns}.sales f", "d": f"{ns}.date_dim d"}
 
-    def on(a: str, b: str) -> str:
+    def on(a: str, b: str, visible: tuple[str, ...]) -> str:
+        """The equi-join of a and b, and predicates over any table the ON can see."""
         key = (a, b) if (a, b) in ON else (b, a)
-        parts = [ON[key]] + [rng.choice(PREDICATES[t]) for t in (a, b) if rng.random() < 0.4]
-        if rng.random() < 0.3:  # an OR over both sides, or a non-strict one
-            parts.append(f"({rng.choice(PREDICATES[a])} OR {rng.choice(PREDICATES[b])})")
+        parts = [rng.choice(ON[key])] + [rng.choice(PREDICATES[t]) for t in visible if rng.random() < 0.4]
+        if rng.random() < 0.3:  # an OR over two tables
+            x, y = rng.sample(visible, 2)
+            parts.append(f"({rng.choice(PREDICATES[x])} OR {rng.choice(PREDICATES[y])})")
         return " AND ".join(parts)
 
     j1, j2 = rng.choice(JOINS), rng.choice(JOINS)
     a, b, c = order
     if rng.random() < 0.3:  # a parenthesised right input
-        from_ = f"{names[a]} {j2} ({names[b]} {j1} {names[c]} ON {on(b, c)}) ON {on(a, rng.choice([b, c]))}"
+        from_ = (f"{names[a]} {j2} ({names[b]} {j1} {names[c]} ON {on(b, c, (b, c))}) "
+                 f"ON {on(a, rng.choice([b, c]), order)}")
     else:
-        from_ = f"{names[a]} {j1} {names[b]} ON {on(a, b)} {j2} {names[c]} ON {on(rng.choice([a, b]), c)}"
+        from_ = (f"{names[a]} {j1} {names[b]} ON {on(a, b, (a, b))} "
+                 f"{j2} {names[c]} ON {on(rng.choice([a, b]), c, order)}")
     where = [rng.choice(PREDICATES[t]) for t in order if rng.random() < 0.4]
     return ("SELECT count(*), count(f.sale_id), count(s.store_key), count(d.date_key) FROM " + from_
             + (" WHERE " + " AND ".join(where) if where else ""))
@@ -200,10 +207,14 @@ def _random_query(rng: random.Random, ns: str) -> str:
 
 def test_random_join_shapes_are_exact(spark, catalog, star):
     rng = random.Random(51)
-    wrong = []
-    for _ in range(40):
+    wrong, failed = [], []
+    for _ in range(30):
         sql = _random_query(rng, star)
-        got, want, notes = pruned_and_plain(spark, catalog, sql)
+        try:
+            got, want, notes = pruned_and_plain(spark, catalog, sql)
+        except Exception as e:  # plain Spark answers every one of them
+            failed.append((sql, f"{type(e).__name__}: {str(e)[:200]}"))
+            continue
         if got != want:
             wrong.append((sql, got, want, notes))
-    assert not wrong, wrong
+    assert not wrong and not failed, (len(wrong), len(failed), wrong, failed)

@@ -175,6 +175,8 @@ class QueryPlan:
     row_filters: dict[str, list[Any]] = field(default_factory=dict)  # table → planner.joins.RowFilter
     row_filter_notes: dict[str, list[str]] = field(default_factory=dict)  # table → joins left unfiltered, why
     unplanned: str | None = None  # why Spark reads the whole query as written (no table planned)
+    skipped: dict[str, str] = field(default_factory=dict)  # table → why Spark's own plan reads it unpruned
+    catalog_name: str | None = None  # the catalog a three-part name must start with to be planned
 
     @property
     def explains(self) -> dict[str, Any]:
@@ -253,11 +255,13 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
     """Plan every Iceberg base table of ``sql`` (parsed: ``tree``, when the caller parsed it) with
     its own filter (join filters included)."""
     from ..planner import plan_scan
-    from ..workload import parse_query
+    from ..workload import PandoWorkloadError, parse_query
 
     t0 = time.perf_counter()
     catalog = PlanCatalog(catalog)
     tree = parse_sql(sql) if tree is None else tree
+    if not isinstance(tree, exp.Query):  # a command is refused, never run as written
+        raise PandoWorkloadError(f"not a query: {tree.sql(dialect='spark')[:200]}")
     if tree.find(exp.Version, exp.TableSample) is not None:
         # A table read as of another snapshot, or sampled: its rows are not the current
         # snapshot's, or not all of them before the query's filters (a pruned scan would change
@@ -265,7 +269,14 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
         return QueryPlan(sql, tree, {}, timings=_phase_timings(time.perf_counter() - t0),
                          unplanned="the query reads a table AS OF a version or time, or samples one (TABLESAMPLE): "
                                    "Spark reads it as written, unpruned")
-    names = sorted({_qualified(t) for t in _base_tables(tree)})
+    catalog_name = getattr(catalog.catalog, "name", None)
+    # A name is planned by its last two parts when it has two, or three starting with this
+    # catalog's name; others (``db.t.snapshot_id_<id>``, ``db.t.branch_b``, ``db.t.files``, another
+    # catalog's table) are read by Spark's own plan, under the name as written.
+    written: dict[str, str] = {}
+    for t in _base_tables(tree):
+        written.setdefault(_qualified(t) if _ours(t, catalog_name) else _written(t), _written(t))
+    names = sorted(written)
     # Asked only when a name is not qualified: Spark reads such a name as a temporary view when
     # one has it (even if a table of the current namespace has it too), else in that namespace.
     unqualified = [n for n in names if "." not in n]
@@ -273,23 +284,55 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
     temporary = temporary_views(spark, unqualified)
     # Only the query's own tables: their pyiceberg tables (reused to plan them) and Spark's view of
     # their schemas (the types the parser types literals with); a name pyiceberg does not know
-    # (a view) is left to Spark, and a name Spark does not know either fails with Spark's own
-    # error ("... cannot be found").
+    # (a view, a snapshot or branch name) is left to Spark, and a name Spark does not know either
+    # fails with Spark's own error ("... cannot be found").
     tables: dict[str, Any] = {}
     schemas: dict[str, pa.Schema] = {}
-    qualified = [n if "." in n or not current or n in temporary else f"{current}.{n}" for n in names]  # '': none
-    catalog.preload(qualified)
-    for fq in qualified:
+    skipped: dict[str, str] = {}
+    qualified = {n: n if "." in n or not current or n in temporary else f"{current}.{n}" for n in names}  # '': none
+    ours = [fq for n, fq in qualified.items() if n not in temporary and fq.count(".") == 1]
+    catalog.preload(ours)
+    for n, fq in qualified.items():
+        if n in temporary:
+            skipped[fq] = "a temporary view: read by Spark's own plan"
+        elif fq not in ours:
+            skipped[fq] = "not a table of the catalog Pando plans (a snapshot, branch or metadata table, or " \
+                          "another catalog's): read by Spark's own plan"
+        else:
+            try:
+                tables[fq] = catalog.load_table(fq)
+            except Exception as e:  # a view, or a table pyiceberg cannot load: Spark reads it unpruned
+                log.info("pando: %s is not planned by Pando (%s: %s)", fq, type(e).__name__, e)
+                skipped[fq] = f"not loaded by Pando ({type(e).__name__}: {e}): read by Spark's own plan"
         try:
-            tables[fq] = catalog.load_table(fq)
-        except Exception as e:  # a view, or a table pyiceberg cannot load: Spark reads it unpruned
-            log.info("pando: %s is not planned by Pando (%s: %s)", fq, type(e).__name__, e)
-        schemas[fq] = spark_schema(spark, fq, tables.get(fq))
+            schemas[fq] = spark_schema(spark, fq if fq in tables else written[n], tables.get(fq))
+        except Exception as e:  # Spark cannot read it either, or not under this name: Spark's own answer
+            return QueryPlan(sql, tree, {}, timings=_phase_timings(time.perf_counter() - t0), catalog_name=catalog_name,
+                             unplanned=f"the columns of {written[n]} are not known to Pando ({type(e).__name__}): "
+                                       "Spark reads the query as written, unpruned")
     pks = {n: [t.schema().find_column_name(i) for i in t.schema().identifier_field_ids] for n, t in tables.items()}
     from ..planner.joins import dimension_rows, row_filters, uniqueness_oracle
 
-    unique = uniqueness_oracle(catalog, fallback=SparkKeyProvider(spark, schemas).is_unique)
-    query = parse_query(tree, schemas, primary_keys=pks, unique=unique, sql=sql)
+    oracle = uniqueness_oracle(catalog, fallback=SparkKeyProvider(spark, schemas).is_unique)
+
+    def unique(name: str, column: str) -> bool:
+        """Only a table Pando planned is a dimension of a join filter (its key set read from the
+        same snapshot); a check that fails is "not unique"."""
+        if name not in tables:
+            return False
+        try:
+            return oracle(name, column)
+        except Exception as e:
+            log.info("pando: uniqueness of %s.%s not known (%s: %s)", name, column, type(e).__name__, e)
+            return False
+
+    try:
+        query = parse_query(tree, schemas, primary_keys=pks, unique=unique, sql=sql)
+    except Exception as e:  # a query Pando cannot read: Spark's own answer, unpruned
+        log.warning("pando: the query is read by Spark as written (%s: %s)", type(e).__name__, e)
+        return QueryPlan(sql, tree, {}, timings=_phase_timings(time.perf_counter() - t0), catalog_name=catalog_name,
+                         unplanned=f"Pando cannot read the query ({type(e).__name__}: {e}): Spark reads it as "
+                                   "written, unpruned")
     timings = _phase_timings(time.perf_counter() - t0)
     plans = {}
     filters: dict[str, list[Any]] = {}
@@ -300,22 +343,29 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
         if name not in tables:
             continue  # a view or a table pyiceberg cannot load: Spark reads it as it is
         table = tables[name]
-        t1 = time.perf_counter()
-        tf = with_join_keys(spark, table, query.filters[name], schemas) if use_layout else query.filters[name]
-        t2 = time.perf_counter()
-        plans[name] = plan_scan(table, tf, use_layout=use_layout, schemas=schemas)
-        t3 = time.perf_counter()
-        if use_layout and tf.joins:
-            found, notes = row_filters(catalog, tf, dimension_rows(table), reader=reader,
-                                       repeats=functools.partial(repeated.why, name))
-            if found:
-                filters[name] = found
-            if notes:
-                filter_notes[name] = notes
+        t1 = t2 = t3 = time.perf_counter()
+        try:
+            tf = with_join_keys(spark, table, query.filters[name], schemas) if use_layout else query.filters[name]
+            t2 = time.perf_counter()
+            plan = plan_scan(table, tf, use_layout=use_layout, schemas=schemas)
+            t3 = time.perf_counter()
+            found, notes = (row_filters(catalog, tf, dimension_rows(table), reader=reader,
+                                        repeats=functools.partial(repeated.why, name))
+                            if use_layout and tf.joins else ([], []))
+        except Exception as e:  # never a failure Spark's own scan of the table does not have
+            log.warning("pando: %s is read by Spark's own plan (%s: %s)", name, type(e).__name__, e)
+            skipped[name] = f"not planned ({type(e).__name__}: {e}): read by Spark's own plan"
+            continue
+        plans[name] = plan
+        if found:
+            filters[name] = found
+        if notes:
+            filter_notes[name] = notes
         timings["join_keys"] += t2 - t1
         timings["tables"] += t3 - t2
         timings["row_keys"] += time.perf_counter() - t3
-    return QueryPlan(sql, tree, plans, {n: tables[n] for n in plans}, timings, filters, filter_notes)
+    return QueryPlan(sql, tree, plans, {n: tables[n] for n in plans}, timings, filters, filter_notes,
+                     skipped=skipped, catalog_name=catalog_name)
 
 
 class PrunedScans:
@@ -344,6 +394,7 @@ class PrunedScans:
     def notes(self) -> list[str]:
         """One line per table: files read of the table's files, and how it was planned."""
         out = [] if self.plan.unplanned is None else [self.plan.unplanned]
+        out += [f"{name}: {why}" for name, why in sorted(self.plan.skipped.items())]
         for name, e in sorted(self.explains.items()):
             how = "Pando + Iceberg" if e.used_layout else f"Iceberg only ({e.fallback_reason})"
             out.append(f"{name}: read {e.pando_files} of {e.total_files} files, "
@@ -506,7 +557,8 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                 # nothing replaced: Spark reads the query as written (its own scans plan the same files)
                 # Spark's one-argument SparkSession.sql: pyspark's spark.sql builds an empty argument
                 # array first (three more py4j round trips and two JVM objects to release, ~0.8 ms)
-                jdf = spark._jsparkSession.sql(replace_tables(sql, qp.tree, sources) if sources else sql)
+                jdf = spark._jsparkSession.sql(replace_tables(sql, qp.tree, sources, qp.catalog_name)
+                                               if sources else sql)
             timings.update(stage=t2 - t1, analyse=time.perf_counter() - t2)
         finally:
             jv.drop_temp_views(spark, views)
@@ -636,18 +688,32 @@ def _base_tables(tree: exp.Expression) -> list[exp.Table]:
     return [t for t in tree.find_all(exp.Table) if t.name and not (t.name in ctes and not t.db)]
 
 
+def _written(t: exp.Table) -> str:
+    """The table's name as written (every part)."""
+    return ".".join(p.name for p in t.parts)
+
+
+def _ours(t: exp.Table, catalog_name: str | None) -> bool:
+    """Does the reference name a table of the catalog Pando plans: two parts or fewer, or three
+    starting with its name (not ``db.t.snapshot_id_<id>``, ``db.t.branch_b``, ``db.t.files``)?"""
+    parts = t.parts
+    return len(parts) <= 2 or (len(parts) == 3 and catalog_name is not None
+                               and parts[0].name.lower() == catalog_name.lower())
+
+
 def _qualified(t: exp.Table) -> str:
     parts = [p for p in (t.catalog, t.db, t.name) if p]
     return ".".join(parts[-2:]) if len(parts) >= 2 else parts[-1]
 
 
-def replace_tables(sql: str, tree: exp.Expression, sources: dict[str, str]) -> str:
+def replace_tables(sql: str, tree: exp.Expression, sources: dict[str, str], catalog_name: str | None = None) -> str:
     """``sql`` with each reference to a table of ``sources`` replaced by what it reads instead (SQL
     text of a view name or a subquery), under the reference's alias (or the table's name): the
     query's own text with only the table names changed, at the positions ``tree`` (parsed from
     ``sql``) gives them. Spark reads the user's SQL, not sqlglot's rendering of it, and what
     follows a name (a TABLESAMPLE, the alias) stays as written. A reference whose position does
-    not hold its name is left as it is (Spark's own scan: the same rows, unpruned)."""
+    not hold its name, or of three parts not starting with ``catalog_name`` (a snapshot, branch
+    or metadata table: ``db.t.branch_b``), is left as it is (Spark's own scan: its rows, unpruned)."""
     by_tail: dict[str, list[str]] = {}
     for name in sources:
         by_tail.setdefault(name.split(".")[-1], []).append(name)
@@ -660,7 +726,7 @@ def replace_tables(sql: str, tree: exp.Expression, sources: dict[str, str]) -> s
 
     edits: list[tuple[int, int, str]] = []
     for t in _base_tables(tree):
-        found = resolve(_qualified(t))
+        found = resolve(_qualified(t)) if catalog_name is None or _ours(t, catalog_name) else None
         if found is None:
             continue
         parts = t.parts

@@ -25,8 +25,11 @@ Pipeline per statement (sqlglot's optimizer does the name resolution):
 5. a table read several times in one query (self-joins, subqueries) gets the OR of its
    occurrences' filters, AND the join filters all of them have: the query reads the rows
    any occurrence needs.
-Outer joins: predicates on the nullable side are never used for the preserved side, and no
-JoinFilter is made across an outer join.
+Outer joins (:func:`join_scopes`): a conjunct constrains only the occurrences that every row
+it is evaluated on holds a real row of (WHERE and inner ON above an outer join: its preserved
+side; an outer join's ON: the null-supplying input's own non-nullable tables); no JoinFilter is
+made for or through an occurrence under an outer join. Parenthesised joins are read as the
+trees they are (:func:`_flatten_join_groups`).
 """
 
 from __future__ import annotations
@@ -429,6 +432,7 @@ def _without_positions(tree: exp.Expression) -> exp.Expression:
 def _qualify_shape(tree: exp.Expr, schemas: dict[str, pa.Schema], schema_key: tuple, dialect: str,
                    number: int) -> exp.Expression:
     """:func:`_qualified`'s work on a tree of its own (renamed and qualified in place)."""
+    _flatten_join_groups(tree)  # before the renaming: a table's replacement carries no joins
     cte_names = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for t in list(tree.find_all(exp.Table)):
         name = ".".join(p.name for p in t.parts)
@@ -447,6 +451,137 @@ def _qualify_shape(tree: exp.Expr, schemas: dict[str, pa.Schema], schema_key: tu
                                    dialect=dialect, validate_qualify_columns=True, identify=False))
     except sqlglot.errors.SqlglotError as e:
         raise PandoWorkloadError(f"statement {number} cannot be resolved: {e}") from None
+
+
+# Join meta: how many of the joins that follow this one belong to its right input (a
+# parenthesised join, ``d LEFT JOIN (s JOIN f ON ..) ON ..``), set by _flatten_join_groups.
+JOIN_GROUP = "pando_join_group"
+
+
+def _flatten_join_groups(tree: exp.Expr) -> None:
+    """Every parenthesised join of ``tree`` (``(s JOIN f ON ..)``, sqlglot: a Subquery or Table
+    carrying ``joins``) moved, in place, into its SELECT's join list, so that qualification sees
+    every table of the scope; the join that held the group gets :data:`JOIN_GROUP`, the number of
+    joins after it that make up its right input, from which :func:`join_scopes` rebuilds the tree.
+    A column resolves to the same table as in the nested form (or is ambiguous, an error): the
+    flat scope has the same tables and more. An aliased group (``(..) AS y``) is left as it is."""
+    for select in list(tree.find_all(exp.Select)):
+        joins = select.args.get("joins") or []
+        frm = select.args.get("from_")
+        first: list[exp.Join] = []
+        if frm is not None and isinstance(frm.this, (exp.Table, exp.Subquery)):
+            leaf, first = _expand_group(frm.this)
+            if leaf is not frm.this:
+                frm.set("this", leaf)
+        flat = first + _flatten_joins(joins)
+        if len(flat) != len(joins) or first:
+            select.set("joins", flat)
+
+
+def _flatten_joins(joins: list[exp.Join]) -> list[exp.Join]:
+    out: list[exp.Join] = []
+    for join in joins:
+        leaf, group = _expand_group(join.this)
+        if group or leaf is not join.this:
+            join.set("this", leaf)
+        if group:
+            join.meta[JOIN_GROUP] = len(group)
+        out += [join] + group
+    return out
+
+
+def _expand_group(node: exp.Expression) -> tuple[exp.Expression, list[exp.Join]]:
+    """A relation's first table and the joins of its group after it (flattened, recursively);
+    ``(node, [])`` for a table or a derived table."""
+    own = node.args.get("joins") or []
+    if own:
+        node.set("joins", None)
+    leaf, first = node, list[exp.Join]()
+    if isinstance(node, exp.Subquery) and not node.alias and isinstance(node.this, (exp.Table, exp.Subquery)):
+        leaf, first = _expand_group(node.this)
+    return leaf, first + _flatten_joins(own)
+
+
+def join_scopes(select: exp.Select) -> tuple[list[tuple[exp.Expression, frozenset[str]]], frozenset[str],
+                                              frozenset[str], list[tuple[exp.Expression, str]]]:
+    """Which table occurrences (aliases) each conjunct of a SELECT may constrain, by SQL's
+    null-supplying rules over its join tree.
+
+    The FROM clause is a join tree: sqlglot's join list read left-deep, a parenthesised join as
+    the right input it is (:data:`JOIN_GROUP`). An outer join makes nullable every alias of its
+    null-supplying input(s) (LEFT: the right one, RIGHT: the left one, FULL: both). A conjunct
+    over alias T is a sound filter of T (T's rows failing it can be skipped) only if every row it
+    is evaluated on holds a real row of T:
+
+    - a WHERE conjunct is evaluated on the whole tree, an INNER or CROSS join's ON conjunct on
+      that join's result: it may constrain the aliases of that node that no outer join below
+      it makes nullable;
+    - a LEFT JOIN's ON conjunct that references only its right input filters that input
+      (``l LEFT JOIN r ON p(r) AND q`` reads ``r`` as ``(SELECT * FROM r WHERE p)``): it may
+      constrain the aliases of the right input that are not nullable within it; RIGHT JOIN
+      the same with the left input; a conjunct that references the preserved side, or any
+      conjunct of a FULL JOIN's ON, constrains nothing.
+
+    A comma join is read as a CROSS JOIN in the left-deep order (sqlglot does not tell them
+    apart; Spark groups ``a, b RIGHT JOIN c`` as ``a, (b RIGHT JOIN c)``): that can only make
+    more aliases nullable, never fewer. SEMI and ANTI joins keep the left input (their right one
+    is constrained by nothing) and are reported as not modeled. USING and NATURAL joins arrive
+    as ON (sqlglot's qualify names a USING column by its leftmost table, which is Spark's column
+    wherever that table is not nullable, the only place it is used).
+
+    Returns the conjuncts with the aliases each may constrain, the aliases nullable at the top
+    (WHERE), the aliases under some outer join (no JoinFilter is made for or into them), and
+    what is not modeled (node, why)."""
+    out: list[tuple[exp.Expression, frozenset[str]]] = []
+    unmodeled: list[tuple[exp.Expression, str]] = []
+    under_outer: set[str] = set()
+    joins = select.args.get("joins") or []
+    Node = tuple[frozenset[str], frozenset[str]]  # (aliases, those nullable)
+
+    def leaf(node: exp.Expression) -> Node:
+        return frozenset({node.alias_or_name}), frozenset()
+
+    def on_conjuncts(join: exp.Join) -> list[exp.Expression]:
+        on = join.args.get("on")
+        return split_conjuncts(on) if on is not None else []
+
+    def within(c: exp.Expression, aliases: frozenset[str]) -> bool:
+        return not has_subquery(c) and {col.table for col in c.find_all(exp.Column)} <= aliases
+
+    def combine(left: Node, join: exp.Join, right: Node) -> Node:
+        (la, ln), (ra, rn) = left, right
+        side, kind = (join.side or "").upper(), (join.kind or "").upper()
+        if kind in ("SEMI", "ANTI"):
+            unmodeled.append((join, f"{kind} join is not modeled"))
+            return left  # the left input's rows, none of the right's columns
+        if kind not in ("", "INNER", "CROSS", "OUTER") or (kind == "OUTER" and not side):
+            unmodeled.append((join, f"{kind} join is not modeled"))
+            side = "FULL"  # read as one that constrains nothing
+        if side in ("LEFT", "RIGHT", "FULL"):
+            under_outer.update(la | ra)
+            if side != "FULL":  # the ON filters the null-supplying input before it is joined
+                kept, kept_nullable = (ra, rn) if side == "LEFT" else (la, ln)
+                out.extend((c, kept - kept_nullable) for c in on_conjuncts(join) if within(c, kept))
+            nullable = ln | ra if side == "LEFT" else la | rn if side == "RIGHT" else la | ra
+            return la | ra, nullable
+        nullable = ln | rn
+        out.extend((c, (la | ra) - nullable) for c in on_conjuncts(join))
+        return la | ra, nullable
+
+    def fold(left: Node, i: int, stop: int) -> Node:
+        while i < stop:
+            join = joins[i]
+            group = join.meta.get(JOIN_GROUP, 0) if join._meta else 0
+            right = fold(leaf(join.this), i + 1, min(stop, i + 1 + group))
+            left, i = combine(left, join, right), i + 1 + group
+        return left
+
+    frm = select.args.get("from_")
+    aliases, nullable = fold(leaf(frm.this), 0, len(joins)) if frm is not None else (frozenset(), frozenset())
+    where = select.args.get("where")
+    if where is not None:
+        out.extend((c, aliases - nullable) for c in split_conjuncts(where.this))
+    return out, nullable, frozenset(under_outer), unmodeled
 
 
 def qualify_query(stmt: exp.Expression, schemas: dict[str, pa.Schema], dialect: str = "spark",
@@ -525,8 +660,8 @@ class _Occurrence:
     alias: str
     scope: Scope
     predicates: list[exp.Expression] = field(default_factory=list)
-    nullable: bool = False  # the nullable side of an outer join
-    outer: bool = False  # takes part in an outer join (no JoinFilters across it)
+    nullable: bool = False  # made nullable by an outer join of its scope (at the WHERE)
+    outer: bool = False  # under an outer join of its scope (no JoinFilters for or into it)
 
 
 class _QueryParser:
@@ -638,50 +773,18 @@ class _QueryParser:
                 occ[alias] = o
                 occurrences.append(o)
 
-        # Join structure: which aliases are nullable (outer joins), which ON clauses are inner.
-        conjuncts: list[tuple[exp.Expression, str]] = []  # (predicate, where it came from)
-        for join in select.args.get("joins") or []:
-            side = (join.side or "").upper()
-            kind = (join.kind or "").upper()
-            alias = join.this.alias_or_name
-            on = join.args.get("on")
-            if side in ("LEFT", "RIGHT", "FULL"):
-                left_aliases = [a for a in scope.selected_sources if a != alias]
-                nullable = [alias] if side == "LEFT" else left_aliases if side == "RIGHT" else [alias] + left_aliases
-                for a in [alias] + left_aliases:
-                    if a in occ:
-                        occ[a].outer = True
-                for a in nullable:
-                    if a in occ:
-                        occ[a].nullable = True
-                if on is not None:
-                    for c in split_conjuncts(on):
-                        refs = _aliases(c, occ, scope)
-                        # An ON predicate of a LEFT join over the nullable side alone decides which
-                        # of its rows can appear at all: a valid filter for it (not FULL joins).
-                        if side != "FULL" and refs == {alias if side == "LEFT" else ""} and not has_subquery(c):
-                            occ[alias].predicates.append(c)
-                        elif side == "RIGHT" and refs is not None and len(refs) == 1 \
-                                and next(iter(refs)) in left_aliases and not has_subquery(c):
-                            occ[next(iter(refs))].predicates.append(c)
-                continue
-            if kind in ("SEMI", "ANTI"):
-                report(join, f"{kind} join is not modeled")
-                continue
-            if on is not None:
-                conjuncts += [(c, "on") for c in split_conjuncts(on)]
-            if join.args.get("using"):
-                report(join, "JOIN ... USING is not modeled")
-        where = select.args.get("where")
-        if where is not None:
-            conjuncts += [(c, "where") for c in split_conjuncts(where.this)]
+        conjuncts, nullable, under_outer, unmodeled = join_scopes(select)
+        for alias, o in occ.items():
+            o.nullable, o.outer = alias in nullable, alias in under_outer
+        for node, why in unmodeled:
+            report(node, why)
         if select.args.get("having") is not None:
             report(select.args["having"].this, "HAVING filters groups, not table rows")
 
         # subquery conjuncts last: a correlation reaches along this scope's equi-joins (step 4)
-        for c, origin in sorted(conjuncts, key=lambda co: has_subquery(co[0])):
+        for c, allowed in sorted(conjuncts, key=lambda co: has_subquery(co[0])):
             if has_subquery(c):
-                self._subquery_conjunct(c, occ, scope, edges, semi_joins, report, occurrences)
+                self._subquery_conjunct(c, occ, scope, edges, semi_joins, report, occurrences, allowed)
                 continue
             refs = _aliases(c, occ, scope)
             if refs is None:
@@ -693,41 +796,43 @@ class _QueryParser:
                     report(c, "references no base-table column (constant or non-deterministic predicate)")
                 continue
             if len(refs) == 1:
-                o = occ[next(iter(refs))]
-                if o.nullable and origin == "where":
-                    report(c, "predicate on the nullable side of an outer join is not used as a filter")
+                alias = next(iter(refs))
+                if alias not in allowed:
+                    report(c, "predicate on the nullable side of an outer join (where it is evaluated) "
+                              "is not used as a filter")
                     continue
-                o.predicates.append(c)
+                occ[alias].predicates.append(c)
                 continue
             if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column) \
                     and len(refs) == 2:
-                a, b = occ[c.this.table], occ[c.expression.table]
-                if not (a.nullable or b.nullable):
+                if refs <= allowed:
+                    a, b = occ[c.this.table], occ[c.expression.table]
                     edges.append((a, c.this.name.lower(), b, c.expression.name.lower()))
                     edges.append((b, c.expression.name.lower(), a, c.this.name.lower()))
                 continue
-            if isinstance(c, exp.Or) and self._project_or(c, occ, scope, edges, origin):
+            if isinstance(c, exp.Or) and self._project_or(c, occ, scope, edges, allowed):
                 continue
             report(c, "multi-table predicate that is not an equi-join")
 
     def _project_or(self, c: exp.Expression, occ: dict[str, _Occurrence], scope: Scope, edges: list,
-                    origin: str) -> bool:
+                    allowed: frozenset[str]) -> bool:
         """A multi-table OR (TPC-H Q7, Q19) implies, for each table, the OR over its
         disjuncts of their conjuncts on that table alone; and an equi-join present in every
-        disjunct holds outright. Both are sound consequences. False if nothing was found."""
+        disjunct holds outright. Both are sound consequences, for the tables the OR may
+        constrain (``allowed``, :func:`join_scopes`). False if nothing was found."""
         disjuncts = [split_conjuncts(d) for d in _disjuncts(c)]
         found = False
         common = [p for p in disjuncts[0] if all(any(p == q for q in d) for d in disjuncts[1:])]
         for p in common:
             if isinstance(p, exp.EQ) and isinstance(p.this, exp.Column) and isinstance(p.expression, exp.Column) \
+                    and p.this.table in allowed and p.expression.table in allowed \
                     and p.this.table in occ and p.expression.table in occ and p.this.table != p.expression.table:
                 a, b = occ[p.this.table], occ[p.expression.table]
-                if not (a.nullable or b.nullable):
-                    edges.append((a, p.this.name.lower(), b, p.expression.name.lower()))
-                    edges.append((b, p.expression.name.lower(), a, p.this.name.lower()))
-                    found = True
+                edges.append((a, p.this.name.lower(), b, p.expression.name.lower()))
+                edges.append((b, p.expression.name.lower(), a, p.this.name.lower()))
+                found = True
         for alias, o in occ.items():
-            if o.nullable and origin == "where":
+            if alias not in allowed:
                 continue
             parts = []
             for d in disjuncts:
@@ -754,7 +859,7 @@ class _QueryParser:
         return None
 
     def _correlated_edges(self, c: exp.Expression, occ: dict[str, _Occurrence], scope: Scope, edges: list,
-                          occurrences: list[_Occurrence]) -> bool:
+                          occurrences: list[_Occurrence], allowed: frozenset[str]) -> bool:
         """Step 4 of the module docstring: the edges of a correlated ``[NOT] EXISTS`` or of a
         comparison with a correlated scalar subquery (TPC-H Q17); True for an EXISTS whose
         edges were found (nothing of it is left unmodeled)."""
@@ -773,7 +878,7 @@ class _QueryParser:
         found = False
         for p in split_conjuncts(where.this):
             hit = self._correlation(p, inner_occ, inner_scope)
-            if hit is not None and hit[2] in occ and not occ[hit[2]].nullable:
+            if hit is not None and hit[2] in occ and hit[2] in allowed:
                 t, x, o, y = hit[0], hit[1], occ[hit[2]], hit[3]
                 # t.x = o.y, and o.y = b.z by this scope's inner equi-joins: t.x = b.z too
                 # (TPC-H Q21: l2.l_orderkey = l1.l_orderkey = o_orderkey)
@@ -784,12 +889,12 @@ class _QueryParser:
 
     def _subquery_conjunct(self, c: exp.Expression, occ: dict[str, _Occurrence], scope: Scope, edges: list,
                            semi_joins: list, report: Callable[[Any, str], None],
-                           occurrences: list[_Occurrence]) -> None:
-        if self._correlated_edges(c, occ, scope, edges, occurrences):
+                           occurrences: list[_Occurrence], allowed: frozenset[str]) -> None:
+        if self._correlated_edges(c, occ, scope, edges, occurrences, allowed):
             return
         # `col IN (SELECT pk FROM dim WHERE p)`: a semi-join, modeled like an FK→PK join.
         if isinstance(c, exp.In) and c.args.get("query") is not None and isinstance(c.this, exp.Column) \
-                and c.this.table in occ:
+                and c.this.table in occ and c.this.table in allowed:
             sub = c.args["query"]
             select, inner_scope = _subquery_scope(sub, scope)
             if inner_scope is not None and isinstance(select, exp.Select) and len(select.expressions) == 1:

@@ -524,10 +524,13 @@ def _add(a: TypedValue, b: TypedValue, sign: int) -> TypedValue:
 
 
 def float_bits(a: tuple[str, int], b: tuple[str, int]) -> int:
-    """The width of Spark's float result of two numeric operands (kind, bits): FLOAT when one is
-    a FLOAT and the other a FLOAT or an integer, else DOUBLE."""
-    if 32 in {bits for kind, bits in (a, b) if kind == "float"} and {a[0], b[0]} <= {"float", "int"}:
-        return 64 if any(kind == "float" and bits == 64 for kind, bits in (a, b)) else 32
+    """The width of Spark's float result of two numeric operands (kind, bits): FLOAT for two
+    FLOATs, and for a FLOAT and an integer with ANSI off (ANSI widens that to DOUBLE); else
+    DOUBLE."""
+    kinds = {a[0], b[0]}
+    floats = [bits for kind, bits in (a, b) if kind == "float"]
+    if kinds == {"float"} or (kinds == {"float", "int"} and not current().ansi):
+        return 32 if all(bits == 32 for bits in floats) else 64
     return 64
 
 

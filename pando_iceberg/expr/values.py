@@ -336,8 +336,8 @@ def cast_value(v: TypedValue, to: exp.DataType, *, safe: bool = False) -> TypedV
     name = _dtype_name(to)
     if v.kind == "null":
         return NULL
-    if safe and v.kind != to_kind(name):
-        raise PandoExprError(f"TRY_CAST of a {v.kind} literal is not folded")
+    if safe:  # NULL where CAST would wrap or raise: not modelled
+        raise PandoExprError("TRY_CAST of a literal is not folded")
     if name == "DATE":
         if v.kind == "string":
             days = parse_date(v.value)
@@ -418,27 +418,6 @@ def cast_value(v: TypedValue, to: exp.DataType, *, safe: bool = False) -> TypedV
         if v.kind in NUMERIC_KINDS:
             return TypedValue("bool", v.value != 0)
     raise PandoExprError(f"cannot fold CAST of {v.kind} literal {v.value!r} to {to.sql('spark')}")
-
-
-def to_kind(name: str) -> str | None:
-    """The kind of values of a Spark type name (sqlglot's), None if not modelled."""
-    if name in INT_BITS:
-        return "int"
-    if name in FLOAT_BITS:
-        return "float"
-    if name == "DECIMAL":
-        return "decimal"
-    if name == "DATE":
-        return "date"
-    if name in _LTZ_TYPES:
-        return "timestamp"
-    if name in ("TIMESTAMPNTZ", "DATETIME"):
-        return "timestamp_ntz"
-    if name in _STRING_TYPES:
-        return "string"
-    if name == "BOOLEAN":
-        return "bool"
-    return None
 
 
 def value_to_text(v: TypedValue) -> str:

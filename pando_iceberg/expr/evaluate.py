@@ -166,7 +166,7 @@ class _Rows(Context):
         if name not in self._cache:
             v = self.parent.column(name)
             data = v.data.take(pa.array(self.idx)) if isinstance(v.data, pa.Array) else v.data[self.idx]
-            self._cache[name] = Vec(v.kind, data, v.valid[self.idx], v.scale)
+            self._cache[name] = Vec(v.kind, data, v.valid[self.idx], v.scale, v.bits)
         return self._cache[name]
 
 

@@ -286,3 +286,14 @@ def test_float_arithmetic_is_java_float_arithmetic(values, k):
     got = _rows(t, f"f * CAST('{float(lit)!r}' AS FLOAT) > 1")
     with np.errstate(invalid="ignore"):
         assert got == [bool(x > 1) or bool(np.isnan(x)) for x in ref]
+
+
+def test_widths_kept_on_rows_left_open_by_and_or():
+    """AND / OR evaluate their second operand on the rows the first left open: the columns taken
+    for those rows keep their width."""
+    n = 4096
+    t = pa.table({"k": pa.array([j % 4 for j in range(n)], pa.int32()),
+                  "i": pa.array([2147483647] * n, pa.int32()),
+                  "f": pa.array([16777216.0] * n, pa.float32())})
+    assert sum(_rows(t, "k <> 0 OR i + 1 < 0")) == n
+    assert sum(_rows(t, "k = 0 AND f + 1 = 16777216")) == n // 4

@@ -38,7 +38,7 @@ from pando_iceberg.expr.values import (
     parse_timestamp,
     render,
 )
-from pando_iceberg.expr.visitor import PredicateVisitor, kind_of
+from pando_iceberg.expr.visitor import DATE_PARTS, PredicateVisitor, kind_of
 
 DIALECT = "spark"
 
@@ -188,7 +188,14 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
         return node
 
     def visit_to_date(self, node: exp.Expression, arg: None) -> exp.Expression:
-        return self.bind(node.this)  # sqlglot's wrapper in year(d), month(d), ...
+        """sqlglot's wrapper in year(d), month(d), ... (the date part reads a timestamp itself),
+        and Spark's to_date(x): x cast to DATE."""
+        if node.args.get("format") is not None:
+            raise self.fail(f"{node.sql(DIALECT)} parses with a format, which is not modelled")
+        inner = self.bind(node.this)
+        if isinstance(node.parent, tuple(DATE_PARTS)) or self.kind_of(inner) == "date":
+            return inner
+        return self.visit_other(exp.Cast(this=inner, to=exp.DataType.build("DATE")), None)
 
     def visit_not(self, node: exp.Expression, arg: None) -> exp.Expression:
         inner = self.bind(node.this)

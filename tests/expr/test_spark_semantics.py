@@ -163,6 +163,9 @@ def bound(sql: str, sem: semantics.Semantics = semantics.DEFAULT) -> str:
     # TIMESTAMP_NTZ drops an offset; a TIMESTAMP reads a string without one in the session zone (UTC)
     ("ntz >= '2026-01-17 02:00:00+05:00'", "ntz >= CAST('2026-01-17 02:00:00.000000' AS TIMESTAMP_NTZ)"),
     ("ltz >= '2026-01-17 02:00:00'", "ltz >= CAST('2026-01-17 02:00:00.000000+00:00' AS TIMESTAMP)"),
+    # to_date(timestamp) is its day, not the timestamp compared with midnight
+    ("to_date(ntz) = DATE '2026-01-17'", "CAST(ntz AS DATE) = CAST('2026-01-17' AS DATE)"),
+    ("year(ntz) = 2026", "YEAR(ntz) = 2026"), ("to_date(day) = DATE '2026-01-17'", "day = CAST('2026-01-17' AS DATE)"),
     # a BIGINT literal keeps its type in arithmetic (INT + BIGINT does not wrap at 32 bits)
     ("i + 5L > 0", "i + CAST(5 AS BIGINT) > 0"),
 ])

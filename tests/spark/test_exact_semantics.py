@@ -150,6 +150,12 @@ def test_zone_offsets_dropped_against_timestamp_ntz(spark, catalog, star):
     assert rows[0][0] == 200  # two hours of the wall clock (a file holds ten), a row every 36 s
 
 
+def test_to_date_of_a_timestamp_is_its_day(spark, catalog, star):
+    rows = assert_as_spark(spark, catalog,
+                           f"SELECT count(*) FROM {NS}.sales WHERE to_date(pickup_ts) = DATE '2026-01-17'")
+    assert rows[0][0] == 2400  # a row every 36 s
+
+
 def test_session_time_zone_changes_nothing_in_results(session, catalog, star):
     spark = session
     spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
@@ -161,6 +167,7 @@ def test_session_time_zone_changes_nothing_in_results(session, catalog, star):
         "pickup_ts >= '2026-01-17 02:00:00' AND pickup_ts < '2026-01-17 04:00:00'",
         "(event_ts >= CAST('2026-12' AS TIMESTAMP) OR date_key = 2)",
         "pickup_ts < CAST(TIMESTAMP '2026-01-16 12:00:00+00:00' AS TIMESTAMP_NTZ)",
+        "to_date(event_ts) = DATE '2026-12-01'",
     ]
     counts = [assert_as_spark(spark, catalog, f"SELECT count(*) FROM {NS}.sales WHERE {q}")[0][0] for q in queries]
     assert counts[0] == 6 * 100 and counts[2] == 144  # 16:00-22:00 wall clock; a day of 10-minute events

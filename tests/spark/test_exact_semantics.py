@@ -237,39 +237,37 @@ def _spark_value(v, kind: str):
                                       ("Asia/Kolkata", "true")])
 def test_pando_folds_as_spark(session, settings):
     """Each expression that Pando folds, it folds to Spark's value (timestamps compared as
-    microseconds since the epoch, asked of Spark with unix_micros); an expression Spark rejects
-    (ANSI errors) Pando does not fold."""
+    microseconds since the epoch, asked of Spark with unix_micros): all of them in one SELECT,
+    which must not fail (an expression Spark rejects, as ANSI mode does, Pando must not fold)."""
     from pando_iceberg.expr import semantics
 
     spark = session
     zone, ansi = settings
     spark.conf.set("spark.sql.session.timeZone", zone)
     spark.conf.set("spark.sql.ansi.enabled", ansi)
-    folded = 0
-    for text in FOLDS:
-        with semantics.using(semantics.from_spark(spark)):
+    ours = {}
+    with semantics.using(semantics.from_spark(spark)):
+        for text in FOLDS:
             try:
-                ours = fold(sqlglot.parse_one(text, read="spark"))
+                ours[text] = fold(sqlglot.parse_one(text, read="spark"))
             except PandoExprError:
-                ours = "unfolded"
-        kind = ours.kind if not isinstance(ours, str) else None
-        probe = f"unix_micros({text})" if kind == "timestamp" else (
-            f"unix_micros(CAST({text} AS TIMESTAMP))" if kind == "timestamp_ntz" and zone == "UTC" else text)
-        if kind == "timestamp_ntz" and zone != "UTC":
-            continue
-        try:
-            theirs = spark.sql(f"SELECT {probe}").collect()[0][0]
-        except Exception:
-            assert ours == "unfolded", (text, settings, ours)  # Spark raises: nothing to fold to
-            continue
-        if ours == "unfolded":
-            continue
-        folded += 1
-        mine = ours.value
-        if kind == "float" and isinstance(theirs, float) and math.isnan(theirs):
-            assert math.isnan(mine), (text, settings)
-        elif kind == "decimal":
-            assert theirs == mine, (text, settings, theirs, mine)
+                pass
+    probes = {text: f"unix_micros({text})" if v.kind == "timestamp" else
+              f"unix_micros(CAST({text} AS TIMESTAMP))" if v.kind == "timestamp_ntz" else text
+              for text, v in ours.items() if v is not None and (v.kind != "timestamp_ntz" or zone == "UTC")}
+    try:
+        row = spark.sql("SELECT " + ", ".join(probes.values())).collect()[0]
+    except Exception:
+        for text, probe in probes.items():  # which one Spark rejects
+            try:
+                spark.sql(f"SELECT {probe}").collect()
+            except Exception as e:
+                raise AssertionError(f"Pando folds {text} to {ours[text]}, Spark raises {e}") from None
+        raise
+    for text, theirs in zip(probes, row):
+        v = ours[text]
+        if v.kind == "float" and isinstance(theirs, float) and math.isnan(theirs):
+            assert math.isnan(v.value), (text, settings)
         else:
-            assert _spark_value(theirs, kind) == mine, (text, settings, theirs, mine)
-    assert folded > len(FOLDS) // 2
+            assert _spark_value(theirs, v.kind) == v.value, (text, settings, theirs, v)
+    assert len(probes) > len(FOLDS) // 2

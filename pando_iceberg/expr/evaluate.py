@@ -345,7 +345,7 @@ def arith(op: str, a: Vec, b: Vec) -> Vec:
     n = len(valid)
     if a.kind == "null" or b.kind == "null":
         return Vec("null", np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
-    if a.kind == "date" and b.kind == "int" and op in "+-":  # Spark: date ± int days (date_add raises out of range)
+    if a.kind == "date" and b.kind == "int" and op in "+-":  # Spark: date ± int days
         return Vec("date", a.data + b.data if op == "+" else a.data - b.data, valid)
     if a.kind not in NUMERIC_KINDS or b.kind not in NUMERIC_KINDS:
         raise PandoExprError(f"cannot apply {op} to a {a.kind} and a {b.kind} value")
@@ -454,8 +454,8 @@ def _cast(v: Vec, to: exp.DataType, safe: bool = False) -> Vec:
     name = to.this.name
     if name in FLOAT_BITS:
         bits = FLOAT_BITS[name]
-        if v.kind == "float" and v.bits <= bits:
-            return Vec("float", v.data, v.valid, 0, v.bits if bits == 64 else 32)
+        if v.kind == "float" and v.bits <= bits:  # widening is exact
+            return Vec("float", v.data, v.valid, 0, bits)
         if v.kind in ("int", "float") or (v.kind == "decimal" and bits == 64):
             data = _to_float(v)
             return Vec("float", _as_float32(data).astype(np.float64) if bits == 32 else data, v.valid, 0, bits)

@@ -251,6 +251,8 @@ def test_float_columns_and_casts():
     assert _rows(t, "f = 16777217") == [True, False, False, False]
     assert _rows(t, "f + 1 = 16777216") == [True, False, False, False]  # FLOAT arithmetic rounds to float32
     assert _rows(t, "f * 3 = 3.3000001907348633") == [False, True, False, False]
+    assert _rows(t, "CAST(f AS DOUBLE) + 1 = 16777217") == [True, False, False, False]  # a DOUBLE sum
+    assert _rows(t, "CAST(d AS FLOAT) = 1e20") == [False, False, False, False]  # rounded to float32
     assert _rows(t, "CAST(d AS INT) = 2147483647") == [True, False, False, False]
     assert _rows(t, "CAST(d AS INT) = 0") == [False, False, True, False]  # NaN → 0
     assert _rows(t, "CAST(d AS TINYINT) = 44") == [False, False, False, True]

@@ -302,3 +302,17 @@ def test_widths_kept_on_rows_left_open_by_and_or():
                   "f": pa.array([16777216.0] * n, pa.float32())})
     assert sum(_rows(t, "k <> 0 OR i + 1 < 0")) == n
     assert sum(_rows(t, "k = 0 AND f + 1 = 16777216")) == n // 4
+
+
+def test_cut_atoms_are_classified_alike_in_every_session():
+    """A cut's atoms are classified once per schema for every query: a query planned in another
+    session must not leave them unclassified for the next ones."""
+    from pando_iceberg.expr.cuts import ExprCut
+    from pando_iceberg.expr.sides import clear_caches
+
+    clear_caches()
+    schema = pa.schema([("ltz", pa.timestamp("us", tz="UTC")), ("k", pa.int32())])
+    cut = ExprCut("year(ltz) = 2026", schema, "t")
+    with semantics.using(LA):
+        assert TableFilter.from_sql("k > 3", schema, "t").sides(cut) == (True, True)
+    assert TableFilter.from_sql("year(ltz) = 2025", schema, "t").sides(cut) == (False, True)

@@ -24,7 +24,17 @@ from sqlglot import exp
 
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.semantics import current
-from pando_iceberg.expr.values import FLOAT_BITS, INT_BITS, NUMERIC_KINDS, TypedValue, float_bits, fold
+from pando_iceberg.expr.values import (
+    FLOAT_BITS,
+    INT_BITS,
+    INT_PRECISION,
+    NUMERIC_KINDS,
+    TypedValue,
+    decimal_precision,
+    decimal_result_precision,
+    float_bits,
+    fold,
+)
 from pando_iceberg.expr.visitor import ARITHMETIC_OPS, COMPARISON_OPS, DATE_PARTS, PredicateVisitor, kind_of
 
 _I64_MAX = 2**63 - 1
@@ -36,7 +46,9 @@ class Vec:
     data: Any  # numpy array, or a pa.LargeStringArray for strings
     valid: np.ndarray
     scale: int = 0  # decimals: data holds unscaled integers
-    bits: int = 64  # ints: Spark's width (data is int64, wrapped to it); floats: 32 for FLOAT (data is float64)
+    # ints: Spark's width (data is int64, wrapped to it); floats: 32 for FLOAT (data is float64);
+    # decimals: the precision (above 38: not known)
+    bits: int = 64
 
 
 def _int_bits(t: pa.DataType) -> int:
@@ -79,7 +91,8 @@ def column_vec(arr: pa.Array | pa.ChunkedArray) -> Vec:
         raise PandoExprError(f"column type {t} is not supported in predicates")
     kind, scale = kind_scale
     valid = _valid_of(arr)
-    bits = _int_bits(t) if kind == "int" else 32 if pa.types.is_float32(t) or pa.types.is_float16(t) else 64
+    bits = (_int_bits(t) if kind == "int" else t.precision if kind == "decimal"
+            else 32 if pa.types.is_float32(t) or pa.types.is_float16(t) else 64)
     if kind == "int":
         data = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     elif kind == "float":
@@ -189,7 +202,7 @@ def literal_vec(v: TypedValue, n: int) -> Vec:
         scale = max(0, -exponent)
         unscaled = int(d.scaleb(scale))
         dtype = np.int64 if abs(unscaled) <= _I64_MAX else object
-        return Vec("decimal", np.full(n, unscaled, dtype=dtype), valid, scale)
+        return Vec("decimal", np.full(n, unscaled, dtype=dtype), valid, scale, decimal_precision(v))
     if v.kind == "float":
         return Vec("float", np.full(n, v.value, dtype=np.float64), valid, 0, v.bits)
     if v.kind == "bool":
@@ -242,6 +255,11 @@ def wrap(data: np.ndarray, bits: int) -> np.ndarray:
 def _as_float32(data: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         return data.astype(np.float32)
+
+
+def _precision(v: Vec) -> int:
+    """The decimal precision Spark gives an int or decimal operand (INT as DECIMAL(10, 0))."""
+    return INT_PRECISION.get(v.bits, 20) if v.kind == "int" else v.bits
 
 
 def _no_overflow_in_ansi(what: str) -> None:
@@ -376,6 +394,7 @@ def arith(op: str, a: Vec, b: Vec) -> Vec:
             data = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](a.data, b.data)
         return Vec("int", wrap(data, bits), valid, 0, bits)
     _no_overflow_in_ansi(f"decimal {op}")
+    p = decimal_result_precision(op, (_precision(a), a.scale), (_precision(b), b.scale))
     if op == "*":
         x, y = a.data, b.data
         if x.dtype != object and y.dtype != object:
@@ -385,13 +404,13 @@ def arith(op: str, a: Vec, b: Vec) -> Vec:
                 x, y = x.astype(object), y.astype(object)
         elif x.dtype != y.dtype:
             x, y = x.astype(object), y.astype(object)
-        return Vec("decimal", x * y, valid, a.scale + b.scale)
+        return Vec("decimal", x * y, valid, a.scale + b.scale, p)
     x, y, scale = _exact_pair(a, b)
     if x.dtype != object:
         peak = int(max(np.abs(x).max(), np.abs(y).max())) if n else 0
         if peak > _I64_MAX // 2:
             x, y = x.astype(object), y.astype(object)
-    return Vec("decimal", x + y if op == "+" else x - y, valid, scale)
+    return Vec("decimal", x + y if op == "+" else x - y, valid, scale, p)
 
 
 def _civil(days: np.ndarray, part: str) -> np.ndarray:
@@ -523,6 +542,8 @@ def _case(branches: list[tuple[Vec, Vec]], default: Vec) -> Vec:
         raise PandoExprError("CASE branches of FLOAT and integer values (Spark rounds them to FLOAT) are not modelled")
     if kind == "float" and any(val.kind == "decimal" for val in numeric):
         bits = 64
+    if kind == "decimal":  # Spark's wider decimal of the branches
+        bits = max(val.scale for val in numeric) + max(_precision(val) - val.scale for val in numeric)
     n = len(default.valid)
     if kind == "null":
         return Vec("null", np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))

@@ -536,10 +536,31 @@ def _arith(a: TypedValue, b: TypedValue, op: str) -> TypedValue:
         except OverflowError:
             raise PandoExprError("cannot fold a float overflow") from None
     if "decimal" in (a.kind, b.kind):
+        decimal_result_precision(op, *((INT_PRECISION[v.bits], 0) if v.kind == "int" else
+                                       (decimal_precision(v), -int(v.value.as_tuple().exponent)) for v in (a, b)))
         p, q = Decimal(a.value), Decimal(b.value)
         return TypedValue("decimal", {"+": p + q, "-": p - q, "*": p * q}[op])
     exact = {"+": a.value + b.value, "-": a.value - b.value, "*": a.value * b.value}[op]
     return overflowed(exact, max(a.bits, b.bits))
+
+
+INT_PRECISION = {8: 3, 16: 5, 32: 10, 64: 20}  # Spark's decimal type of an integer operand
+
+
+def decimal_precision(v: TypedValue) -> int:
+    """The precision of a decimal literal's type (Spark: digits, at least the scale)."""
+    _sign, digits, exponent = v.value.as_tuple()
+    return max(len(digits), -int(exponent), 1)
+
+
+def decimal_result_precision(op: str, a: tuple[int, int], b: tuple[int, int]) -> int:
+    """The precision of Spark's decimal + - * result of operands (precision, scale). Above 38
+    Spark rounds the result to a smaller scale or gives NULL: not modelled."""
+    (p1, s1), (p2, s2) = a, b
+    p = p1 + p2 + 1 if op == "*" else max(s1, s2) + max(p1 - s1, p2 - s2) + 1
+    if p > 38:
+        raise PandoExprError(f"a decimal {op} of precisions {p1} and {p2} is above 38 digits: Spark rounds it")
+    return p
 
 
 def negate(v: TypedValue) -> TypedValue:

@@ -316,3 +316,19 @@ def test_cut_atoms_are_classified_alike_in_every_session():
     with semantics.using(LA):
         assert TableFilter.from_sql("k > 3", schema, "t").sides(cut) == (True, True)
     assert TableFilter.from_sql("year(ltz) = 2025", schema, "t").sides(cut) == (False, True)
+
+
+def test_decimal_results_above_38_digits_are_not_modelled():
+    """Spark gives a decimal + - * the precision its operands' types allow; above 38 digits it
+    rounds the result to a smaller scale (or gives NULL): that is refused, below it is exact."""
+    schema = pa.schema([("a", pa.decimal128(38, 10)), ("b", pa.decimal128(15, 2)), ("i", pa.int32())])
+    with pytest.raises(PandoExprError, match="above 38"):
+        TableFilter.from_sql("a * b > 1", schema, "t")
+    with pytest.raises(PandoExprError, match="above 38"):
+        TableFilter.from_sql("a + i > 1", schema, "t")
+    t = pa.table({"a": pa.array([Decimal("1.5")], pa.decimal128(38, 10)),
+                  "b": pa.array([Decimal("2.25")], pa.decimal128(15, 2)), "i": pa.array([3], pa.int32())})
+    assert _rows(t, "b * b = 5.0625") == [True]
+    assert _rows(t, "b + i = 5.25") == [True]
+    with pytest.raises(PandoExprError, match="above 38"):
+        folded("12345678901234567890.123456789 * 12345678901234567890.123456789")

@@ -56,7 +56,9 @@ def scan(table: Table, row_filter: RowFilter = "TRUE", selected_fields: tuple[st
          limit: int | None = None, use_layout: bool = True) -> PandoDataScan:
     """A scan of ``table`` like ``table.scan(...)``, planned with the table's Pando layout.
 
-    ``row_filter``: Spark SQL text (``"a < 5 AND s LIKE 'x%'"``) or a pyiceberg expression.
+    ``row_filter``: Spark SQL text (``"a < 5 AND s LIKE 'x%'"``) or a pyiceberg expression, read
+    with Spark's semantics under the default settings: session time zone UTC (a timestamp without
+    an offset is UTC), ANSI mode off (INT arithmetic wraps).
     ``use_layout=False`` plans without the trees (the same rows; for comparisons)."""
     if not isinstance(table, Table):
         raise TypeError(f"pando_iceberg.scan: 'table' must be a pyiceberg Table (catalog.load_table('db.t')), "

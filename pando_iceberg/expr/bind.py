@@ -16,25 +16,29 @@ import functools
 import logging
 import re
 import typing
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
 from pando_iceberg.expr.errors import PandoExprError
-from pando_iceberg.expr.evaluate import Context, arrow_kind, eval_node
+from pando_iceberg.expr.evaluate import Context, Vec, arrow_kind, eval_node
+from pando_iceberg.expr.semantics import current
 from pando_iceberg.expr.values import (
     NULL,
+    NUMERIC_KINDS,
     TypedValue,
+    cast_value,
+    float32,
     fold,
     parse_date,
-    parse_float,
+    parse_int,
     parse_timestamp,
     render,
 )
-from pando_iceberg.expr.visitor import PredicateVisitor, kind_of
+from pando_iceberg.expr.visitor import DATE_PARTS, PredicateVisitor, kind_of
 
 DIALECT = "spark"
 
@@ -99,7 +103,7 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
         self.empty = _empty_context(schema)
         # kinds of the nodes this binder built, by id (the node is kept, so its id is not reused):
         # an AND/OR nest is type-checked once per node, not once per level
-        self._kinds: dict[int, tuple[exp.Expression, str]] = {}
+        self._kinds: dict[int, tuple[exp.Expression, Vec]] = {}
 
     def where(self) -> str:
         return f"table {self.table!r}: " if self.table else ""
@@ -108,22 +112,28 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
         return PandoExprError(self.where() + msg)
 
     def kind_of(self, node: exp.Expression) -> str:
+        return self.vec_of(node).kind
+
+    def vec_of(self, node: exp.Expression) -> Vec:
+        """The node evaluated on no rows: its kind and width."""
         hit = self._kinds.get(id(node))
         if hit is not None:
             return hit[1]
         try:
-            kind = eval_node(node, self.empty).kind
+            vec = eval_node(node, self.empty)
         except PandoExprError as e:
             msg, text = str(e), node.sql(DIALECT)
             raise self.fail(msg if text in msg else f"{msg} in {text}") from None
-        self._kinds[id(node)] = (node, kind)
-        return kind
+        self._kinds[id(node)] = (node, vec)
+        return vec
 
     def connective_kind(self, node: exp.Expression) -> str:
         """The kind of an AND, OR or parenthesis over bound operands, from the operands' kinds
         (the evaluator's rules: AND/OR operands are booleans or NULL)."""
         if isinstance(node, exp.Paren):
-            kind = self.kind_of(node.this)
+            inner = self.vec_of(node.this)
+            self._kinds[id(node)] = (node, inner)
+            return inner.kind
         else:
             word = "AND" if isinstance(node, exp.And) else "OR"
             for operand in (node.this, node.expression):
@@ -131,7 +141,8 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
                 if k not in ("bool", "null"):
                     raise self.fail(f"{word} operand must be a boolean, got a {k} value in {node.sql(DIALECT)}")
             kind = "bool"
-        self._kinds[id(node)] = (node, kind)
+        n = self.empty.n
+        self._kinds[id(node)] = (node, Vec(kind, np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)))
         return kind
 
     # -------------------------------------------------------------- the walk
@@ -177,7 +188,14 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
         return node
 
     def visit_to_date(self, node: exp.Expression, arg: None) -> exp.Expression:
-        return self.bind(node.this)  # sqlglot's wrapper in year(d), month(d), ...
+        """sqlglot's wrapper in year(d), month(d), ... (the date part reads a timestamp itself),
+        and Spark's to_date(x): x cast to DATE."""
+        if node.args.get("format") is not None:
+            raise self.fail(f"{node.sql(DIALECT)} parses with a format, which is not modelled")
+        inner = self.bind(node.this)
+        if isinstance(node.parent, tuple(DATE_PARTS)) or self.kind_of(inner) == "date":
+            return inner
+        return self.visit_other(exp.Cast(this=inner, to=exp.DataType.build("DATE")), None)
 
     def visit_not(self, node: exp.Expression, arg: None) -> exp.Expression:
         inner = self.bind(node.this)
@@ -195,8 +213,12 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
         if low is None or high is None:
             lo_b, hi_b = self.bind(node.args["low"]), self.bind(node.args["high"])
             return exp.Between(this=term, low=lo_b, high=hi_b)
-        term, (low, high) = self.coerce(term, [low, high], node)
-        return exp.Between(this=term, low=render(low, compared_to_float=True),
+        # Spark compares the term with each bound on its own (BETWEEN is >= AND <=)
+        (lo_term, (low,)), (hi_term, (high,)) = self.coerce(term, [low], node), self.coerce(term, [high], node)
+        if lo_term.sql(DIALECT) != hi_term.sql(DIALECT):
+            return exp.And(this=exp.GTE(this=lo_term, expression=render(low, compared_to_float=True)),
+                           expression=exp.LTE(this=hi_term, expression=render(high, compared_to_float=True)))
+        return exp.Between(this=lo_term, low=render(low, compared_to_float=True),
                            high=render(high, compared_to_float=True))
 
     def visit_in(self, node: exp.Expression, arg: None) -> exp.Expression:
@@ -265,7 +287,10 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
             if kind is None:
                 continue
             text = cast.this.this
-            ok = parse_date(text) if kind == "date" else parse_timestamp(text, ntz=kind == "timestamp_ntz")
+            try:
+                ok = parse_date(text) if kind == "date" else parse_timestamp(text, ntz=kind == "timestamp_ntz")
+            except PandoExprError:
+                ok = None
             if ok is None:
                 accepted = _ACCEPTED_TEXT[kind]
                 raise self.fail(f"invalid {kind} literal {text!r} in {cast.sql(DIALECT)}; accepted: {accepted}")
@@ -298,20 +323,33 @@ class _Binder(PredicateVisitor[None, exp.Expression]):
 
     def coerce(self, term: exp.Expression, values: list[TypedValue], node: exp.Expression
                ) -> tuple[exp.Expression, list[TypedValue]]:
-        """Type literals against the term they are compared with, as Spark would."""
-        kind = self.kind_of(term)
-        if kind in ("int", "decimal") and any(v.kind == "float" for v in values):
-            # Spark compares an int/decimal with a double literal as doubles.
-            term, kind = exp.Cast(this=term, to=exp.DataType.build("DOUBLE")), "float"
+        """Type literals against the term they are compared with, as Spark does under the
+        session's settings (one common type for an IN list)."""
+        vec = self.vec_of(term)
+        kind, bits = vec.kind, vec.bits
+        ansi = current().ansi
+        literal_kinds = {(v.kind, v.bits if v.kind == "float" else 0) for v in values if v.kind != "null"}
+        mixed = kind in NUMERIC_KINDS and len(literal_kinds) > 1 and "string" in {k for k, _ in literal_kinds}
+        target = None if mixed else _numeric_target(kind, bits, literal_kinds, ansi)
+        if target is not None:
+            if kind != "float":
+                term = exp.Cast(this=term, to=_FLOAT if target[1] == 32 else _DOUBLE)
+            kind, bits = target
         out = []
         for v in values:
-            typed = _coerce_value(v, kind)
+            why = ""
+            try:
+                if mixed and v.kind == "string":
+                    raise PandoExprError("Spark compares a list of strings and numbers as strings: not modelled")
+                typed = _coerce_value(v, kind, bits, ansi)
+            except PandoExprError as e:
+                typed, why = None, f" ({e})"
             if typed is None:
                 what = f"column {term.name!r}" if isinstance(term, exp.Column) else f"expression {term.sql(DIALECT)}"
                 col_type = (str(self.schema.field(self.by_lower[term.name]).type)
                             if isinstance(term, exp.Column) else kind)
                 raise self.fail(f"literal {_show(v)} cannot be compared with {what} of type {col_type} "
-                                f"in {node.sql(DIALECT)}; accepted: {_ACCEPTED.get(kind, kind)}")
+                                f"in {node.sql(DIALECT)}{why}; accepted: {_ACCEPTED.get(kind, kind)}")
             out.append(typed)
         return term, out
 
@@ -320,55 +358,100 @@ def _show(v: TypedValue) -> str:
     return f"'{v.value}'" if v.kind == "string" else f"{v.value!r} ({v.kind})"
 
 
-_INT_RE = re.compile(r"^\s*[+-]?\d+\s*$")
+def _numeric_target(kind: str, bits: int, literals: set[tuple[str, int]], ansi: bool) -> tuple[str, int] | None:
+    """The float type (kind, bits) Spark compares a numeric term with these literals as, None
+    when it compares exactly (integers and decimals). ANSI off: an integer term with FLOAT
+    literals only is compared as FLOAT (the term rounded to float32), a FLOAT term with integer
+    or string literals only too (the literals rounded); any DOUBLE or decimal literal makes it
+    DOUBLE. ANSI on: every float comparison is DOUBLE, and a string compared with a decimal or
+    float term too. A FLOAT term compared as DOUBLE is widened exactly: it keeps no cast."""
+    kinds = {k for k, _ in literals}
+    if kind not in NUMERIC_KINDS:
+        return None
+    if kind == "float":
+        if bits == 32 and not ansi and "decimal" not in kinds and ("float", 64) not in literals:
+            return ("float", 32)
+        return ("float", 64)
+    if "string" in kinds:
+        return ("float", 64) if kind == "decimal" else None
+    if "float" not in kinds:
+        return None
+    if kind == "int" and not ansi and ("float", 64) not in literals and "decimal" not in kinds:
+        return ("float", 32)
+    return ("float", 64)
 
 
-def _coerce_value(v: TypedValue, kind: str) -> TypedValue | None:
+def _coerce_value(v: TypedValue, kind: str, bits: int = 64, ansi: bool = False) -> TypedValue | None:
+    """``v`` as a value of the term's type (``kind``, ``bits``) it is compared with."""
     if v.kind == "null":
         return NULL
     if kind == "int":
-        if v.kind in ("int", "decimal"):
+        if v.kind == "int":
+            return TypedValue("int", v.value)
+        if v.kind == "decimal":
             return v
-        if v.kind == "string" and _INT_RE.match(v.value):
-            return TypedValue("int", int(v.value))
+        if v.kind == "string":
+            # ANSI off: the string cast to the term's type (a fraction cut off, NULL when it does
+            # not fit); ANSI on: to BIGINT, an error when it is not an integer
+            parsed = parse_int(v.value, 64 if ansi else bits)
+            if parsed is None:
+                if ansi:
+                    raise PandoExprError(f"{v.value!r} is not a BIGINT: Spark with ANSI mode on raises")
+                return NULL
+            return TypedValue("int", parsed)
     elif kind == "decimal":
         if v.kind in ("int", "decimal"):
             return v
-        if v.kind == "string":
-            try:
-                d = Decimal(v.value.strip())
-                return TypedValue("decimal", d) if d.is_finite() else None
-            except InvalidOperation:
-                return None
     elif kind == "float":
-        if v.kind in ("int", "decimal", "float"):
-            return TypedValue("float", float(v.value))
+        if v.kind == "float":
+            return TypedValue("float", v.value, 64) if bits == 64 else v
+        if v.kind == "int":
+            return TypedValue("float", float32(float(v.value)) if bits == 32 else float(v.value), bits)
+        if v.kind == "decimal":
+            if bits == 32:
+                return None
+            return cast_value(v, _DOUBLE)
         if v.kind == "string":
-            f = parse_float(v.value)
-            return None if f is None else TypedValue("float", f)
+            typed = cast_value(v, _FLOAT if bits == 32 else _DOUBLE)
+            return typed if typed.kind == "null" or bits == 32 else TypedValue("float", typed.value, 64)
     elif kind == "string":
         if v.kind == "string":
             return v
     elif kind == "date":
         if v.kind == "date":
             return v
+        if v.kind == "string":  # a string that is not a date: NULL in Spark, most likely a mistake here
+            typed = cast_value(v, _DATE)
+            return None if typed.kind == "null" else typed
+    elif kind == "timestamp":
+        if v.kind == "timestamp_ntz" or v.kind == "date":  # the literal read in the session zone
+            return cast_value(v, _LTZ)
+        if v.kind == "timestamp":
+            return v
         if v.kind == "string":
-            days = parse_date(v.value)
-            return None if days is None else TypedValue("date", days)
-    elif kind in ("timestamp", "timestamp_ntz"):
-        if v.kind in ("timestamp", "timestamp_ntz"):
-            return TypedValue(kind, v.value)  # session time zone is UTC: the same micros
-        if v.kind == "date":
-            return TypedValue(kind, v.value * 86_400_000_000)
-        if v.kind == "string":
-            micros = parse_timestamp(v.value, ntz=kind == "timestamp_ntz")
-            return None if micros is None else TypedValue(kind, micros)
+            typed = cast_value(v, _LTZ)
+            return None if typed.kind == "null" else typed
+    elif kind == "timestamp_ntz":
+        if v.kind == "timestamp":
+            # Spark casts the column to TIMESTAMP: its wall clock read in the session zone
+            if not current().utc:
+                raise PandoExprError("a TIMESTAMP_NTZ column compared with a TIMESTAMP is read in the session "
+                                     f"time zone {current().time_zone}, which is not modelled")
+            return TypedValue(kind, v.value)
+        if v.kind in ("timestamp_ntz", "date", "string"):
+            typed = cast_value(v, _NTZ)
+            return None if typed.kind == "null" else typed
     elif kind == "bool":
         if v.kind == "bool":
             return v
         if v.kind == "string" and v.value.strip().lower() in ("true", "false"):
             return TypedValue("bool", v.value.strip().lower() == "true")
     return None
+
+
+_DOUBLE, _FLOAT, _DATE = exp.DataType.build("DOUBLE"), exp.DataType.build("FLOAT"), exp.DataType.build("DATE")
+_LTZ = exp.DataType.build("TIMESTAMP")
+_NTZ = exp.DataType(this=exp.DataType.Type.TIMESTAMPNTZ)
 
 
 def value_sort_key(v: TypedValue) -> tuple[int, Any]:

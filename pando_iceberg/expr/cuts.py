@@ -18,6 +18,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from pando_iceberg.expr import keys as keyset
+from pando_iceberg.expr import semantics
 from pando_iceberg.expr.bind import DIALECT, bind
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.evaluate import evaluate_predicate
@@ -60,8 +61,14 @@ class ExprCut(Cut):
     def __init__(self, expr: str | exp.Expr, schema: pa.Schema, table: str | None = None,
                  *, bound: bool = False):
         """`bound=True`: `expr` is already canonical (bind's output for this schema), so it
-        is not bound again."""
-        self.expr = expr if bound and isinstance(expr, exp.Expression) else bind(expr, schema, table)
+        is not bound again. A cut means what it meant when the layout was made: it is bound and
+        evaluated with the default settings (UTC, ANSI off), whatever the session planning a query
+        with it (a query's predicate matches it only if it means the same there)."""
+        if bound and isinstance(expr, exp.Expression):
+            self.expr = expr
+        else:
+            with semantics.using(semantics.DEFAULT):
+                self.expr = bind(expr, schema, table)
         self.key = self.expr.sql(DIALECT)
         self.columns = frozenset(c.name for c in self.expr.find_all(exp.Column))
         self.lower_columns = frozenset(c.lower() for c in self.columns)
@@ -75,7 +82,8 @@ class ExprCut(Cut):
         self._alone: dict[tuple[int, str], tuple[AtomTable, bool]] = {}
 
     def evaluate(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
-        return evaluate_predicate(self.expr, table)
+        with semantics.using(semantics.DEFAULT):
+            return evaluate_predicate(self.expr, table)
 
     def dnf(self, polarity: str):
         """DNF of this cut being TRUE (T) or NOT TRUE (NT); None if too complex."""

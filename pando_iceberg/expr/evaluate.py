@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,18 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from pando_iceberg.expr.errors import PandoExprError
-from pando_iceberg.expr.values import NUMERIC_KINDS, TypedValue, fold
+from pando_iceberg.expr.semantics import current
+from pando_iceberg.expr.values import (
+    FLOAT_BITS,
+    INT_BITS,
+    INT_PRECISION,
+    NUMERIC_KINDS,
+    TypedValue,
+    decimal_precision,
+    decimal_result_precision,
+    float_bits,
+    fold,
+)
 from pando_iceberg.expr.visitor import ARITHMETIC_OPS, COMPARISON_OPS, DATE_PARTS, PredicateVisitor, kind_of
 
 _I64_MAX = 2**63 - 1
@@ -34,11 +46,20 @@ class Vec:
     data: Any  # numpy array, or a pa.LargeStringArray for strings
     valid: np.ndarray
     scale: int = 0  # decimals: data holds unscaled integers
+    # ints: Spark's width (data is int64, wrapped to it); floats: 32 for FLOAT (data is float64);
+    # decimals: the precision (above 38: not known)
+    bits: int = 64
+
+
+def _int_bits(t: pa.DataType) -> int:
+    return t.bit_width if pa.types.is_signed_integer(t) else 64
 
 
 def arrow_kind(t: pa.DataType) -> tuple[str, int] | None:
     """The evaluation kind (and decimal scale) of an Arrow column type, None if unsupported."""
     if pa.types.is_integer(t):
+        if pa.types.is_uint64(t):
+            return None  # no Spark type holds it
         return "int", 0
     if pa.types.is_floating(t):
         return "float", 0
@@ -70,6 +91,8 @@ def column_vec(arr: pa.Array | pa.ChunkedArray) -> Vec:
         raise PandoExprError(f"column type {t} is not supported in predicates")
     kind, scale = kind_scale
     valid = _valid_of(arr)
+    bits = (_int_bits(t) if kind == "int" else t.precision if kind == "decimal"
+            else 32 if pa.types.is_float32(t) or pa.types.is_float16(t) else 64)
     if kind == "int":
         data = pc.fill_null(arr, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     elif kind == "float":
@@ -86,7 +109,7 @@ def column_vec(arr: pa.Array | pa.ChunkedArray) -> Vec:
         data = raw // 1000 if factor is None else raw * factor
     else:  # decimal: read the unscaled 128-bit integers from the buffer
         data = _decimal_unscaled(arr)
-    return Vec(kind, data, valid, scale)
+    return Vec(kind, data, valid, scale, bits)
 
 
 def evaluation_ready(table: pa.Table) -> pa.Table:
@@ -156,7 +179,7 @@ class _Rows(Context):
         if name not in self._cache:
             v = self.parent.column(name)
             data = v.data.take(pa.array(self.idx)) if isinstance(v.data, pa.Array) else v.data[self.idx]
-            self._cache[name] = Vec(v.kind, data, v.valid[self.idx], v.scale)
+            self._cache[name] = Vec(v.kind, data, v.valid[self.idx], v.scale, v.bits)
         return self._cache[name]
 
 
@@ -170,7 +193,7 @@ def literal_vec(v: TypedValue, n: int) -> Vec:
     if v.kind == "int":
         if abs(v.value) > _I64_MAX:
             return Vec("decimal", np.full(n, v.value, dtype=object), valid, 0)
-        return Vec("int", np.full(n, v.value, dtype=np.int64), valid)
+        return Vec("int", np.full(n, v.value, dtype=np.int64), valid, 0, v.bits)
     if v.kind == "decimal":
         d: Decimal = v.value
         exponent = d.as_tuple().exponent
@@ -179,9 +202,9 @@ def literal_vec(v: TypedValue, n: int) -> Vec:
         scale = max(0, -exponent)
         unscaled = int(d.scaleb(scale))
         dtype = np.int64 if abs(unscaled) <= _I64_MAX else object
-        return Vec("decimal", np.full(n, unscaled, dtype=dtype), valid, scale)
+        return Vec("decimal", np.full(n, unscaled, dtype=dtype), valid, scale, decimal_precision(v))
     if v.kind == "float":
-        return Vec("float", np.full(n, v.value, dtype=np.float64), valid)
+        return Vec("float", np.full(n, v.value, dtype=np.float64), valid, 0, v.bits)
     if v.kind == "bool":
         return Vec("bool", np.full(n, v.value, dtype=bool), valid)
     if v.kind == "string":
@@ -199,10 +222,49 @@ def _to_float(v: Vec) -> np.ndarray:
         return v.data
     if v.kind == "int":
         return v.data.astype(np.float64)
-    if v.kind == "decimal":  # Spark casts decimal to double for mixed comparisons
-        return (v.data.astype(np.float64) if v.data.dtype != object
-                else np.array([float(x) for x in v.data], dtype=np.float64)) / (10.0**v.scale)
+    if v.kind == "decimal":  # Spark's decimal → double: the exact value correctly rounded
+        return _decimal_to_double(v.data, v.scale)
     raise PandoExprError(f"cannot use a {v.kind} value as a number")
+
+
+_EXACT_DOUBLE = 2**53
+
+
+def _decimal_to_double(data: np.ndarray, scale: int) -> np.ndarray:
+    """Unscaled decimals as the nearest doubles: dividing by the power of ten is one correctly
+    rounded operation when both operands are exact doubles (|unscaled| ≤ 2^53, scale ≤ 22);
+    wider values (precision above 15 only) are converted one by one, exactly."""
+    if data.dtype != object and scale <= 22:
+        small = np.abs(data) <= _EXACT_DOUBLE
+        out = data.astype(np.float64) / (10.0**scale)
+        if bool(small.all()):
+            return out
+        idx = np.flatnonzero(~small)
+        out[idx] = [float(Fraction(int(x), 10**scale)) for x in data[idx]]
+        return out
+    return np.array([float(Fraction(int(x), 10**scale)) for x in data], dtype=np.float64)
+
+
+def wrap(data: np.ndarray, bits: int) -> np.ndarray:
+    """int64 data in two's complement at ``bits`` (Spark's overflow with ANSI off)."""
+    if bits >= 64:
+        return data
+    return data.astype({8: np.int8, 16: np.int16, 32: np.int32}[bits]).astype(np.int64)
+
+
+def _as_float32(data: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return data.astype(np.float32)
+
+
+def _precision(v: Vec) -> int:
+    """The decimal precision Spark gives an int or decimal operand (INT as DECIMAL(10, 0))."""
+    return INT_PRECISION.get(v.bits, 20) if v.kind == "int" else v.bits
+
+
+def _no_overflow_in_ansi(what: str) -> None:
+    if current().ansi:
+        raise PandoExprError(f"{what} may overflow, and Spark with ANSI mode on raises then: not modelled")
 
 
 def _rescale(data: np.ndarray, k: int) -> np.ndarray:
@@ -308,6 +370,8 @@ def arith(op: str, a: Vec, b: Vec) -> Vec:
     if op == "/":
         if "decimal" in (a.kind, b.kind) and "float" not in (a.kind, b.kind):
             raise PandoExprError("decimal division is not supported (Spark rounds its result type)")
+        if current().ansi:
+            raise PandoExprError("division: Spark with ANSI mode on raises on a zero divisor, not modelled")
         x, y = _to_float(a), _to_float(b)
         zero = y == 0
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -315,13 +379,22 @@ def arith(op: str, a: Vec, b: Vec) -> Vec:
         return Vec("float", data, valid & ~zero)  # x / 0 is NULL in Spark
     if "float" in (a.kind, b.kind):
         x, y = _to_float(a), _to_float(b)
+        bits = float_bits((a.kind, a.bits), (b.kind, b.bits))
         with np.errstate(over="ignore", invalid="ignore"):
-            data = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](x, y)
-        return Vec("float", data, valid)
+            if bits == 32:  # FLOAT arithmetic rounds every result to float32
+                data = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](_as_float32(x), _as_float32(y))
+                data = data.astype(np.float64)
+            else:
+                data = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](x, y)
+        return Vec("float", data, valid, 0, bits)
     if a.kind == "int" and b.kind == "int":
-        with np.errstate(over="ignore"):
+        _no_overflow_in_ansi(f"integer {op}")
+        bits = max(a.bits, b.bits)
+        with np.errstate(over="ignore"):  # int64 wraps at 64 bits, as Spark's BIGINT
             data = {"+": np.add, "-": np.subtract, "*": np.multiply}[op](a.data, b.data)
-        return Vec("int", data, valid)
+        return Vec("int", wrap(data, bits), valid, 0, bits)
+    _no_overflow_in_ansi(f"decimal {op}")
+    p = decimal_result_precision(op, (_precision(a), a.scale), (_precision(b), b.scale))
     if op == "*":
         x, y = a.data, b.data
         if x.dtype != object and y.dtype != object:
@@ -331,13 +404,13 @@ def arith(op: str, a: Vec, b: Vec) -> Vec:
                 x, y = x.astype(object), y.astype(object)
         elif x.dtype != y.dtype:
             x, y = x.astype(object), y.astype(object)
-        return Vec("decimal", x * y, valid, a.scale + b.scale)
+        return Vec("decimal", x * y, valid, a.scale + b.scale, p)
     x, y, scale = _exact_pair(a, b)
     if x.dtype != object:
         peak = int(max(np.abs(x).max(), np.abs(y).max())) if n else 0
         if peak > _I64_MAX // 2:
             x, y = x.astype(object), y.astype(object)
-    return Vec("decimal", x + y if op == "+" else x - y, valid, scale)
+    return Vec("decimal", x + y if op == "+" else x - y, valid, scale, p)
 
 
 def _civil(days: np.ndarray, part: str) -> np.ndarray:
@@ -358,10 +431,21 @@ def _date_part(part: str, v: Vec) -> Vec:
     if v.kind == "date":
         days = v.data
     elif v.kind in ("timestamp", "timestamp_ntz"):
-        days = v.data // 86_400_000_000  # session time zone is UTC
+        if v.kind == "timestamp":
+            _utc_only(f"{part} of a TIMESTAMP")
+        days = v.data // 86_400_000_000
     else:
         raise PandoExprError(f"cannot extract {part} from a {v.kind} value")
-    return Vec("int", _civil(days, part), v.valid)
+    return Vec("int", _civil(days, part), v.valid, 0, 32)
+
+
+def _utc_only(what: str) -> None:
+    """Zone-dependent operations on columns are modelled in UTC only: the layout's cuts were
+    evaluated with UTC semantics, and a cut means the same function of a row as a query's
+    predicate only if both are read in the same zone."""
+    if not current().utc:
+        raise PandoExprError(f"{what} depends on the session time zone ({current().time_zone}); "
+                             "modelled in UTC only")
 
 
 def _substring(v: Vec, pos: int, length: int | None) -> Vec:
@@ -382,26 +466,67 @@ def _substring(v: Vec, pos: int, length: int | None) -> Vec:
     return Vec("string", sliced, v.valid)
 
 
-def _cast(v: Vec, to: exp.DataType) -> Vec:
+def _cast(v: Vec, to: exp.DataType, safe: bool = False) -> Vec:
+    """Spark's CAST of a column expression (ANSI off: narrowing wraps, a double is cut toward
+    zero and saturates, NaN is 0). With ANSI on, or as TRY_CAST, a cast that may fail is not
+    modelled."""
     name = to.this.name
-    if name in ("DOUBLE", "FLOAT"):
-        if v.kind in NUMERIC_KINDS:
-            return Vec("float", _to_float(v), v.valid)
-    elif name in ("BIGINT", "INT", "SMALLINT", "TINYINT"):
+    if name in FLOAT_BITS:
+        bits = FLOAT_BITS[name]
+        if v.kind == "float" and v.bits <= bits:  # widening is exact
+            return Vec("float", v.data, v.valid, 0, bits)
+        if v.kind in ("int", "float") or (v.kind == "decimal" and bits == 64):
+            data = _to_float(v)
+            return Vec("float", _as_float32(data).astype(np.float64) if bits == 32 else data, v.valid, 0, bits)
+    elif name in INT_BITS:
+        bits = INT_BITS[name]
+        if v.kind == "int" and v.bits <= bits:
+            return Vec("int", v.data, v.valid, 0, bits)
+        if safe or current().ansi:
+            raise PandoExprError(f"a narrowing CAST to {name} raises (ANSI) or gives NULL (TRY_CAST) on overflow: "
+                                 "not modelled")
         if v.kind == "int":
-            return v
+            return Vec("int", wrap(v.data, bits), v.valid, 0, bits)
+        if v.kind == "float":
+            return Vec("int", wrap(_double_to_long(v.data, 64 if bits == 64 else 32), bits), v.valid, 0, bits)
+        if v.kind == "decimal" and v.data.dtype != object:
+            whole = np.abs(v.data) // np.int64(10**v.scale) * np.sign(v.data)  # toward zero
+            return Vec("int", wrap(whole, bits), v.valid, 0, bits)
     elif name == "DATE":
         if v.kind == "date":
             return v
         if v.kind in ("timestamp", "timestamp_ntz"):
+            if v.kind == "timestamp":
+                _utc_only("CAST of a TIMESTAMP to DATE")
             return Vec("date", v.data // 86_400_000_000, v.valid)
-    elif name in ("TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ") and v.kind == "date":
-        return Vec("timestamp", v.data * 86_400_000_000, v.valid)
-    elif name == "TIMESTAMPNTZ" and v.kind == "date":
-        return Vec("timestamp_ntz", v.data * 86_400_000_000, v.valid)
+    elif name in ("TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ"):
+        if v.kind == "timestamp":
+            return v
+        if v.kind in ("date", "timestamp_ntz"):
+            _utc_only(f"CAST of a {v.kind.upper()} to TIMESTAMP")
+            return Vec("timestamp", v.data * 86_400_000_000 if v.kind == "date" else v.data, v.valid)
+    elif name == "TIMESTAMPNTZ":
+        if v.kind == "timestamp_ntz":
+            return v
+        if v.kind == "date":
+            return Vec("timestamp_ntz", v.data * 86_400_000_000, v.valid)
+        if v.kind == "timestamp":
+            _utc_only("CAST of a TIMESTAMP to TIMESTAMP_NTZ")
+            return Vec("timestamp_ntz", v.data, v.valid)
     elif name in ("VARCHAR", "STRING", "TEXT") and v.kind == "string":
         return v
     raise PandoExprError(f"unsupported CAST of a {v.kind} column expression to {to.sql('spark')}")
+
+
+def _double_to_long(x: np.ndarray, width: int) -> np.ndarray:
+    """Java's (int) / (long) of doubles: toward zero, NaN → 0, saturating at the width."""
+    hi, lo = 2.0 ** (width - 1), -(2.0 ** (width - 1))
+    nan = np.isnan(x)
+    inside = ~nan & (x < hi) & (x > lo)
+    with np.errstate(invalid="ignore"):
+        out = np.where(inside, np.trunc(np.where(inside, x, 0.0)), 0.0).astype(np.int64)
+    out = np.where(x >= hi, np.int64((1 << (width - 1)) - 1), out)
+    return np.where(x <= lo, np.int64(-(1 << (width - 1))), out)
 
 
 def _case(branches: list[tuple[Vec, Vec]], default: Vec) -> Vec:
@@ -410,6 +535,15 @@ def _case(branches: list[tuple[Vec, Vec]], default: Vec) -> Vec:
     if len(kinds) > 1 and not kinds <= set(NUMERIC_KINDS):
         raise PandoExprError(f"CASE branches of mixed types {sorted(kinds)}")
     kind = kinds.pop() if len(kinds) == 1 else ("float" if "float" in kinds else "decimal" if kinds else "null")
+    numeric = [val for val in values if val.kind in NUMERIC_KINDS]
+    bits = max((val.bits for val in numeric if val.kind == kind), default=64)
+    if kind == "float" and any(val.kind == "float" and val.bits == 32 for val in numeric) and any(
+            val.kind == "int" for val in numeric):
+        raise PandoExprError("CASE branches of FLOAT and integer values (Spark rounds them to FLOAT) are not modelled")
+    if kind == "float" and any(val.kind == "decimal" for val in numeric):
+        bits = 64
+    if kind == "decimal":  # Spark's wider decimal of the branches
+        bits = max(val.scale for val in numeric) + max(_precision(val) - val.scale for val in numeric)
     n = len(default.valid)
     if kind == "null":
         return Vec("null", np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
@@ -436,7 +570,7 @@ def _case(branches: list[tuple[Vec, Vec]], default: Vec) -> Vec:
     conds = [c.valid & c.data for c, _ in branches]
     data = np.select(conds, datas[:-1], default=datas[-1])
     valid = np.select(conds, [val.valid for val in values[:-1]], default=default.valid)
-    return Vec(kind, data, valid, scale)
+    return Vec(kind, data, valid, scale, bits)
 
 
 def _in_list(term: Vec, values: list[TypedValue]) -> Vec:
@@ -598,6 +732,8 @@ class _Evaluator(PredicateVisitor[Context, Vec]):
             if a.kind == "date" and not iv.months and not iv.micros:
                 return Vec("date", a.data + iv.days, a.valid)
             if a.kind in ("timestamp", "timestamp_ntz") and not iv.months:
+                if a.kind == "timestamp" and iv.days:
+                    _utc_only("TIMESTAMP ± an interval of days")
                 return Vec(a.kind, a.data + iv.days * 86_400_000_000 + iv.micros, a.valid)
             raise PandoExprError(f"unsupported interval arithmetic on a column: {node.sql('spark')}")
         return arith(op, self.visit(node.this, arg), self.visit(node.expression, arg))
@@ -606,14 +742,22 @@ class _Evaluator(PredicateVisitor[Context, Vec]):
         a = self.visit(node.this, arg)
         if a.kind not in NUMERIC_KINDS:
             raise PandoExprError(f"cannot negate a {a.kind} value")
-        return Vec(a.kind, -a.data, a.valid, a.scale)
+        if a.kind == "int":
+            _no_overflow_in_ansi("negation")
+            with np.errstate(over="ignore"):
+                return Vec("int", wrap(-a.data, a.bits), a.valid, 0, a.bits)
+        return Vec(a.kind, -a.data, a.valid, a.scale, a.bits)
 
     def visit_abs(self, node: exp.Expression, arg: Context) -> Vec:
         a = self.visit(node.this, arg)
         if a.kind not in NUMERIC_KINDS:
             raise PandoExprError(f"abs needs a number, got a {a.kind} value")
+        if a.kind == "int":  # abs of the smallest value wraps to itself
+            _no_overflow_in_ansi("abs")
+            with np.errstate(over="ignore"):
+                return Vec("int", wrap(np.abs(a.data), a.bits), a.valid, 0, a.bits)
         return Vec(a.kind, np.abs(a.data) if a.data.dtype != object else np.array([abs(x) for x in a.data],
-                   dtype=object), a.valid, a.scale)
+                   dtype=object), a.valid, a.scale, a.bits)
 
     def visit_extract(self, node: exp.Expression, arg: Context) -> Vec:
         return _date_part(node.this.name.upper(), self.visit(node.expression, arg))
@@ -631,10 +775,10 @@ class _Evaluator(PredicateVisitor[Context, Vec]):
         if a.kind != "string":
             raise PandoExprError(f"length needs a string, got a {a.kind} value")
         return Vec("int", pc.utf8_length(a.data).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
-                   a.valid)
+                   a.valid, 0, 32)
 
     def visit_cast(self, node: exp.Expression, arg: Context) -> Vec:
-        return _cast(self.visit(node.this, arg), node.args["to"])
+        return _cast(self.visit(node.this, arg), node.args["to"], bool(node.args.get("safe")))
 
     def visit_case(self, node: exp.Expression, arg: Context) -> Vec:
         if node.this is not None:

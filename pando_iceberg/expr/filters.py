@@ -13,6 +13,7 @@ import sqlglot
 from sqlglot import exp
 
 from pando_iceberg.expr import keys as keyset
+from pando_iceberg.expr import semantics
 from pando_iceberg.expr.bind import DIALECT, bind, parse_predicate
 from pando_iceberg.expr.cuts import Cut, ExprCut, LiteralCut
 from pando_iceberg.expr.domain import Domain, Span
@@ -421,9 +422,10 @@ def _origin_filter(cut: LiteralCut, dim_filter: TableFilter) -> TableFilter:
     key = (fingerprints[None], tuple(sorted((name, fingerprints[name]) for name in dim_schemas)))
     hit = cut._origin_filters.get(key)
     if hit is None:
-        try:
-            hit = TableFilter.from_sql(cut.origin.predicate, dim_filter.schema, cut.origin.dim_table,
-                                       schemas=dim_schemas)
+        try:  # the predicate the layout's key set was made with: the default settings
+            with semantics.using(semantics.DEFAULT):
+                hit = TableFilter.from_sql(cut.origin.predicate, dim_filter.schema, cut.origin.dim_table,
+                                           schemas=dim_schemas)
         except PandoExprError as e:  # e.g. a nested dimension this query does not join: remember it
             hit = str(e)
         cut._origin_filters[key] = hit

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 from sqlglot import exp
 
+from pando_iceberg.expr import semantics
 from pando_iceberg.expr.domain import Domain, Span, is_discrete, key_of
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.evaluate import Context, eval_node
@@ -323,7 +324,8 @@ class AtomTable:
         (its values are multiples of 10^-scale)."""
         key = node.sql(DIALECT)
         if key not in self._kinds:
-            v = eval_node(node, self.ctx)
+            with semantics.using(semantics.DEFAULT):  # a canonical term's type is the same in every session
+                v = eval_node(node, self.ctx)
             self._kinds[key] = f"decimal:{v.scale}" if v.kind == "decimal" and isinstance(node, exp.Column) else v.kind
         return self._kinds[key]
 
@@ -342,8 +344,9 @@ class AtomTable:
             key = node.sql(DIALECT)
         atom = self._cache.get(key)
         if atom is None:
-            try:
-                atom = self._classify(node)
+            try:  # canonical atoms mean the same in every session: classified once, for all
+                with semantics.using(semantics.DEFAULT):
+                    atom = self._classify(node)
             except (PandoExprError, ValueError, TypeError, ArithmeticError):
                 atom = Opaque(key, _columns(node), null_intolerant(node))
             self._cache[key] = atom

@@ -40,6 +40,7 @@ from sqlglot import exp, parse_one
 
 from ..catalog import load_table, load_tables
 from ..config import int_from_env
+from ..expr import semantics
 from ..planner.joins import BoundedCache
 from . import iceberg_jvm as jv
 from .join_order import RepeatedJoins
@@ -76,7 +77,8 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
     from ..planner import plan_scan
 
     table = catalog.load_table(name)
-    plan = plan_scan(table, filter, use_layout=use_layout, schemas=schemas)
+    with semantics.using(semantics.from_spark(spark)):
+        plan = plan_scan(table, filter, use_layout=use_layout, schemas=schemas)
     with staged_plan(spark, table, name, plan) as df:
         if plan.filter.joins:  # IN (SELECT ...) parts need SQL, not a DataFrame expression
             view = f"__pando_pruned_{abs(hash(name))}"
@@ -251,6 +253,7 @@ def parse_sql(sql: str) -> exp.Expression:
     return tree
 
 
+@semantics.of_session  # values folded and evaluated as this session's settings say
 def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.Expression | None = None) -> QueryPlan:
     """Plan every Iceberg base table of ``sql`` (parsed: ``tree``, when the caller parsed it) with
     its own filter (join filters included)."""

@@ -46,7 +46,7 @@ from .cost import (
     traverse,
 )
 from .ktuple import KTupleIndex, distinct_ktuples, radices_of
-from .serialize import layout_from_bytes, layout_to_bytes
+from .serialize import FORMAT_VERSION, layout_from_bytes, layout_to_bytes
 from .tree import Decision, PartitionTree, cut_table
 
 __all__ = ["Layout", "ObservedKTuples", "ScanExplanation", "TreeScan"]
@@ -134,6 +134,8 @@ class Layout:
         """``workload_sides`` (queries × ``self.cuts``) and ``workload_weights``: the workload
         the layout was learned from, for routing unseen k-tuples (module docstring)."""
         self.trees = list(trees)
+        # The serialized form's version it was read from (layout/serialize.py); a new layout is current.
+        self.format_version = FORMAT_VERSION
         self.k = len(self.trees)
         if self.k < 1:
             raise ValueError("a layout needs at least one tree")

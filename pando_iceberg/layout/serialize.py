@@ -21,6 +21,12 @@ layout has one (JSON ``"workload": true``): routing uses it for k-tuples the sam
 (layout.py). Version 1 layouts are still read; they route unseen k-tuples by the
 nearest-k-tuple rule.
 
+Version 3 changes no field: it marks layouts whose cuts were evaluated with Spark's typed semantics
+(integer arithmetic at the operands' widths, FLOAT as 32 bits, narrowing casts). A cut of an older
+layout over a computed term (arithmetic, a cast or a function of a column) may have placed rows by
+another meaning than its SQL has now: the loaded layout's ``format_version`` says so, and the
+planner claims nothing about such cuts (``planner.scan``).
+
 On load the leaf → block sets and truncated trees are re-derived from the map and must equal
 the stored ones: a disagreement is reported as corruption, never silently trusted.
 """
@@ -41,8 +47,8 @@ from .tree import PartitionTree
 __all__ = ["FORMAT_VERSION", "MAGIC", "SUPPORTED_VERSIONS", "LayoutFormatError", "layout_from_bytes", "layout_to_bytes"]
 
 MAGIC = b"PNDL"
-FORMAT_VERSION = 2
-SUPPORTED_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+SUPPORTED_VERSIONS = (1, 2, 3)
 _HEADER = struct.Struct("<4sHHII")
 _MAX_PAYLOAD = 1 << 31
 
@@ -198,6 +204,7 @@ def _build(doc: dict, blob: bytes, decode: Callable, literal_keys: Any, Layout: 
         )
     except ValueError as e:
         raise LayoutFormatError(f"k-tuple map or workload is inconsistent with the trees: {e}") from e
+    layout.format_version = version
     # The stored planning view must equal the one the map implies.
     for t, (tt, lb) in enumerate(zip(layout.truncated, layout.leaf_blocks)):
         want_collapsed = [n for n in tt.leaves() if not trees[t].is_leaf(n)]

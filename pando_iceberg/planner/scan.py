@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from sqlglot import exp
 
 log = logging.getLogger("pando_iceberg.planner")
 
@@ -306,6 +307,13 @@ def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord,
         if note not in ex.notes:
             ex.notes.append(note)
     ignored = {c.key for c in layout.cuts if hasattr(c, "origin") and (c.origin.dim_table, c.origin.dim_pk) in not_keys}
+    untyped = untyped_cut_keys(layout)
+    if untyped:
+        ignored |= untyped
+        note = (f"{len(untyped)} cut(s) over computed terms ignored: the layout was written before cuts were "
+                "evaluated with Spark's typed semantics (a re-layout restores them)")
+        if note not in ex.notes:
+            ex.notes.append(note)
     literal = {(c.column, c.origin.dim_table, c.origin.dim_pk) for c in layout.cuts if hasattr(c, "origin")}
     for j in getattr(tf, "joins", None) or ():
         if (j.column, j.dim_table, j.dim_pk) in literal:  # explain: how the trees decided this join's cuts
@@ -435,6 +443,23 @@ def changed_cut_columns(table, pointer, layout) -> set[str]:
         if len(then) != 1 or field_id(current, column) not in then:
             changed.add(column)
     return changed
+
+
+# Layout format version from which cuts are evaluated with Spark's typed semantics (layout/serialize.py).
+TYPED_CUTS_VERSION = 3
+# Nodes under which a column is still read as it is stored: the predicate's own structure.
+_PREDICATE_NODES = (exp.Predicate, exp.Connector, exp.Not, exp.Paren, exp.In, exp.Between, exp.Like, exp.Is)
+
+
+def untyped_cut_keys(layout) -> set[str]:
+    """Keys of the cuts of a layout written before cuts were evaluated with Spark's typed semantics
+    whose meaning may have changed since: those over a computed term (a column under arithmetic, a
+    cast or a function), where integer widths, 32-bit floats and narrowing casts now apply. A
+    plain comparison of a column with literals meant then what its SQL means now."""
+    if getattr(layout, "format_version", TYPED_CUTS_VERSION) >= TYPED_CUTS_VERSION:
+        return set()
+    return {c.key for c in layout.cuts if isinstance(getattr(c, "expr", None), exp.Expression)
+            and any(not isinstance(col.parent, _PREDICATE_NODES) for col in c.expr.find_all(exp.Column))}
 
 
 class _IgnoringCuts:

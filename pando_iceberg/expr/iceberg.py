@@ -17,7 +17,8 @@ Float and double columns: Spark orders NaN above every number, has NaN = NaN and
 only is pruned) and Java Iceberg orders -0.0 below 0.0 in bounds. So a comparison NaN
 satisfies keeps the files that may hold NaN: `x > c` → `x > c OR isnan(x)` (a file is judged
 by its bounds only when its NaN count is known to be 0; pyiceberg's writer records none);
-`x = NaN` → `isnan(x)`, `x < NaN` → `notnan(x)`; `x < c`, `x <= c`, `x = c` map as they are.
+`x = NaN` → `isnan(x)`, `x < NaN` → `notnan(x)`; `x < c`, `x <= c`, `x = c` map as they are,
+and in an AND with one of them on the same column the `OR isnan(x)` goes (`x >= 40 AND x < 43`).
 A zero literal is written as the zero that makes the bound hold for both zeros under Java's
 order too (`x <= 0` → `x <= +0.0`, `x < 0` → `x < -0.0`), an infinite one as a comparison with
 the largest finite value (`x >= inf` → `x > MAX`), so the JVM planning with the same
@@ -174,7 +175,7 @@ class _Mapper(PolarityVisitor[BooleanExpression]):
         self.float_bounds = float_bounds
 
     def visit_all(self, left: BooleanExpression, right: BooleanExpression) -> BooleanExpression:
-        return And(left, right)
+        return _nan_excluded(And(left, right))
 
     def visit_any(self, left: BooleanExpression, right: BooleanExpression) -> BooleanExpression:
         return Or(left, right)
@@ -193,7 +194,7 @@ class _Mapper(PolarityVisitor[BooleanExpression]):
         truth = arg == T
         low = self.compare(node.this, ">=" if truth else "<", fold(node.args["low"]))
         high = self.compare(node.this, "<=" if truth else ">", fold(node.args["high"]))
-        return And(low, high) if truth else Or(low, high)
+        return _nan_excluded(And(low, high)) if truth else Or(low, high)
 
     def visit_in(self, node: exp.Expression, arg: str) -> BooleanExpression:
         return self.in_list(node.this, [fold(e) for e in node.expressions], arg == T)
@@ -379,7 +380,7 @@ def _float_bracket(r: Fraction | float, t: IcebergType) -> tuple[float, float]:
         d = float(r)
     except OverflowError:
         d = math.inf if r > 0 else -math.inf
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):  # beyond the largest finite value: infinity
         c = kind(d)  # the float32 nearest the nearest double: one of the two neighbours
     if math.isinf(c):
         side = 1 if c > 0 else -1
@@ -388,7 +389,8 @@ def _float_bracket(r: Fraction | float, t: IcebergType) -> tuple[float, float]:
         side = (exact > r) - (exact < r)
     if side == 0:
         return float(c), float(c)
-    other = np.nextafter(c, kind(-math.inf if side > 0 else math.inf))
+    with np.errstate(over="ignore"):
+        other = np.nextafter(c, kind(-math.inf if side > 0 else math.inf))
     return (float(other), float(c)) if side > 0 else (float(c), float(other))
 
 
@@ -451,6 +453,23 @@ def _compare_float(name: str, t: IcebergType, op: str, lit: TypedValue) -> Boole
         return _at_most(name, t, hi, op == "<")
     below = _at_least(name, t, lo, op == ">")  # above the smaller neighbour, or NaN
     return NotNull(term=ref) if isinstance(below, NotNaN) else Or(below, IsNaN(term=ref))
+
+
+# Mapped predicates a NaN never satisfies (NaN is only kept through an explicit IsNaN).
+_NAN_FAILS = (LessThan, LessThanOrEqual, GreaterThan, GreaterThanOrEqual, EqualTo, In, NotNaN)
+
+
+def _nan_excluded(expr: BooleanExpression) -> BooleanExpression:
+    """``expr`` (an AND) with ``P OR isnan(x)`` conjuncts read as ``P`` where another conjunct
+    fails on NaN in ``x`` (``x >= 40 AND x < 43``: a NaN is not below 43): the same rows, and a
+    file whose NaN count is unknown is then judged by its bounds."""
+    parts = _parts(expr, And)
+    fails = {p.term.name for p in parts if isinstance(p, _NAN_FAILS) and isinstance(p.term, Reference)}
+    if not fails:
+        return expr
+    out = [p.left if isinstance(p, Or) and isinstance(p.right, IsNaN) and isinstance(p.right.term, Reference)
+           and p.right.term.name in fails else p for p in parts]
+    return expr if all(a is b for a, b in zip(out, parts)) else _join(out, And)
 
 
 def _float_in(name: str, t: IcebergType, values: list[TypedValue]) -> BooleanExpression:

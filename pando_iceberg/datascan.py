@@ -15,12 +15,16 @@ pruning). The plan only removes files that cannot hold a matching row (ARCHITECT
 Two kinds of ``row_filter``, each read with one semantics:
 
 - **SQL text** (Spark SQL, the language of the workload): rows are those Spark would return.
-  pyiceberg's reader gets an implied Iceberg expression (``expr.iceberg.to_pyiceberg``: it
-  skips row groups and drops most rows), and the exact filter is applied to every batch after
-  it. ``IN (SELECT pk FROM dim WHERE ...)`` semi-joins are read through pyiceberg.
+  Iceberg's pruning plans with an implied Iceberg expression (``expr.iceberg.to_pyiceberg``,
+  float bounds included); pyiceberg's reader gets one without float comparisons (Arrow's
+  row-group statistics would drop NaN rows), which skips row groups and drops most rows, and
+  the exact filter is applied to every batch after it. ``IN (SELECT pk FROM dim WHERE ...)``
+  semi-joins are read through pyiceberg.
 - **a pyiceberg expression**: rows are those pyiceberg's own scan returns (its Arrow
-  semantics, e.g. ``NotIn`` keeps NULLs). The trees are asked with a SQL filter that holds on
-  every row pyiceberg keeps (:func:`pruning_sql`), never with a narrower one.
+  semantics, e.g. ``NotIn`` keeps NULLs). Iceberg's pruning plans with the expression as it
+  is (the files of ``table.scan(row_filter=expr).plan_files()``, never more); the trees are
+  asked with a SQL filter that holds on every row pyiceberg keeps (:func:`pruning_sql`),
+  never with a narrower one.
 """
 
 from __future__ import annotations
@@ -80,10 +84,11 @@ def scan(table: Table, row_filter: RowFilter = "TRUE", selected_fields: tuple[st
 
 
 def _reader_filter(table: Table, pando_filter: RowFilter) -> BooleanExpression:
-    """What pyiceberg's reader applies: the expression itself, or one implied by the SQL text."""
+    """What pyiceberg's reader applies: the expression itself, or one implied by the SQL text
+    (without float comparisons: see ``expr.iceberg``)."""
     if isinstance(pando_filter, BooleanExpression):
         return pando_filter
-    return to_pyiceberg(table_filter(table, pando_filter), table.schema())
+    return to_pyiceberg(table_filter(table, pando_filter), table.schema(), float_bounds=False)
 
 
 class PandoDataScan(DataScan):
@@ -111,8 +116,12 @@ class PandoDataScan(DataScan):
         """The Pando plan (planned once per scan object; ``update``/``filter`` make a new one)."""
         if self._plan is None:
             given = self.pando_filter
-            flt = given if isinstance(given, str) else pruning_sql(given, self.table)
-            self._plan = plan_scan(self.table, flt, snapshot_id=self.snapshot_id, use_layout=self.use_layout)
+            if isinstance(given, str):
+                self._plan = plan_scan(self.table, given, snapshot_id=self.snapshot_id, use_layout=self.use_layout)
+            else:
+                self._plan = plan_scan(self.table, pruning_sql(given, self.table), snapshot_id=self.snapshot_id,
+                                       use_layout=self.use_layout, iceberg_filter=given,
+                                       case_sensitive=self.case_sensitive)
         return self._plan
 
     def plan_files(self) -> Iterable[FileScanTask]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import math
 import uuid
 
 from sqlglot import exp
@@ -17,6 +18,9 @@ class UnsupportedFilter(ValueError):
 def _literal(value) -> exp.Expression:
     if isinstance(value, bool):
         return exp.Boolean(this=value)
+    if isinstance(value, float) and not math.isfinite(value):  # "inf" would read as a column name
+        text = "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+        return exp.cast(exp.Literal.string(text), "DOUBLE")
     if isinstance(value, (int, float, decimal.Decimal)):
         return exp.Literal.number(str(value))
     if isinstance(value, datetime.datetime):

@@ -149,8 +149,13 @@ def _subquery_schemas(table, sql: str) -> dict[str, pa.Schema] | None:
 
 
 def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cache: LayoutCache | None = DEFAULT_CACHE,
-              use_layout: bool = True, schemas: dict[str, pa.Schema] | None = None) -> ScanPlan:
-    """Plan the files a filter must read: Iceberg's partition + min/max pruning, then Pando."""
+              use_layout: bool = True, schemas: dict[str, pa.Schema] | None = None, iceberg_filter: Any = None,
+              case_sensitive: bool = True) -> ScanPlan:
+    """Plan the files a filter must read: Iceberg's partition + min/max pruning, then Pando.
+
+    ``iceberg_filter``: the pyiceberg expression Iceberg's pruning plans with, as it is (a
+    caller's own expression, read with pyiceberg's semantics; ``filter`` is then SQL that holds
+    on every row it keeps); None: one implied by ``filter`` (``expr.iceberg.to_pyiceberg``)."""
     from ..expr.iceberg import to_pyiceberg
     from .manifests import plan_files
 
@@ -168,8 +173,9 @@ def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cach
         ex.total_files = int(snap.summary.get("total-data-files", 0) or 0)
         ex.total_bytes = int(snap.summary.get("total-files-size", 0) or 0)
         ex.total_rows = int(snap.summary.get("total-records", 0) or 0)
-    row_filter = to_pyiceberg(tf, table.schema())
-    tasks = plan_files(table, row_filter, snapshot_id=sid)  # pyiceberg's plan, decoded manifests cached
+    row_filter = to_pyiceberg(tf, table.schema()) if iceberg_filter is None else iceberg_filter
+    # pyiceberg's plan, decoded manifests cached
+    tasks = plan_files(table, row_filter, snapshot_id=sid, case_sensitive=case_sensitive)
     ex.iceberg_files, ex.iceberg_bytes, ex.iceberg_rows = _sizes(tasks)
 
     chosen = tasks

@@ -27,7 +27,7 @@ ROW_COL = "_pando_row"
 
 # Spark-side schema of the per-file result rows (kept in sync with write_blocks' output).
 WRITTEN_FILE_DDL = ("block INT, path STRING, record_count BIGINT, file_size_in_bytes BIGINT, ktuples STRING, "
-                    "split_offsets ARRAY<BIGINT>")
+                    "split_offsets ARRAY<BIGINT>, nan_value_counts MAP<INT, BIGINT>")
 
 
 @dataclass
@@ -179,9 +179,24 @@ def split_offsets(metadata) -> list[int]:
     return sorted(out)
 
 
+def float_field_ids(arrow_schema: pa.Schema) -> dict[str, int]:
+    """Top-level float and double columns of a schema carrying Iceberg field ids → their ids."""
+    out = {}
+    for f in arrow_schema:
+        field_id = (f.metadata or {}).get(b"PARQUET:field_id")
+        if field_id is not None and pa.types.is_floating(f.type):
+            out[f.name] = int(field_id)
+    return out
+
+
 class _BlockWriter:
     def __init__(self, spec: WriteSpec, io, arrow_schema: pa.Schema, pq):
         self.spec, self.io, self.schema, self.pq = spec, io, arrow_schema, pq
+        # NaN counts per float column of the open file: Iceberg's own writers record them, a
+        # Parquet footer has none, and without them a file with NaN-free floats cannot be pruned
+        # for a comparison NaN satisfies in Spark (`x > c`; see expr/iceberg.py).
+        self.float_fields = float_field_ids(arrow_schema)
+        self.nans: dict[int, int] = {}
         self.block: int | None = None
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
@@ -224,6 +239,8 @@ class _BlockWriter:
         if self.file is None:
             self._open(table)
         # row groups of at least row_group_bytes of Arrow data: one, unless a flush holds several
+        for name, field_id in self.float_fields.items():
+            self.nans[field_id] += int(pc.sum(pc.is_nan(table.column(name))).as_py() or 0)
         groups = max(1, table.nbytes // max(1, self.spec.row_group_bytes))
         self.writer.write_table(table, row_group_size=max(1, -(-table.num_rows // groups)))
         self.rows += table.num_rows
@@ -245,6 +262,7 @@ class _BlockWriter:
                                             compression_level=level, store_decimal_as_integer=True,
                                             use_dictionary=dictionary_columns(first))
         self.rows = 0
+        self.nans = dict.fromkeys(self.float_fields.values(), 0)
 
     def _finish(self) -> pa.RecordBatch:
         self.writer.close()
@@ -261,6 +279,7 @@ class _BlockWriter:
             "file_size_in_bytes": pa.array([size], pa.int64()),
             "ktuples": pa.array([",".join(map(str, codes.tolist()))], pa.string()),
             "split_offsets": pa.array([offsets], pa.list_(pa.int64())),
+            "nan_value_counts": pa.array([list(self.nans.items())], pa.map_(pa.int32(), pa.int64())),
         })
 
     def close(self):

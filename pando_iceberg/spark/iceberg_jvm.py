@@ -155,13 +155,16 @@ class NewFile:
     file_size_in_bytes: int
     partition: Any = None  # a StructLike of a file already in the partition (None: unpartitioned)
     split_offsets: list[int] | None = None  # its row groups' starting offsets (None: not known)
+    nan_value_counts: dict[int, int] | None = None  # field id → NaN values, counted as written
 
 
 def build_data_files(spark, table, new_files: Iterable[NewFile]) -> list:
     """Java DataFiles for Parquet files we wrote, with metrics read from their footers the way
     Iceberg's own add_files does (``ParquetUtil.fileMetrics`` with the table's MetricsConfig),
     each in its ``partition`` when it has one (the tuple is copied, never parsed) and with its
-    row groups' split offsets when known, as Iceberg's own writers record them."""
+    row groups' split offsets when known, as Iceberg's own writers record them, and the NaN
+    counts of float columns (a footer has none; Iceberg's writers count them as they write) for
+    the columns whose counts the MetricsConfig keeps."""
     jvm = spark._jvm
     metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(table)
     spec = table.spec()
@@ -170,6 +173,8 @@ def build_data_files(spark, table, new_files: Iterable[NewFile]) -> list:
     for nf in new_files:
         metrics = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(table.io().newInputFile(nf.path),
                                                                          metrics_config)
+        if nf.nan_value_counts:
+            metrics = _with_nan_counts(jvm, metrics, nf.nan_value_counts)
         builder = jvm.org.apache.iceberg.DataFiles.builder(spec).withPath(nf.path).withFormat(parquet) \
             .withFileSizeInBytes(int(nf.file_size_in_bytes)).withMetrics(metrics)
         if nf.partition is not None:
@@ -181,6 +186,24 @@ def build_data_files(spark, table, new_files: Iterable[NewFile]) -> list:
             builder = builder.withSplitOffsets(jvm.org.apache.iceberg.util.ArrayUtil.toLongList(offsets))
         out.append(builder.build())
     return out
+
+
+def _with_nan_counts(jvm, metrics, nan_counts: dict[int, int]):
+    """``metrics`` with NaN counts for the fields that have a value count (metrics mode not none)."""
+    counted = metrics.valueCounts()
+    kept = {str(int(f)): int(n) for f, n in nan_counts.items() if counted is not None and counted.containsKey(int(f))}
+    if not kept:
+        return metrics
+    # A Map<Integer, Long> made by Jackson: py4j hands a small Python int over as an Integer, which
+    # the manifest writer cannot cast to the Long a count is.
+    mapper = jvm.org.apache.iceberg.util.JsonUtil.mapper()
+    of = jvm.java.lang.Class.forName
+    long_map = mapper.getTypeFactory().constructMapType(of("java.util.HashMap"), of("java.lang.Integer"),
+                                                        of("java.lang.Long"))
+    nans = mapper.readValue(json.dumps(kept), long_map)
+    return jvm.org.apache.iceberg.Metrics(metrics.recordCount(), metrics.columnSizes(), counted,
+                                          metrics.nullValueCounts(), nans, metrics.lowerBounds(),
+                                          metrics.upperBounds())
 
 
 def commit_replace(spark, table, base_snapshot_id: int, old_files: list, new_files: list,

@@ -9,7 +9,8 @@ routes its rows; ``run_rewrite`` does the rest, the same way for all of them:
     driver: rows written == rows read, else nothing is committed
       ─▶ §7: the leaf → block maps finalized from the (block, k-tuple) pairs written, and the
          Puffin sidecar written (the caller's ``layout_sidecar``)
-      ─▶ Iceberg DataFiles for the new files (metrics from their footers, partition copied)
+      ─▶ Iceberg DataFiles for the new files (metrics from their footers and the NaN counts of
+         their float columns, partition copied)
       ─▶ ONE commit: a ``replace`` snapshot validated from the base snapshot + the pointer
     any failure ─▶ ``after_failure``: what was written is deleted, the table is exactly as it was
 
@@ -47,7 +48,7 @@ from .session import drop_shuffles, refresh_table, release_shuffle_files
 
 # A written file, as ``write_blocks`` reports it (one pyspark Row of ``WRITTEN_FILE_DDL``):
 # .block, .path, .record_count, .file_size_in_bytes, .ktuples (packed codes, comma-separated),
-# .split_offsets (its row groups' starting offsets).
+# .split_offsets (its row groups' starting offsets), .nan_value_counts (field id → NaNs, float columns).
 Written = Any
 
 
@@ -120,7 +121,8 @@ def run_rewrite(spark: Any, table_name: str, table: Any, base_id: int, rewrite: 
         with progress_step(progress, "commit: data file metadata, one replace snapshot", 2) as step:
             partition_of = rewrite.partition_of or (lambda w: None)
             new_files = jv.build_data_files(spark, table, [jv.NewFile(w.path, w.file_size_in_bytes, partition_of(w),
-                                                                      w.split_offsets) for w in written])
+                                                                      w.split_offsets, dict(w.nan_value_counts or {}))
+                                                           for w in written])
             step.advance()
             pointer = LayoutPointer(layout_id, sidecar.file_name, snapshot_id=0,
                                     base_snapshot_id=rewrite.pointer_base_snapshot_id,

@@ -19,6 +19,7 @@ from pyiceberg.expressions import (
     GreaterThan,
     GreaterThanOrEqual,
     In,
+    IsNaN,
     IsNull,
     LessThan,
     LessThanOrEqual,
@@ -128,8 +129,10 @@ def M(sql, schema=SCHEMA, iceberg=ICEBERG):
     ("i < 5 or i + 1 > 2", AlwaysTrue()),
     ("not (i + 1 > 2)", AlwaysTrue()),  # NOT of something unmappable
     ("i < j", AlwaysTrue()),  # column vs column
-    ("f > 1.5", AlwaysTrue()),  # NaN and -0.0: Spark and Iceberg metrics disagree
-    ("f = 0", AlwaysTrue()),
+    ("f > 1.5", Or(GreaterThan("f", 1.5), IsNaN("f"))),  # Spark: NaN > 1.5; Iceberg's metrics: not
+    ("f < 1.5", LessThan("f", 1.5)),
+    ("f = 0", And(GreaterThanOrEqual("f", -0.0), LessThanOrEqual("f", 0.0))),  # both zeros, Java's order too
+    ("f <> 1.5", NotNull("f")),
     ("i < 2.5", LessThanOrEqual("i", 2)),  # an integer column and a decimal literal
     ("i >= 2.5", GreaterThanOrEqual("i", 3)),
     ("i = 2.5", AlwaysFalse()),

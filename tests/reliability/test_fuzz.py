@@ -148,7 +148,9 @@ def lake(spark, catalog, lakehouse_cfg):
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW fuzzrefv_{name} AS {view_sql(name, f'fuzzref_{name}')}")
     files = {n: spark.sql(f"SELECT count(*) FROM {NS}.{n}.files").collect()[0][0] for n in COLUMNS}
     deletes = {n: spark.sql(f"SELECT count(*) FROM {NS}.{n}.delete_files").collect()[0][0] for n in COLUMNS}
-    info = {"load_s": round(t_load, 1), "layout_s": round(t_layout, 1),
+    import pando_iceberg
+
+    info = {"pando_iceberg": pando_iceberg.__file__, "load_s": round(t_load, 1), "layout_s": round(t_layout, 1),
             "setup_s": round(time.perf_counter() - t0, 1), "blocks": layouts, "files": files, "delete_files": deletes}
     print(f"\nfuzz lakehouse ({PROFILE}): {info}")
     _log({"setup": info})

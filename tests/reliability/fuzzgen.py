@@ -572,7 +572,9 @@ def make_query(values: Values, seed: int) -> str:
         i += 1
     if r.random() < 0.85:
         where_parts.append(g.predicate(rels, 2))
-    if r.random() < 0.5:  # a plainly written conjunct too: the trees decide it, so the query prunes
+    if r.random() < 0.7:  # one table's own conjunct (casts, overflow, odd literals): pushed down to its trees
+        where_parts.append(g.atom([r.choice(rels)]))
+    if r.random() < 0.4:  # a plainly written conjunct too: the trees decide it, so the query prunes
         where_parts.append(QueryGen(values, r, plain=True).atom([r.choice(rels)]))
     if r.random() < 0.12:  # a semi-join through a subquery
         star = [x for x in rels if x.base in ("sales", "taxi")] or rels

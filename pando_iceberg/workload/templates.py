@@ -283,6 +283,21 @@ def to_line(v: Any, kind: str) -> Any:
     return v
 
 
+def _on_line(v: TypedValue | None, kind: str) -> bool:
+    """Is the literal ``v`` a value on the number line (or the domain) of a column of ``kind``, so
+    that new values can be drawn for it from the column's sample? Not NULL, not NaN or infinite,
+    and of the column's own type (a timestamp literal compared with a date column's cast is not)."""
+    if v is None or v.value is None:
+        return False
+    if kind in ("int", "date", "timestamp", "timestamp_ntz"):
+        return v.kind == kind and isinstance(v.value, int) and not isinstance(v.value, bool)
+    if kind == "decimal":
+        return v.kind in ("decimal", "int") and isinstance(v.value, (Decimal, int)) and Decimal(v.value).is_finite()
+    if kind == "float":
+        return v.kind in ("float", "int", "decimal") and math.isfinite(float(v.value))
+    return v.kind == kind
+
+
 def typed_value(value: Any, old_kind: str) -> TypedValue:
     """A value on a literal's line as a typed literal: temporal kinds keep the literal's kind,
     others take the value's own (the binder coerces it to the column again)."""
@@ -351,6 +366,8 @@ class _Generator:
             constant = not self._varies(ix)
             if not self.values or kind is None or (role == "range" and kind not in _ORDERED) or (constant and path):
                 continue  # an agreeing literal inside a join filter stays (module docstring, item 2)
+            if not all(_on_line(row[i], kind) for row in self.values for i in ix):
+                continue  # NULL, NaN or a literal of another type (a cast term): its training values stay
             self.groups.append(_Group([(path, col, ix)], role, kind, constant=constant))
         self._merge_lockstep()
         # The groups that never varied: one of them is drawn anew with probability 1/(n + 1).

@@ -73,6 +73,18 @@ def _verb_errors(procedure_name: str) -> Iterator[None]:
         raise ProcedureError(f"{procedure_name}: {e.detail}") from None
 
 
+@contextmanager
+def _guard_errors(procedure_name: str) -> Iterator[None]:
+    """A rewrite the per-template guard refused (``TemplateGuardError``) as this procedure's
+    ProcedureError: an answer about the inputs (the workload, the bound), not a failure."""
+    from ..spark.rewrite import TemplateGuardError
+
+    try:
+        yield
+    except TemplateGuardError as e:
+        raise ProcedureError(f"{procedure_name}: {e}") from None
+
+
 def call(ctx: ProcedureContext, statement: str) -> Result:
     """Run one ``CALL pando.system.<name>(...)`` statement."""
     parsed = parse_call(statement)
@@ -212,7 +224,7 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
     if mode == "incremental" and where is not None:
         raise ProcedureError("rewrite_data_files: argument 'where' does not apply to mode 'incremental' (it lays "
                              "out the rows outside the layouts of every partition that has one)")
-    with _verb_errors("rewrite_data_files"):
+    with _verb_errors("rewrite_data_files"), _guard_errors("rewrite_data_files"):
         if mode == "incremental":  # lay out only the rows outside the layout, with its stored trees
             r = ctx.pando_table(tbl).optimize.incremental(**incremental_options(options))
         else:
@@ -257,10 +269,10 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
                          f"sample rows, {p.candidate_cuts} candidate cuts, {p.queries_used} queries; weighted mean "
                          f"files read per query: {p.mean_files_read_now:.1f} now, {p.mean_files_read_with_layout:.1f} "
                          "with the layout",
+                         *[f"template {t.line()}" for t in p.templates],
                          f"stored as pending layout {p.pending_layout_id} (not used by scans until applied); apply it "
                          "with rewrite_data_files(table => ..., strategy => 'pando')"
-                         + ("" if p.guard_holds else ", which refuses it unless force => true (the guard below)")]
-                  + [f"template {t.line()}" for t in p.templates])
+                         + ("" if p.guard_holds else ", which refuses it unless force => true (the templates above)")])
 
 
 @procedure("explain_scan",

@@ -141,7 +141,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     (``max-template-regression``) only those whose every template reads at most the bound × what
     it reads on the table now; when none does, more candidates learned with cuts along the order
     the table already has (``in_block.order_cuts``) and the breaking templates weighing
-    ``GUARD_WEIGHTS`` times more, until one holds it. ``LearnedLayout.guard`` says whether the
+    ``GUARD_WEIGHTS`` times more (k trees, then one), until one holds it. ``LearnedLayout.guard`` says whether the
     kept layout holds the guard: ``rewrite_table`` refuses one that does not, unless forced."""
     from ..layout import build_layout
 
@@ -188,9 +188,11 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
         guard = {"now": now, "now_bytes": now_bytes, "bound": bound,
                  "file_fraction": min(1.0, options.min_block_rows / total_rows)}
 
+    measured: list = []  # files_read of each candidate, measured once
+
     def choose():
         return select_layout([(lay, getattr(o, "column", None)) for lay, o in learned], sample,
-                             expected.validation, b_sample, **guard)
+                             expected.validation, b_sample, measured=measured, **guard)
 
     choice = choose() if len(learned) > 1 or guard else None
     if choice is not None and choice.guard is not None and not choice.guard.holds:
@@ -202,15 +204,20 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
         breaking: set[str] = set()
         for factor in GUARD_WEIGHTS:
             breaking |= {t.template for t in choice.guard.breaking()}
-            progress(f"no layout keeps every template within {bound:g}× of what it reads now: learning k={options.k} "
-                     f"with {len(extra)} cuts along the table's current order, {len(breaking)} template(s) "
-                     f"weighing {factor}×")
-            learn(options.k, cuts + extra, [(f, w * factor if template_key(f) in breaking else w)
-                                            for f, w in expected.queries])
-            labels.append(f"{options.k} with the table's order" + (f", {factor}× on breaking templates"
-                                                                     if factor > 1 else ""))
-            choice = choose()
-            assert choice.guard is not None
+            weighted = [(f, w * factor if template_key(f) in breaking else w) for f, w in expected.queries]
+            # k trees, then one: a block of one tree is a leaf, as narrow on the table's order as its
+            # cuts make it; blocks merged from k-tuples of several trees are wider on all of them.
+            for k in dict.fromkeys((options.k, 1)):
+                progress(f"no layout keeps every template within {bound:g}× of what it reads now: learning k={k} "
+                         f"with {len(extra)} cuts along the table's current order, {len(breaking)} template(s) "
+                         f"weighing {factor}×")
+                learn(k, cuts + extra, weighted)
+                labels.append(f"{k} with the table's order" + (f", {factor}× on breaking templates"
+                                                               if factor > 1 else ""))
+                choice = choose()
+                assert choice.guard is not None
+                if choice.guard.holds:
+                    break
             if choice.guard.holds:
                 break
     k_selection = None

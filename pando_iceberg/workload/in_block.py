@@ -371,7 +371,7 @@ def _k_of(label: Any) -> int:
 def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
                   validation: Sequence[tuple[TableFilter, float]], b_sample: float, *,
                   now: np.ndarray | None = None, bound: float | None = None, file_fraction: float = 0.0,
-                  now_bytes: np.ndarray | None = None) -> LayoutChoice:
+                  now_bytes: np.ndarray | None = None, measured: list[np.ndarray] | None = None) -> LayoutChoice:
     """Among ``(layout, in-block order)`` pairs in order of preference (fewer trees first), the
     one whose files the validation draws read least of (``files_cost``); a later one replaces
     the kept one only when it reads ``MIN_GAIN`` less (more trees cost planning time and sidecar
@@ -384,13 +384,17 @@ def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
     the current data files it opens): a constraint of the choice, not a report after it. Only
     candidates whose every template reads at most ``allowed_reads`` (bound × now, plus the
     slack of small templates) are eligible; among them the same rule picks. When none is, the
-    unconstrained choice is returned with its guard broken (the caller refuses or forces)."""
+    unconstrained choice is returned with its guard broken (the caller refuses or forces).
+    ``measured``: the ``files_read`` of the first layouts, from an earlier call on the same
+    validation draws; extended in place with those of the others."""
     if not layouts:
         raise ValueError("select_layout needs at least one layout")
     validation = [(f, float(w)) for f, w in validation]
     zones = zone_columns(validation, sample)
     weights = np.array([w for _, w in validation]) if validation else np.zeros(0)
-    reads = [files_read(layout, sample, validation, b_sample, order, zones=zones) for layout, order in layouts]
+    reads = measured if measured is not None else []
+    reads += [files_read(layout, sample, validation, b_sample, order, zones=zones)
+              for layout, order in layouts[len(reads):]]
     costs = [float(r @ weights / weights.sum()) if weights.sum() > 0 else 0.0 for r in reads]
 
     def pick(eligible: list[int]) -> int:

@@ -23,6 +23,10 @@ pruning is sound on its own.
 - The same measure, on an independent set of synthetic draws, chooses how many trees to keep
   (``select_layout``): zone maps prune inside compact blocks (one tree's leaves) far better
   than inside blocks merged from many k-tuples, which the §5 cost model alone does not see.
+- Do no harm: the same measure per template (``files_read``, ``template_reads``) against what
+  each template reads on the table as it is now (the caller plans it: ``spark/rewrite_common.
+  reads_now``) makes the choice a constrained one (``select_layout``'s guard, ``allowed_reads``),
+  and the order the table already has proposes more cuts (``order_cuts``).
 """
 
 from __future__ import annotations

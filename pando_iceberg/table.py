@@ -30,6 +30,7 @@ from pyiceberg.table import Table
 from .datascan import PandoDataScan, scan
 from .spark.rewrite_common import IncrementalFields, OptionFields
 from .storage.sidecar import DataFileRef
+from .workload.in_block import TemplateRead
 
 __all__ = ["BlockView", "Health", "IncrementalMetrics", "LayoutOptions", "LayoutPrediction", "LayoutView",
            "LiteralCutChange", "LiteralCutsRefresh", "NodeView", "PandoApiError", "PandoTable",
@@ -93,7 +94,9 @@ def _kind(f: dataclasses.Field[Any]) -> str:
     by_type = {"str": "a string", "float": "a number", "int | None": "an integer or None"}
     kind = by_type.get(str(f.type), "an integer")
     return {"in_block_order": "a string ('auto', 'none' or a column)",
-            "k_selection": "'validate' or 'fixed'"}.get(f.name, kind)
+            "k_selection": "'validate' or 'fixed'",
+            "max_template_regression": "a string (a number > 0, '0' or 'off'; '' = the table property)",
+            }.get(f.name, kind)
 
 
 # ---- results ----------------------------------------------------------------------------------
@@ -129,6 +132,11 @@ class LayoutPrediction:
     mean_files_read_now: float
     mean_files_read_with_layout: float
     notes: tuple[str, ...] = ()
+    # Per workload template: the fraction of the table's rows its validation draws read now and
+    # with the layout, and what the guard allows (workload.in_block.TemplateRead); empty when the
+    # guard is off. ``guard_holds``: False when a rewrite would refuse the layout without force.
+    templates: tuple[TemplateRead, ...] = ()
+    guard_holds: bool = True
 
 
 @dataclass(frozen=True)
@@ -530,7 +538,8 @@ class TableOptimizer:
                                 "are whole-table only")
         ropts = opts.to_rewrite_options()
         self.pt._refresh_spark()  # Spark's cached metadata may predate pyiceberg's last commit
-        learned = learn_layout(spark, name, sources, ropts, snapshot_id=snapshot.snapshot_id, progress=self.pt.progress)
+        learned = learn_layout(spark, name, sources, ropts, snapshot_id=snapshot.snapshot_id, progress=self.pt.progress,
+                               io_properties=self.pt.io_properties)
         sidecar = store_pending(table, learned, ropts, dict(request or {"workload": workload}), snapshot.snapshot_id)
         self.pt._refresh_spark()
         layout = learned.layout
@@ -552,16 +561,21 @@ class TableOptimizer:
         weights = sum(w for _, w in learned.queries) or 1.0
         return LayoutPrediction(sidecar.layout_id, snapshot.snapshot_id, layout.k, int(layout.num_blocks),
                                 int(block_files.sum()), learned.sample_rows, learned.cuts, learned.queries_used,
-                                tuple(queries), files_now / weights, files_new / weights)
+                                tuple(queries), files_now / weights, files_new / weights,
+                                templates=tuple(learned.guard.templates) if learned.guard else (),
+                                guard_holds=learned.guard is None or learned.guard.holds)
 
     def rewrite(self, workload: Workload | None = None, k: int | None = None, *,
                 options: LayoutOptions | None = None, where: str | None = None, relearn: bool = False,
-                request: Mapping[str, Any] | None = None) -> RewriteMetrics:
+                request: Mapping[str, Any] | None = None, force: bool = False) -> RewriteMetrics:
         """Rewrite the data files to a layout in ONE ``replace`` commit: the pending layout of
         ``optimize.layout`` when there is one learned with the same options and workload (and
         ``relearn`` is False), else one learned now from ``workload`` (or the workload recorded
         with the current layout). A partitioned table gets one layout per partition; ``where``
-        (partition source columns only) selects the partitions."""
+        (partition source columns only) selects the partitions. A layout under which a workload
+        template would read more than ``max-template-regression`` × what it reads now is refused
+        before anything is written (``TemplateGuardError``, naming each such template) unless
+        ``force``."""
         from .maintenance import pending as pend
         from .spark.rewrite import rewrite_table
 
@@ -610,7 +624,9 @@ class TableOptimizer:
                                     "'workload_log') — the table has no recorded one and no pending layout from "
                                     "optimize_layout")
         r = rewrite_table(spark, name, sources or [], ropts, io_properties=self.pt.io_properties,
-                          progress=self.pt.progress, learned=learned, where=where)
+                          progress=self.pt.progress, learned=learned, where=where, force=force)
+        if r.guard is not None:
+            notes += [("" if t.holds else "forced: ") + t.line() for t in r.guard.templates]
         dropped = pend.clear_pending(self.pt.table)
         if dropped:
             self.pt._refresh_spark()

@@ -232,6 +232,7 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
     z-order with Iceberg's own ``rewrite_data_files`` procedure. A layout the checkpoint holds, whose
     tables still have the files recorded, is reused."""
     from ..procedures import call
+    from ..spark.rewrite import TemplateGuardError
     from ..table import LayoutOptions, PandoTable
     from ..tpch import copy_table
     from .workloads import filtered_columns
@@ -302,6 +303,8 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 want = pando_files.get(t) or max(1, math.ceil(src["rows"] / opts.b))
                 target = max(1024, src["bytes"] // want)
             tried = []  # (target-file-size-bytes, files) per sort/z-order attempt
+            metrics: Any = None
+            refused = ""
             for _ in range(1 if layout.startswith("pando") else CALIBRATION_ATTEMPTS):
                 if not layout.startswith("pando"):
                     stmt = (f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'sort', "
@@ -310,7 +313,11 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 progress(f"{layout}: {stmt}")
                 t0 = time.perf_counter()
                 if layout.startswith("pando"):
-                    metrics = PandoTable(catalog, name, spark=spark).optimize.rewrite(str(wfile), options=options)
+                    try:
+                        metrics = PandoTable(catalog, name, spark=spark).optimize.rewrite(str(wfile), options=options)
+                    except TemplateGuardError as e:  # the table stays as copied: what the user keeps
+                        metrics, refused = None, str(e)
+                        progress(f"{layout}: {name}: refused by the per-template guard, left as loaded")
                 else:
                     call(ctx, stmt)
                 seconds = time.perf_counter() - t0
@@ -323,7 +330,9 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 if any(target == t for t, _ in tried):  # the writer ignores the target here
                     break
             entry = {**stats, "rewrite_seconds": seconds, "statement": stmt, "attempts": max(1, len(tried))}
-            if layout.startswith("pando"):
+            if layout.startswith("pando") and metrics is None:
+                entry.update(blocks=0, phases={}, refused=refused)
+            elif layout.startswith("pando"):
                 phases = dict(metrics.seconds)
                 entry.update(blocks=metrics.blocks, trees=_trees_kept(catalog, name), phases=phases,
                              optimizer_seconds=phases.get("sampling", 0.0) + phases.get("optimizing", 0.0),

@@ -16,6 +16,9 @@ LAYOUT_COLORS = {"arrival": "#9e9e9e", "sort": "#8c6d31", "zorder": "#d6616b", "
 TARGET_BEST_RATIO = 2.0
 TARGET_TEMPLATE_TIME = 0.9
 TARGET_LB_RATIO = {"taxi": 2.5, "star": 3.0}
+# A template a layout makes worse: it reads more than this many times its bytes on the tables as
+# loaded (the rewrite's own guard, max-template-regression, defaults to the same bound).
+WORSE_THAN_ARRIVAL = 1.1
 BASELINES = ("sort", "zorder")
 
 
@@ -85,6 +88,21 @@ def summarize(rep: dict) -> dict:
                 p["payback_queries_vs_zorder"] = _payback(p["rewrite_s"] - z["rewrite_s"],
                                                           (z["total_s_all"] - p["total_s_all"]) / n)
     out["targets"] = targets(rep, out)
+    out["worse_than_arrival"] = worse_than_arrival(rep)
+    return out
+
+
+def worse_than_arrival(rep: dict) -> dict[str, list[dict]]:
+    """Layout → the templates it makes worse: mean bytes read per held-out query above
+    ``WORSE_THAN_ARRIVAL`` × the same template's on the tables as loaded."""
+    pt = per_template(rep)
+    out: dict[str, list[dict]] = {}
+    for x in rep["options"]["layouts"]:
+        if x == "arrival":
+            continue
+        out[x] = [{"template": t, "arrival_bytes": v["bytes"]["arrival"], "bytes": v["bytes"][x],
+                   "ratio": _ratio(v["bytes"][x], v["bytes"]["arrival"])}
+                  for t, v in pt.items() if v["bytes"][x] > WORSE_THAN_ARRIVAL * v["bytes"]["arrival"]]
     return out
 
 
@@ -172,6 +190,8 @@ def _how(layout: str, v: dict) -> str:
     """How one table of a layout was written, for the report's rewrite table."""
     if layout == "arrival":
         return "as loaded"
+    if v.get("refused"):  # Pando, refused by its per-template guard
+        return f"left as loaded: {v['refused']}"
     if not v.get("sort_order"):  # Pando
         return (f"{v.get('blocks')} blocks" + (f", {v['trees']} tree(s) kept" if v.get("trees") else "") + "; "
                 + ", ".join(f"{k} {t_:.1f} s" for k, t_ in v.get("phases", {}).items()))
@@ -268,6 +288,24 @@ def markdown(rep: dict, stem: str) -> str:
                 cells.append(_mark(_ratio(v["files"]["pando-k3"], v["lb_layout"]["pando-k3"]),
                                    TARGET_LB_RATIO[o["dataset"]], False))
             lines.append("| " + " | ".join(cells) + " |")
+    if pt and "arrival" in o["layouts"]:
+        name = (lambda t: f"Q{t}") if o["dataset"] == "tpch" else (lambda t: f"T{t}")
+        layouts = [x for x in o["layouts"] if x != "arrival"]
+        lines += ["", "## Per template against the tables as loaded (do no harm)", "",
+                  "Mean MB read per test query, and each layout's bytes over the tables' as loaded; "
+                  f"**worse**: more than {WORSE_THAN_ARRIVAL:g}× what the template reads on them.", "",
+                  "| template | arrival MB | " + " | ".join(layouts) + " |", "|" + "---|" * (len(layouts) + 2)]
+        for t, v in pt.items():
+            base = v["bytes"]["arrival"]
+            cells = [name(t), _f(base / 1e6)]
+            for x in layouts:
+                r = _ratio(v["bytes"][x], base)
+                worse = v["bytes"][x] > WORSE_THAN_ARRIVAL * base
+                cells.append(f"{_f(v['bytes'][x] / 1e6)} ({_f(r, 2)}×)" + (" **worse**" if worse else ""))
+            lines.append("| " + " | ".join(cells) + " |")
+        worse = s.get("worse_than_arrival") or worse_than_arrival(rep)
+        lines += ["", "Templates made worse: " + "; ".join(
+            f"{x}: {', '.join(name(w['template']) for w in ws) or 'none'}" for x, ws in worse.items()) + "."]
     lines += ["", f"Plots: `{stem}_layouts.png` (per layout), `{stem}_templates.png` (per template). "
               f"Per-query numbers: `{stem}.json`.", ""]
     return "\n".join(lines)

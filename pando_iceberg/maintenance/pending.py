@@ -35,7 +35,7 @@ S_LEARN_OPTIONS = "pando.learn-options"  # JSON: the RewriteOptions that shape l
 S_REQUEST = "pando.workload-request"  # JSON: the workload arguments optimize_layout was given
 
 LEARNING_OPTIONS = ("k", "sample_rate", "seed", "min_block_rows", "min_sample_rows", "max_ktuples", "template_draws",
-                    "in_block_order", "k_selection")
+                    "in_block_order", "k_selection", "max_template_regression")
 
 
 def learning_options(options: Any) -> dict[str, Any]:
@@ -105,11 +105,13 @@ def matches(sidecar: Any, options: Any, request: dict[str, Any]) -> str | None:
 
 def learned_from_pending(spark: Any, table_name: str, sidecar: Any) -> Any:
     """A ``LearnedLayout`` for ``rewrite_table(learned=...)`` from a pending sidecar: the stored
-    layout and key sets, the stored workload parsed again for the expected-fraction estimate."""
-    from ..spark.rewrite import P_IN_BLOCK, P_K_SELECTION, LearnedLayout
+    layout and key sets, the stored workload parsed again for the expected-fraction estimate, and
+    the per-template guard as measured when it was learned (the rewrite refuses it as it would
+    a layout learned then)."""
+    from ..spark.rewrite import P_IN_BLOCK, P_K_SELECTION, P_TEMPLATE_GUARD, LearnedLayout
     from ..spark.rewrite_common import identifier_fields, namespace_schemas, schema_key
     from ..workload import parse_workload
-    from ..workload.in_block import InBlockOrder
+    from ..workload.in_block import InBlockOrder, TemplateGuard
 
     layout = sidecar.load_layout()
     workload = [tuple(x) if isinstance(x, list) else x
@@ -121,12 +123,14 @@ def learned_from_pending(spark: Any, table_name: str, sidecar: Any) -> Any:
     queries = [(q.filters[target], q.weight) for q in wl.queries if target in q.filters]
     literal_keys = {c.key: c.keys_to_bytes() for c in layout.cuts if hasattr(c, "keys_to_bytes")}
     in_block = json.loads(sidecar.properties.get(P_IN_BLOCK, "null"))
+    guard = json.loads(sidecar.properties.get(P_TEMPLATE_GUARD, "null"))
     return LearnedLayout(layout, literal_keys, 0, 0, len(queries), len(layout.cuts), list(wl.unsupported),
                          queries=queries, workload_sql=[(q.sql, q.weight) for q in wl.queries if target in q.filters],
                          templates=json.loads(sidecar.properties.get("pando.templates", "[]")),
                          in_block=None if in_block is None else InBlockOrder(
                              in_block["column"], in_block.get("workload_rows_fraction", {})),
-                         k_selection=json.loads(sidecar.properties.get(P_K_SELECTION, "null")))
+                         k_selection=json.loads(sidecar.properties.get(P_K_SELECTION, "null")),
+                         guard=None if guard is None else TemplateGuard.from_json(guard))
 
 
 def _delete_quietly(tbl: Any, name: str) -> None:

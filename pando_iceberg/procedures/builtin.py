@@ -73,6 +73,18 @@ def _verb_errors(procedure_name: str) -> Iterator[None]:
         raise ProcedureError(f"{procedure_name}: {e.detail}") from None
 
 
+@contextmanager
+def _guard_errors(procedure_name: str) -> Iterator[None]:
+    """A rewrite the per-template guard refused (``TemplateGuardError``) as this procedure's
+    ProcedureError: an answer about the inputs (the workload, the bound), not a failure."""
+    from ..spark.rewrite import TemplateGuardError
+
+    try:
+        yield
+    except TemplateGuardError as e:
+        raise ProcedureError(f"{procedure_name}: {e}") from None
+
+
 def call(ctx: ProcedureContext, statement: str) -> Result:
     """Run one ``CALL pando.system.<name>(...)`` statement."""
     parsed = parse_call(statement)
@@ -156,23 +168,28 @@ REWRITE_COLUMNS = [("rewritten_data_files_count", "int"), ("added_data_files_cou
                                         "pando: the partitions to lay out (partition source columns only)"),
            *WORKLOAD_PARAMS,
            Param("relearn", "boolean", default=False,
-                 doc="pando: learn a new layout even when optimize_layout stored a pending one"))
+                 doc="pando: learn a new layout even when optimize_layout stored a pending one"),
+           Param("force", "boolean", default=False,
+                 doc="pando: apply a layout that makes a workload template read more than "
+                     "max-template-regression × what it reads now"))
 def rewrite_data_files(ctx: ProcedureContext, table: str, strategy: str = "binpack", sort_order: str | None = None,
                        options: dict[str, str] | None = None, where: str | None = None, workload: str | None = None,
                        workload_log: str | None = None, since: str | None = None, until: str | None = None,
-                       relearn: bool = False) -> Result:
+                       relearn: bool = False, force: bool = False) -> Result:
     """Rewrite a table's data files: 'pando' applies a learned layout; 'binpack'/'sort' are Iceberg's."""
     strategy = strategy.lower()
     options = options or {}
     tbl = ctx.table(table)
     name = ctx.spark_name(tbl)
     if strategy == "pando":
-        return _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workload_log, since, until, relearn)
+        return _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workload_log, since, until, relearn,
+                              force)
     if strategy not in ("binpack", "sort"):
         raise ProcedureError(f"rewrite_data_files: strategy {strategy!r} is not supported; "
                              "accepted: pando, binpack, sort")
     given = [n for n, v in (("workload", workload), ("workload_log", workload_log), ("since", since),
-                            ("until", until)) if v is not None] + (["relearn"] if relearn else [])
+                            ("until", until)) if v is not None] + (["relearn"] if relearn else []) \
+        + (["force"] if force else [])
     if given:
         raise ProcedureError(f"rewrite_data_files: argument(s) {', '.join(given)} apply to strategy 'pando' only")
     args = [f"table => {exp.Literal.string(name).sql()}", f"strategy => {exp.Literal.string(strategy).sql()}"]
@@ -189,7 +206,8 @@ def rewrite_data_files(ctx: ProcedureContext, table: str, strategy: str = "binpa
     return Result([(f.name, f.dataType.simpleString()) for f in df.schema.fields], rows)
 
 
-def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workload_log, since, until, relearn) -> Result:
+def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workload_log, since, until, relearn,
+                   force=False) -> Result:
     from ..spark.incremental import incremental_options, parse_mode
     from ..table import LayoutOptions
 
@@ -206,14 +224,14 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
     if mode == "incremental" and where is not None:
         raise ProcedureError("rewrite_data_files: argument 'where' does not apply to mode 'incremental' (it lays "
                              "out the rows outside the layouts of every partition that has one)")
-    with _verb_errors("rewrite_data_files"):
+    with _verb_errors("rewrite_data_files"), _guard_errors("rewrite_data_files"):
         if mode == "incremental":  # lay out only the rows outside the layout, with its stored trees
             r = ctx.pando_table(tbl).optimize.incremental(**incremental_options(options))
         else:
             request = {"workload": workload, "workload_log": workload_log, "since": since, "until": until}
             sources = _workload_sources(ctx, workload, workload_log, since, until)
             r = ctx.pando_table(tbl).optimize.rewrite(sources, options=LayoutOptions.from_map(options), where=where,
-                                                      relearn=relearn, request=request)
+                                                      relearn=relearn, request=request, force=force)
     return Result(REWRITE_COLUMNS, [r.row()], notes=list(r.notes) + [f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
 
 
@@ -251,8 +269,10 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
                          f"sample rows, {p.candidate_cuts} candidate cuts, {p.queries_used} queries; weighted mean "
                          f"files read per query: {p.mean_files_read_now:.1f} now, {p.mean_files_read_with_layout:.1f} "
                          "with the layout",
+                         *[f"template {t.line()}" for t in p.templates],
                          f"stored as pending layout {p.pending_layout_id} (not used by scans until applied); apply it "
-                         "with rewrite_data_files(table => ..., strategy => 'pando')"])
+                         "with rewrite_data_files(table => ..., strategy => 'pando')"
+                         + ("" if p.guard_holds else ", which refuses it unless force => true (the templates above)")])
 
 
 @procedure("explain_scan",

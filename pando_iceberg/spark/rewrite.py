@@ -31,7 +31,17 @@ from typing import Any
 import pyarrow as pa
 
 from ..progress import spark_job_progress
-from ..workload.in_block import BlockFiles, InBlockOrder, block_files, choose_in_block_order, select_layout
+from ..workload.in_block import (
+    BlockFiles,
+    InBlockOrder,
+    TemplateGuard,
+    block_files,
+    choose_in_block_order,
+    order_cuts,
+    select_layout,
+    zone_columns,
+)
+from ..workload.templates import template_key
 from . import iceberg_jvm as jv
 from .blocks import ROW_COL, LayoutPayload, route_batches
 from .partitioned import rewrite_partitions
@@ -41,29 +51,38 @@ from .rewrite_common import (
     RewriteOptions,
     RewriteResult,
     SparkKeyProvider,
+    TemplateGuardError,
     arrow_schema_of,
     batch_rows,
     candidate_ks,
     collect_arrow,
+    file_bounds,
     identifier_fields,
     learning_workload,
     namespace_schemas,
+    reads_now,
     row_count,
     seeded_sample,
+    static_table,
     table_workload,
+    template_bound,
 )
 
-# PandoRewriteError, RewriteOptions, RewriteResult, SparkKeyProvider, arrow_schema_of, collect_arrow,
-# identifier_fields and namespace_schemas are defined in rewrite_common.py and re-exported: their
+# PandoRewriteError, TemplateGuardError, RewriteOptions, RewriteResult, SparkKeyProvider, arrow_schema_of,
+# collect_arrow, identifier_fields and namespace_schemas are defined in rewrite_common.py and re-exported: their
 # users import them from here.
 __all__ = [
-    "P_IN_BLOCK", "P_K_SELECTION", "LearnedLayout", "PandoRewriteError", "RewriteOptions", "RewriteResult",
-    "SparkKeyProvider", "arrow_schema_of", "collect_arrow", "identifier_fields", "learn_layout", "namespace_schemas",
-    "rewrite_table",
+    "P_IN_BLOCK", "P_K_SELECTION", "P_TEMPLATE_GUARD", "LearnedLayout", "PandoRewriteError", "RewriteOptions",
+    "RewriteResult", "SparkKeyProvider", "TemplateGuardError", "arrow_schema_of", "collect_arrow", "identifier_fields",
+    "learn_layout", "namespace_schemas", "rewrite_table",
 ]
 
 P_IN_BLOCK = "pando.in-block-order"  # sidecar property: JSON of workload.in_block.InBlockOrder
 P_K_SELECTION = "pando.k-selection"  # sidecar property: JSON of workload.in_block.LayoutChoice
+P_TEMPLATE_GUARD = "pando.template-guard"  # sidecar property: JSON of workload.in_block.TemplateGuard
+# The weights of the breaking templates' draws in the candidates learned when no layout holds the
+# guard (``learn_layout``): the first is the candidate with the table's order cuts alone.
+GUARD_WEIGHTS = (1, 4, 16, 64)
 
 
 @dataclass
@@ -82,6 +101,7 @@ class LearnedLayout:
     templates: list[dict] = field(default_factory=list)  # templates.Template.to_json() of each template
     in_block: Any = None  # workload.in_block.InBlockOrder (None: files in routing order)
     k_selection: dict | None = None  # workload.in_block.LayoutChoice.to_json (None: k fixed)
+    guard: TemplateGuard | None = None  # each template's reads now and with the layout (None: guard off)
 
     @property
     def in_block_column(self) -> str | None:
@@ -97,6 +117,8 @@ class LearnedLayout:
             props[P_IN_BLOCK] = json.dumps(self.in_block.to_json())
         if self.k_selection is not None:
             props[P_K_SELECTION] = json.dumps(self.k_selection)
+        if self.guard is not None:
+            props[P_TEMPLATE_GUARD] = json.dumps(self.guard.to_json())
         return props
 
     def expected_fraction(self, layout=None) -> float:
@@ -111,14 +133,23 @@ class LearnedLayout:
 # ---- learning -------------------------------------------------------------------------------
 
 def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options: RewriteOptions,
-                 snapshot_id: int | None = None, progress: Callable[[str], None] = lambda m: None) -> LearnedLayout:
+                 snapshot_id: int | None = None, progress: Callable[[str], None] = lambda m: None,
+                 io_properties: dict[str, str] | None = None) -> LearnedLayout:
     """Sample the table, learn k trees and the block assignment from the workload (§6), and the
-    in-block order of its files (``workload/in_block.py``)."""
+    in-block order of its files (``workload/in_block.py``). Under 'validate' (§6.3's k, measured)
+    the layouts of 1..k trees are candidates; under the per-template guard
+    (``max-template-regression``) only those whose every template reads at most the bound × what
+    it reads on the table now; when none does, more candidates learned with cuts along the order
+    the table already has (``in_block.order_cuts``) and the breaking templates weighing
+    ``GUARD_WEIGHTS`` times more (k trees, then one), until one holds it. ``LearnedLayout.guard`` says whether the
+    kept layout holds the guard: ``rewrite_table`` refuses one that does not, unless forced."""
     from ..layout import build_layout
 
     t0 = time.time()
     df = jv.read_snapshot(spark, table_name, snapshot_id)
     wl, target, queries, schemas = table_workload(spark, table_name, workload)
+    jtable = jv.load_table(spark, table_name)
+    bound = template_bound(options, jtable)
 
     total_rows = row_count(spark, table_name, snapshot_id)
     if total_rows == 0:
@@ -131,24 +162,69 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     if sample.num_rows == 0:
         sample = collect_arrow(df.limit(options.min_sample_rows))
     ks = candidate_ks(options)
-    expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options, validate=len(ks) > 1)
+    expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options,
+                                       validate=len(ks) > 1 or bound is not None)
     scale = sample.num_rows / total_rows
     b_sample = max(1.0, options.min_block_rows * scale)
     learned = []
     test_pause("OPTIMIZING")
-    for k in ks:
-        progress(f"optimizing k={k} trees on {sample.num_rows:,} sample rows, {len(cuts)} candidate cuts, "
+
+    def learn(k: int, with_cuts: list, workload: list) -> None:
+        progress(f"optimizing k={k} trees on {sample.num_rows:,} sample rows, {len(with_cuts)} candidate cuts, "
                  f"{len(queries)} queries + {len(expected.queries) - len(queries)} synthetic draws of their templates")
-        layout = build_layout(sample, cuts, expected.queries, k, b_sample, max_ktuples=options.max_ktuples,
+        layout = build_layout(sample, with_cuts, workload, k, b_sample, max_ktuples=options.max_ktuples,
                               progress=progress)
-        learned.append((layout, in_block_order(layout, sample, expected.queries, b_sample, options)))
+        learned.append((layout, in_block_order(layout, sample, workload, b_sample, options)))
+
+    for k in ks:
+        learn(k, cuts, expected.queries)
+    labels: list[Any] = list(ks)
+    guard: dict[str, Any] = {}
+    static = None
+    if bound is not None:
+        static = static_table(jtable, io_properties)
+        progress(f"planning {len(expected.validation)} validation draws on the table as it is now")
+        now, now_bytes = reads_now(static, snapshot_id, expected.validation)
+        guard = {"now": now, "now_bytes": now_bytes, "bound": bound,
+                 "file_fraction": min(1.0, options.min_block_rows / total_rows)}
+
+    measured: list = []  # files_read of each candidate, measured once
+
+    def choose():
+        return select_layout([(lay, getattr(o, "column", None)) for lay, o in learned], sample,
+                             expected.validation, b_sample, measured=measured, **guard)
+
+    choice = choose() if len(learned) > 1 or guard else None
+    if choice is not None and choice.guard is not None and not choice.guard.holds:
+        # The guard as a constraint: more candidates, each with cuts along the order the table
+        # already has, the breaking templates' draws weighing GUARD_WEIGHTS[i] times more (a
+        # penalty on the constraint), until one holds it.
+        zones = [c for c, _ in zone_columns(expected.validation, sample)]
+        extra = order_cuts(file_bounds(static, snapshot_id, zones), sample.schema)
+        breaking: set[str] = set()
+        for factor in GUARD_WEIGHTS:
+            breaking |= {t.template for t in choice.guard.breaking()}
+            weighted = [(f, w * factor if template_key(f) in breaking else w) for f, w in expected.queries]
+            # k trees, then one: a block of one tree is a leaf, as narrow on the table's order as its
+            # cuts make it; blocks merged from k-tuples of several trees are wider on all of them.
+            for k in dict.fromkeys((options.k, 1)):
+                progress(f"no layout keeps every template within {bound:g}× of what it reads now: learning k={k} "
+                         f"with {len(extra)} cuts along the table's current order, {len(breaking)} template(s) "
+                         f"weighing {factor}×")
+                learn(k, cuts + extra, weighted)
+                labels.append(f"{k} with the table's order" + (f", {factor}× on breaking templates"
+                                                               if factor > 1 else ""))
+                choice = choose()
+                assert choice.guard is not None
+                if choice.guard.holds:
+                    break
+            if choice.guard.holds:
+                break
     k_selection = None
-    if len(learned) > 1:
-        choice = select_layout([(lay, getattr(o, "column", None)) for lay, o in learned], sample,
-                               expected.validation, b_sample)
-        k_selection = choice.to_json(ks)
-        read = ", ".join(f"{c:.3f} (k={k})" for k, c in zip(ks, choice.costs, strict=False))
-        progress(f"kept k={ks[choice.index]} trees: validation draws read {read} of the sample's rows")
+    if choice is not None:
+        k_selection = choice.to_json(labels)
+        read = ", ".join(f"{c:.3f} (k={k})" for k, c in zip(labels, choice.costs, strict=False))
+        progress(f"kept k={labels[choice.index]} trees: validation draws read {read} of the sample's rows")
         layout, in_block = learned[choice.index]
     else:
         layout, in_block = learned[0]
@@ -156,7 +232,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     return LearnedLayout(layout, literal_keys, total_rows, sample.num_rows, len(queries), len(cuts),
                          list(wl.unsupported), t1 - t0, time.time() - t1, queries,
                          [(q.sql, q.weight) for q in wl.queries if target in q.filters],
-                         expected.describe(), in_block, k_selection)
+                         expected.describe(), in_block, k_selection, None if choice is None else choice.guard)
 
 
 def in_block_order(layout, sample: pa.Table, queries: list, b_sample: float, options: RewriteOptions):
@@ -180,10 +256,13 @@ def in_block_order(layout, sample: pa.Table, queries: list, b_sample: float, opt
 def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options: RewriteOptions | None = None,
                   io_properties: dict[str, str] | None = None,
                   progress: Callable[[str], None] = lambda m: None,
-                  learned: LearnedLayout | None = None, where: str | None = None) -> RewriteResult:
+                  learned: LearnedLayout | None = None, where: str | None = None,
+                  force: bool = False) -> RewriteResult:
     """Learn a layout for the table's current snapshot (or use ``learned``) and apply it in one
     ``replace`` commit (``pipeline.run_rewrite``). A partitioned table gets one layout per
-    partition (``partitioned.py``; ``where`` selects the partitions)."""
+    partition (``partitioned.py``; ``where`` selects the partitions). A layout that breaks the
+    per-template guard (``LearnedLayout.guard``) stops the rewrite before anything is written
+    (``TemplateGuardError``), unless ``force``."""
     options = options or RewriteOptions()
     options.validate()
     seconds: dict[str, float] = {}
@@ -200,8 +279,12 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
 
     base_rows = None
     if learned is None:
-        learned = learn_layout(spark, table_name, workload, options, base_id, progress)
+        learned = learn_layout(spark, table_name, workload, options, base_id, progress, io_properties)
         base_rows = learned.table_rows  # counted on base_id while learning: no second count
+    if learned.guard is not None and not learned.guard.holds:
+        if not force:
+            raise TemplateGuardError(learned.guard.refusal(table_name))
+        progress(f"force: applying a layout that breaks the guard for {len(learned.guard.breaking())} template(s)")
     seconds["sampling"] = learned.seconds_sampling
     seconds["optimizing"] = learned.seconds_optimizing
     if base_rows is None:
@@ -211,7 +294,8 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
     rewrite = whole_table_rewrite(spark, table_name, table, current, learned, base_rows, old_files, options)
     committed = run_rewrite(spark, table_name, table, base_id, rewrite, io_properties, seconds, progress)
     return RewriteResult(len(old_files), len(committed.written), sum(int(f.fileSizeInBytes()) for f in old_files), 0,
-                         committed.layout_id, layout.num_blocks, committed.snapshot_id, base_id, seconds)
+                         committed.layout_id, layout.num_blocks, committed.snapshot_id, base_id, seconds,
+                         guard=learned.guard)
 
 
 def whole_table_rewrite(spark, table_name: str, table, base, learned: LearnedLayout, base_rows: int,

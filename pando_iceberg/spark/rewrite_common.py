@@ -30,7 +30,12 @@ import sqlglot
 
 from ..expr import keys as keyset
 from ..planner.joins import TooManyKeys
-from ..workload.in_block import BlockFiles
+from ..workload.in_block import (
+    DEFAULT_MAX_TEMPLATE_REGRESSION,
+    P_MAX_TEMPLATE_REGRESSION,
+    BlockFiles,
+    parse_regression_bound,
+)
 from . import iceberg_jvm as jv
 from .blocks import WriteSpec
 from .session import quote_name
@@ -46,6 +51,11 @@ _C = TypeVar("_C", bound="DataclassInstance")
 
 class PandoRewriteError(ValueError):
     """The rewrite cannot run with these inputs; the message says what to change."""
+
+
+class TemplateGuardError(PandoRewriteError):
+    """The layout would make a workload template read more than the guard allows
+    (``workload.in_block.TemplateGuard.refusal`` says which); nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,10 @@ class OptionFields:
     # 'validate': learn 1..k trees and keep the layout whose files independent validation
     # draws read least (workload/in_block.select_layout); 'fixed': exactly k trees (the paper).
     k_selection: str = "validate"
+    # The per-template guard (workload/in_block.select_layout): no workload template may read more
+    # than this many times what it reads now; '' = the table property
+    # pando.layout.max-template-regression, else 1.1; '0' or 'off' = no guard.
+    max_template_regression: str = ""
 
 
 def _declares_fields_of(spec: type) -> Callable[[type[_C]], type[_C]]:
@@ -133,6 +147,12 @@ class RewriteOptions(OptionFields):
             raise PandoRewriteError(f"option 'template-draws' must be between 0 and 1000, got {self.template_draws}")
         if not self.in_block_order:
             raise PandoRewriteError("option 'in-block-order' must be 'auto', 'none' or a column name, got ''")
+        if self.max_template_regression:
+            try:
+                parse_regression_bound(self.max_template_regression)
+            except ValueError:
+                raise PandoRewriteError(f"option 'max-template-regression' must be a number > 0, '0' or 'off', "
+                                        f"got {self.max_template_regression!r}") from None
         if self.k_selection not in K_SELECTIONS:
             raise PandoRewriteError(f"option 'k-selection' must be one of {', '.join(K_SELECTIONS)}, "
                                     f"got {self.k_selection!r}")
@@ -149,6 +169,9 @@ class RewriteResult:
     snapshot_id: int | None
     base_snapshot_id: int | None
     seconds: dict[str, float] = field(default_factory=dict)
+    # workload.in_block.TemplateGuard of the layout written (None: not measured); keyword-only, so the
+    # subclasses' positional fields stay where they are
+    guard: Any = field(default=None, kw_only=True)
 
     COLUMNS = ("rewritten_data_files_count", "added_data_files_count", "rewritten_bytes_count",
                "failed_data_files_count", "layout_id", "block_count", "snapshot_id")
@@ -478,6 +501,71 @@ def keyed_draws(spark, wl, expected, schemas: dict[str, pa.Schema], row_limit: i
                  if any(id(j) in wanted for j in f.joins) else f, w) for f, w in items]
 
     return dataclasses.replace(expected, queries=keyed(expected.queries), validation=keyed(expected.validation))
+
+
+def template_bound(options: RewriteOptions, table) -> float | None:
+    """The guard's bound (None: off): the option when given, else the Java ``table``'s property
+    ``pando.layout.max-template-regression``, else ``DEFAULT_MAX_TEMPLATE_REGRESSION``."""
+    if options.max_template_regression:
+        return parse_regression_bound(options.max_template_regression)
+    raw = table.properties().getOrDefault(P_MAX_TEMPLATE_REGRESSION, None)
+    if raw is None:
+        return DEFAULT_MAX_TEMPLATE_REGRESSION
+    try:
+        return parse_regression_bound(str(raw))
+    except ValueError:
+        raise PandoRewriteError(f"table property {P_MAX_TEMPLATE_REGRESSION} must be a number > 0, '0' or 'off', "
+                                f"got {str(raw)!r}") from None
+
+
+def static_table(table, io_properties: dict[str, str] | None):
+    """The Java ``table``'s current metadata opened by pyiceberg (read-only), for planning."""
+    from pyiceberg.table import StaticTable
+
+    metadata = str(table.operations().current().metadataFileLocation())
+    return StaticTable.from_metadata(metadata, properties=dict(io_properties or {}))
+
+
+def reads_now(static, snapshot_id: int | None, queries: Sequence[tuple[Any, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per query, the fractions of the table's rows and bytes in the data files it opens today:
+    the planner's own plan (``planner.scan.plan_scan``: Iceberg's partition and min/max pruning,
+    then the table's current Pando layout, if any) on ``snapshot_id`` of ``static``
+    (``static_table``). With ``workload.in_block.files_read`` (the same fraction of rows, for a
+    candidate layout, estimated on the sample) it is what the per-template guard compares."""
+    from ..planner.scan import plan_scan
+
+    rows = np.zeros(len(queries))
+    size = np.zeros(len(queries))
+    for i, (f, _) in enumerate(queries):
+        ex = plan_scan(static, f, snapshot_id=snapshot_id).explain
+        rows[i] = ex.pando_rows / ex.total_rows if ex.total_rows else 1.0
+        size[i] = ex.pando_bytes / ex.total_bytes if ex.total_bytes else 1.0
+    return rows, size
+
+
+def file_bounds(static, snapshot_id: int | None, columns: Sequence[str]) -> dict[str, tuple[list, list]]:
+    """Column → (lower bounds, upper bounds) of the current data files that record both, values
+    on the column's line (days for dates, microseconds for timestamps): the order the table
+    already has (``workload.in_block.order_cuts``)."""
+    from pyiceberg.conversions import from_bytes
+
+    from ..planner.manifests import plan_files
+
+    schema = static.schema()
+    fields = {}
+    for c in columns:
+        try:
+            fields[c] = schema.find_field(c, case_sensitive=False)
+        except ValueError:
+            continue
+    out: dict[str, tuple[list, list]] = {c: ([], []) for c in fields}
+    for task in plan_files(static, None, snapshot_id=snapshot_id):
+        lower, upper = task.file.lower_bounds or {}, task.file.upper_bounds or {}
+        for c, fld in fields.items():
+            if fld.field_id in lower and fld.field_id in upper:
+                out[c][0].append(from_bytes(fld.field_type, lower[fld.field_id]))
+                out[c][1].append(from_bytes(fld.field_type, upper[fld.field_id]))
+    return out
 
 
 DIMENSION_SAMPLE_ROWS = 100_000

@@ -23,11 +23,15 @@ pruning is sound on its own.
 - The same measure, on an independent set of synthetic draws, chooses how many trees to keep
   (``select_layout``): zone maps prune inside compact blocks (one tree's leaves) far better
   than inside blocks merged from many k-tuples, which the §5 cost model alone does not see.
+- Do no harm: the same measure per template (``files_read``, ``template_reads``) against what
+  each template reads on the table as it is now (the caller plans it: ``spark/rewrite_common.
+  reads_now``) makes the choice a constrained one (``select_layout``'s guard, ``allowed_reads``),
+  and the order the table already has proposes more cuts (``order_cuts``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,20 +43,29 @@ from sqlglot import exp
 from pando_iceberg.expr import ExprCut, TableFilter
 from pando_iceberg.expr.evaluate import arrow_kind
 from pando_iceberg.expr.values import render
-from pando_iceberg.workload.templates import range_columns, to_line, typed_value
+from pando_iceberg.workload.templates import range_columns, template_key, to_line, typed_value
 
 __all__ = [
+    "DEFAULT_MAX_TEMPLATE_REGRESSION",
     "MAX_FILE_FACTOR",
     "MIN_GAIN",
+    "P_MAX_TEMPLATE_REGRESSION",
     "BlockFiles",
     "InBlockOrder",
     "LayoutChoice",
+    "TemplateGuard",
+    "TemplateRead",
+    "allowed_reads",
     "block_files",
     "choose_in_block_order",
     "file_rows_per_block",
     "files_cost",
     "files_per_block",
+    "files_read",
+    "order_cuts",
+    "parse_regression_bound",
     "select_layout",
+    "template_reads",
     "zone_columns",
 ]
 
@@ -162,38 +175,47 @@ def zone_columns(queries: Sequence[tuple[TableFilter, float]], sample: pa.Table)
     return out
 
 
-def files_cost(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilter, float]], b_sample: float,
-               order: str | None, *, zones: Sequence[tuple[str, str]] | None = None) -> float:
-    """Fraction of the sample's rows ``queries`` read (weighted as in ``layout/cost.py``) when
-    every block is written as ``files_per_block`` files cut along ``order`` (None: the
-    sample's own order) and a block the trees scan is read file by file, skipping the files
-    whose zone map (min/max of every zone column) proves the filter false — the trees' §5
-    reasoning, then Iceberg's own min/max pruning, both on the sample."""
-    queries = [(f, float(w)) for f, w in queries if float(w) > 0]
+def files_read(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilter, float]], b_sample: float,
+               order: str | None, *, zones: Sequence[tuple[str, str]] | None = None) -> np.ndarray:
+    """Per query, the fraction of the sample's rows it reads when every block is written as
+    ``files_per_block`` files cut along ``order`` (None: the sample's own order) and a block the
+    trees scan is read file by file, skipping the files whose zone map (min/max of every zone
+    column) proves the filter false — the trees' §5 reasoning, then Iceberg's own min/max
+    pruning, both on the sample. As the sample's rows stand for the table's, this estimates the
+    fraction of the table's rows in the data files the query opens."""
+    queries = [(f, float(w)) for f, w in queries]
+    out = np.zeros(len(queries), dtype=np.float64)
     if not queries or sample.num_rows == 0:
-        return 0.0
+        return out
     zones = zone_columns(queries, sample) if zones is None else list(zones)
     blocks = np.asarray(layout.route(sample), dtype=np.int64)
     counts = files_per_block(np.bincount(blocks, minlength=int(layout.num_blocks)), b_sample)
-    weights = np.array([w for _, w in queries])
     scanned = layout.scanned(queries)  # Q × B
     if order is None:
         rows_order = np.arange(sample.num_rows)
     else:
         rows_order = pc.array_sort_indices(sample.column(order).combine_chunks(), null_placement="at_end").to_numpy()
     cache: dict = {}
-    cost = 0.0
     for b, run in _runs(rows_order, blocks, counts):
         readers = np.flatnonzero(scanned[:, b])
         if not len(readers):
             continue
         cut = _zone_cut(sample.take(pa.array(run)), zones, sample.schema, cache) if zones else None
-        if cut is None:
-            cost += float(weights[readers].sum()) * len(run)
-            continue
-        may = np.array([bool(queries[q][0].sides(cut).may_true) for q in readers])
-        cost += float(weights[readers[may]].sum()) * len(run)
-    return cost / (float(sample.num_rows) * float(weights.sum()))
+        if cut is not None:
+            readers = readers[np.array([bool(queries[q][0].sides(cut).may_true) for q in readers], dtype=bool)]
+        out[readers] += len(run)
+    return out / float(sample.num_rows)
+
+
+def files_cost(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilter, float]], b_sample: float,
+               order: str | None, *, zones: Sequence[tuple[str, str]] | None = None) -> float:
+    """Fraction of the sample's rows ``queries`` read (weighted as in ``layout/cost.py``): the
+    weighted mean of ``files_read``."""
+    queries = [(f, float(w)) for f, w in queries if float(w) > 0]
+    if not queries or sample.num_rows == 0:
+        return 0.0
+    weights = np.array([w for _, w in queries])
+    return float(files_read(layout, sample, queries, b_sample, order, zones=zones) @ weights / weights.sum())
 
 
 def choose_in_block_order(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilter, float]], b_sample: float,
@@ -215,34 +237,229 @@ def choose_in_block_order(layout: Any, sample: pa.Table, queries: Sequence[tuple
     return InBlockOrder(best, costs)
 
 
+DEFAULT_MAX_TEMPLATE_REGRESSION = 1.1
+SMALL_TEMPLATE = 0.01
+SLACK_FILES = 1
+P_MAX_TEMPLATE_REGRESSION = "pando.layout.max-template-regression"  # table property: the guard's bound
+
+
+def parse_regression_bound(value: Any) -> float | None:
+    """The guard's bound from an option or table property value: a number > 0, or None when the
+    guard is off (``0`` or ``off``); ValueError otherwise."""
+    text = str(value).strip().lower()
+    if text in ("off", "0", "0.0"):
+        return None
+    bound = float(text)
+    if not bound > 0 or not np.isfinite(bound):
+        raise ValueError(f"expected a number > 0, 0 or 'off', got {value!r}")
+    return bound
+
+
+@dataclass
+class TemplateRead:
+    """One workload template's reads (fractions of the table's rows in the data files its draws
+    open, weighted mean over its validation draws): ``now`` on the table's current files,
+    ``with_layout`` with the kept layout (``files_read``), and the most the guard allows."""
+
+    template: str
+    now: float
+    with_layout: float
+    allowed: float
+    now_bytes: float | None = None
+
+    @property
+    def ratio(self) -> float:
+        return self.with_layout / self.now if self.now > 0 else (1.0 if self.with_layout <= 0 else float("inf"))
+
+    @property
+    def holds(self) -> bool:
+        return self.with_layout <= self.allowed + 1e-12
+
+    def to_json(self) -> dict:
+        return {"template": self.template, "now": round(self.now, 6), "with_layout": round(self.with_layout, 6),
+                "allowed": round(self.allowed, 6),
+                "now_bytes": None if self.now_bytes is None else round(self.now_bytes, 6)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> TemplateRead:
+        return cls(d["template"], float(d["now"]), float(d["with_layout"]), float(d["allowed"]), d.get("now_bytes"))
+
+    def line(self) -> str:
+        verdict = "holds" if self.holds else "BREAKS the guard"
+        ratio = "∞" if self.ratio == float("inf") else f"{self.ratio:.2f}×"
+        return (f"{self.template}: reads {self.now:.2%} of the table now, {self.with_layout:.2%} with the layout "
+                f"({ratio}; at most {self.allowed:.2%} allowed): {verdict}")
+
+
+@dataclass
+class TemplateGuard:
+    """The per-template guard of the kept layout (module docstring of ``select_layout``): the
+    bound (None: off), each template's reads, and whether the layout was kept although it breaks
+    the guard (no candidate held it)."""
+
+    bound: float | None
+    templates: list[TemplateRead]
+
+    @property
+    def holds(self) -> bool:
+        return self.bound is None or all(t.holds for t in self.templates)
+
+    def breaking(self) -> list[TemplateRead]:
+        return [] if self.bound is None else [t for t in self.templates if not t.holds]
+
+    def to_json(self) -> dict:
+        return {"max_template_regression": self.bound, "holds": self.holds,
+                "templates": [t.to_json() for t in self.templates]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> TemplateGuard:
+        return cls(d.get("max_template_regression"), [TemplateRead.from_json(t) for t in d.get("templates", [])])
+
+    def refusal(self, table: str) -> str:
+        """Why a rewrite of ``table`` with this layout stops (the templates that break the guard)."""
+        lines = "; ".join(t.line() for t in self.breaking())
+        return (f"no candidate layout for {table} keeps every workload template within {self.bound:g}× of what it "
+                f"reads now (option 'max-template-regression', table property {P_MAX_TEMPLATE_REGRESSION}): {lines}. "
+                "Nothing was written. Pass force => true to apply the layout anyway, raise the bound, or give "
+                "the workload more weight on those templates")
+
+
+def template_reads(per_query: np.ndarray, queries: Sequence[tuple[TableFilter, float]]) -> dict[str, float]:
+    """Per template (``templates.template_key``), the weighted mean of ``per_query`` over its queries."""
+    num: dict[str, float] = {}
+    den: dict[str, float] = {}
+    for (f, w), v in zip(queries, per_query, strict=True):
+        key = template_key(f)
+        num[key] = num.get(key, 0.0) + float(w) * float(v)
+        den[key] = den.get(key, 0.0) + float(w)
+    return {k: num[k] / den[k] if den[k] > 0 else 0.0 for k in num}
+
+
+def allowed_reads(now: dict[str, float], bound: float, file_fraction: float) -> dict[str, float]:
+    """The most each template may read with a new layout: ``bound`` × what it reads now; a
+    template reading less than ``SMALL_TEMPLATE`` of the table now may also read ``SLACK_FILES``
+    more file(s) of the layout (``file_fraction``: one file's share of the table's rows). Such a
+    template reads one or two files now, and the estimate on the sample (``files_read``) counts
+    whole files: a block boundary inside its range adds a file, which no bound on the ratio of two
+    small numbers should refuse a layout for."""
+    return {t: max(bound * v, v + SLACK_FILES * file_fraction) if v < SMALL_TEMPLATE else bound * v
+            for t, v in now.items()}
+
+
 @dataclass
 class LayoutChoice:
-    """Which of several learned layouts (by their number of trees) is kept, and the validation
-    cost of each (``files_cost`` on the validation draws, as a fraction of the sample's rows)."""
+    """Which of several learned layouts is kept, the validation cost of each (``files_cost`` on
+    the validation draws, as a fraction of the sample's rows), and, under the guard, each
+    candidate's per-template reads and whether it holds the guard."""
 
     index: int
     costs: list[float]
+    guard: TemplateGuard | None = None
+    holds: list[bool] = field(default_factory=list)
+    unconstrained: int | None = None  # the index kept without the guard, when it differs
 
-    def to_json(self, ks: Sequence[int]) -> dict:
-        return {"kept_k": int(ks[self.index]),
-                "validation_rows_fraction": {str(k): round(c, 6) for k, c in zip(ks, self.costs)}}
+    def to_json(self, labels: Sequence[Any]) -> dict:
+        out: dict[str, Any] = {"kept_k": _k_of(labels[self.index]),
+                               "validation_rows_fraction": {str(k): round(c, 6) for k, c in zip(labels, self.costs)}}
+        if len(labels) > 0 and str(labels[self.index]) != str(out["kept_k"]):
+            out["kept"] = str(labels[self.index])
+        if self.holds:
+            out["guard_holds"] = {str(k): h for k, h in zip(labels, self.holds)}
+        return out
+
+
+def _k_of(label: Any) -> int:
+    return int(str(label).split()[0])
 
 
 def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
-                  validation: Sequence[tuple[TableFilter, float]], b_sample: float) -> LayoutChoice:
+                  validation: Sequence[tuple[TableFilter, float]], b_sample: float, *,
+                  now: np.ndarray | None = None, bound: float | None = None, file_fraction: float = 0.0,
+                  now_bytes: np.ndarray | None = None, measured: list[np.ndarray] | None = None) -> LayoutChoice:
     """Among ``(layout, in-block order)`` pairs in order of preference (fewer trees first), the
     one whose files the validation draws read least of (``files_cost``); a later one replaces
     the kept one only when it reads ``MIN_GAIN`` less (more trees cost planning time and sidecar
     bytes for nothing otherwise). Measured rather than trusted to the §5 cost model: blocks
     merged from many k-tuples (k > 1) have wide zone maps, and the model's cost is on the draws
-    the layout was learned from (issue 15: taxi, k = 3 read 0.36 of the rows per held-out query
-    against k = 1's 0.26 while the model preferred k = 3)."""
+    the layout was learned from (taxi: k = 3 read 0.36 of the rows per held-out query against
+    k = 1's 0.26 while the model preferred k = 3).
+
+    The guard (``bound``, with ``now``: per validation draw, the fraction of the table's rows in
+    the current data files it opens): a constraint of the choice, not a report after it. Only
+    candidates whose every template reads at most ``allowed_reads`` (bound × now, plus the
+    slack of small templates) are eligible; among them the same rule picks. When none is, the
+    unconstrained choice is returned with its guard broken (the caller refuses or forces).
+    ``measured``: the ``files_read`` of the first layouts, from an earlier call on the same
+    validation draws; extended in place with those of the others."""
     if not layouts:
         raise ValueError("select_layout needs at least one layout")
+    validation = [(f, float(w)) for f, w in validation]
     zones = zone_columns(validation, sample)
-    costs = [files_cost(layout, sample, validation, b_sample, order, zones=zones) for layout, order in layouts]
-    best = 0
-    for i in range(1, len(costs)):
-        if costs[i] < (1.0 - MIN_GAIN) * costs[best]:
-            best = i
-    return LayoutChoice(best, costs)
+    weights = np.array([w for _, w in validation]) if validation else np.zeros(0)
+    reads = measured if measured is not None else []
+    reads += [files_read(layout, sample, validation, b_sample, order, zones=zones)
+              for layout, order in layouts[len(reads):]]
+    costs = [float(r @ weights / weights.sum()) if weights.sum() > 0 else 0.0 for r in reads]
+
+    def pick(eligible: list[int]) -> int:
+        best = eligible[0]
+        for i in eligible[1:]:
+            if costs[i] < (1.0 - MIN_GAIN) * costs[best]:
+                best = i
+        return best
+
+    free = pick(list(range(len(layouts))))
+    if bound is None or now is None:
+        return LayoutChoice(free, costs)
+    now_t = template_reads(np.asarray(now), validation)
+    bytes_t = template_reads(np.asarray(now_bytes), validation) if now_bytes is not None else {}
+    allowed = allowed_reads(now_t, bound, file_fraction)
+    guards = []
+    for r in reads:
+        with_t = template_reads(r, validation)
+        guards.append(TemplateGuard(bound, [TemplateRead(t, now_t[t], with_t[t], allowed[t], bytes_t.get(t))
+                                            for t in now_t]))
+    holds = [g.holds for g in guards]
+    eligible = [i for i, h in enumerate(holds) if h]
+    best = pick(eligible) if eligible else free
+    return LayoutChoice(best, costs, guards[best], holds, free if free != best else None)
+
+
+def order_cuts(bounds: Mapping[str, tuple[Sequence[Any], Sequence[Any]]], schema: pa.Schema,
+               max_overlap: float = 0.25, max_columns: int = 3, max_cuts: int = 256) -> list[ExprCut]:
+    """Candidate cuts from the order the table already has: for each column (at most
+    ``max_columns``, least overlap first) whose current files' bounds barely overlap (``bounds``:
+    column → (each file's lower bounds, upper bounds), values on the column's line), ``column <=
+    upper bound`` at the files' upper bounds (at most ``max_cuts`` a column, evenly spaced).
+    Overlap: the mean share of the other files whose [lower, upper] meets a file's; a column over
+    ``max_overlap`` (one the table is not ordered by) gives no cuts. What a table loaded in
+    arrival order keeps with them: ranges of its date (its month, its day of the year, ...)."""
+    names = {n.lower(): n for n in schema.names}
+    overlaps: list[tuple[float, str]] = []
+    for col, (lows, highs) in bounds.items():
+        kind = arrow_kind(schema.field(names[col.lower()]).type) if col.lower() in names else None
+        if kind is None or kind[0] in ("string", "bool") or len(lows) < 2:
+            continue
+        lo = np.sort(np.asarray([float(v) for v in lows]))
+        hi = np.sort(np.asarray([float(v) for v in highs]))
+        # files meeting file i: those starting at or before its upper bound, minus those ending
+        # before its lower bound (they start before it too), minus itself
+        meets = (np.searchsorted(lo, np.asarray([float(v) for v in highs]), side="right")
+                 - np.searchsorted(hi, np.asarray([float(v) for v in lows]), side="left") - 1)
+        overlap = float(np.mean(meets / (len(lo) - 1)))
+        if overlap <= max_overlap:
+            overlaps.append((overlap, col))
+    out: list[ExprCut] = []
+    for _, col in sorted(overlaps)[:max_columns]:
+        name = names[col.lower()]
+        line = (arrow_kind(schema.field(name).type) or ("", 0))[0]
+        highs = sorted(set(bounds[col][1]))[:-1]  # the last file's upper bound splits nothing
+        if len(highs) > max_cuts:
+            highs = [highs[int(i)] for i in np.linspace(0, len(highs) - 1, max_cuts).round()]
+        for v in highs:
+            node = exp.LTE(this=exp.Column(this=exp.to_identifier(name)), expression=render(typed_value(v, line)))
+            try:
+                out.append(ExprCut(node, schema))
+            except Exception:  # a bound the binder cannot type: no cut there
+                continue
+    return out

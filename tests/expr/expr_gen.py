@@ -52,13 +52,15 @@ ICEBERG = Schema(
 )
 
 
-def data_file(chunk: pa.Table) -> DataFile:
-    """A data file of ``chunk``'s rows with the statistics pyiceberg takes from its Parquet footer."""
+def data_file(chunk: pa.Table, iceberg_schema: Schema = ICEBERG) -> DataFile:
+    """A data file of ``chunk``'s rows with the statistics pyiceberg takes from its Parquet footer
+    (columns matched to ``iceberg_schema``'s field ids)."""
     buf = io.BytesIO()
     pq.write_table(chunk, buf)
     buf.seek(0)
-    stats = data_file_statistics_from_parquet_metadata(pq.read_metadata(buf), compute_statistics_plan(ICEBERG, {}),
-                                                       parquet_path_to_id_mapping(ICEBERG))
+    stats = data_file_statistics_from_parquet_metadata(pq.read_metadata(buf),
+                                                       compute_statistics_plan(iceberg_schema, {}),
+                                                       parquet_path_to_id_mapping(iceberg_schema))
     return DataFile.from_args(content=DataFileContent.DATA, file_path="mem.parquet", file_format=FileFormat.PARQUET,
                               partition=Record(), file_size_in_bytes=len(buf.getvalue()), sort_order_id=None,
                               spec_id=0, equality_ids=None, key_metadata=None, **stats.to_serialized_dict())

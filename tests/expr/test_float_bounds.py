@@ -20,7 +20,6 @@ Profiles (``PANDO_FLOAT_PROFILE``): ``fast`` (default, CI) and ``long`` (10,000 
 
 from __future__ import annotations
 
-import io
 import itertools
 import math
 import os
@@ -31,17 +30,12 @@ from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from expr_gen import data_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyiceberg.conversions import to_bytes
 from pyiceberg.expressions.visitors import _InclusiveMetricsEvaluator
-from pyiceberg.io.pyarrow import (
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
-    parquet_path_to_id_mapping,
-)
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.schema import Schema
 from pyiceberg.typedef import Record
@@ -273,14 +267,7 @@ def modelled_file(rows: list[dict], writer: str, drop: set[str]) -> DataFile:
 def pyiceberg_file(rows: list[dict]) -> DataFile:
     """The statistics pyiceberg's writer takes from a real Parquet footer (no NaN counts)."""
     table = pa.table({c: pa.array([r[c] for r in rows], ARROW.field(c).type) for c in IDS}, schema=ARROW)
-    buf = io.BytesIO()
-    pq.write_table(table, buf)
-    buf.seek(0)
-    stats = data_file_statistics_from_parquet_metadata(pq.read_metadata(buf), compute_statistics_plan(ICEBERG, {}),
-                                                       parquet_path_to_id_mapping(ICEBERG))
-    return DataFile.from_args(content=DataFileContent.DATA, file_path="mem.parquet", file_format=FileFormat.PARQUET,
-                              partition=Record(), file_size_in_bytes=len(buf.getvalue()), sort_order_id=None,
-                              spec_id=0, equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
+    return data_file(table, ICEBERG)
 
 
 @st.composite

@@ -18,7 +18,7 @@ WORKLOAD = "\n".join(
     [f"SELECT count(*) FROM noharm.{{t}} WHERE carrier = 'c{c}';" for c in (1, 4, 7)] * 3
     + [f"SELECT avg(delay) FROM noharm.{{t}} WHERE delay > {v};" for v in (40, 60, 80)] * 3
     + [f"SELECT count(*) FROM noharm.{{t}} WHERE {WEEK_SQL.format(m=m, d=d, e=d + 6)};" for m, d in WEEKS])
-OPTIONS = "map('k', '3', 'min-block-rows', '1000', 'sample-rate', '0.25')"
+OPTIONS = "map('k', '3', 'min-block-rows', '1000', 'sample-rate', '0.25', 'max-template-regression', '1.1')"
 
 
 def _arrival_order_table(spark, name):

@@ -20,7 +20,7 @@ def load_catalog(cfg: PandoConfig):
 
 
 # Parsed table metadata by metadata file location: a metadata file never changes once written,
-# so a table whose catalog still points at it needs no new read and parse (issue 16: ~1–2.5 ms
+# so a table whose catalog still points at it needs no new read and parse (~1–2.5 ms
 # per table per query, four tables per TPC-H join query).
 TABLE_METADATA = BoundedCache(256)
 _LOCATION_QUERY = None  # SELECT the metadata locations of some tables, with bind parameters (load_tables)
@@ -41,7 +41,7 @@ def load_table(catalog, identifier):
 def load_tables(catalog, identifiers) -> dict:
     """The tables among ``identifiers`` (names or tuples) whose current metadata file was parsed
     before, keyed as given: for a SQL catalog one SELECT for all their metadata locations (a
-    query's tables are planned at once: one round trip instead of one per table, issue 16). The
+    query's tables are planned at once: one round trip instead of one per table). The
     others — unknown, not parsed yet, or another kind of catalog — are left out, for
     :func:`load_table` to load as the catalog does (and raise its own error)."""
     from pyiceberg.catalog import Catalog

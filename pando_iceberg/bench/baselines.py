@@ -1,4 +1,4 @@
-"""The stronger baseline (issue 17): multi-column clustering on quantile-normalized keys.
+"""The stronger baseline: multi-column clustering on quantile-normalized keys.
 
 Iceberg's own z-order interleaves each column's raw bytes: a column whose values share their
 leading bytes (dates, small integers, prices) contributes almost no bits, and on Spark 3.5 a DATE

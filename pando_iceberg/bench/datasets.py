@@ -122,7 +122,7 @@ def load_taxi(spark, catalog, sf: float, seed: int = 0, namespace: str | None = 
     return name
 
 
-# ---- star: a retail star schema with no declared keys (issue 14) ------------------------------
+# ---- star: a retail star schema with no declared keys ------------------------------
 #
 # ``sales`` (the fact, in arrival = date order) with four dimensions and a sub-dimension, all
 # created like a plain CTAS (no Iceberg identifier fields): ``dates`` (3 years of days, key

@@ -9,7 +9,7 @@ Layouts (``--layouts``):
 - ``zorder``: Iceberg ``sort_order => 'zorder(...)'`` on the 2-3 columns the train half filters
   most (per table; DECIMAL and DATE columns excluded: Iceberg refuses DECIMAL and z-orders DATE
   as NULL, see :data:`.workloads.ZORDER_UNUSABLE`; with one usable column, a sort on it);
-- ``zorder-ranges``: the stronger baseline (issue 17, :mod:`.baselines`): the z-order columns
+- ``zorder-ranges``: the stronger baseline (:mod:`.baselines`): the z-order columns
   plus the dates the train half filters (DATE and DECIMAL usable), each mapped to quantile range
   ids first, as Delta's z-order does, interleaved, and written as exactly Pando k=3's file count;
 - ``pando-k1`` … ``pando-k4``: ``PandoTable(...).optimize.rewrite(workload, options=...)`` (the
@@ -280,7 +280,7 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 info["tables"][t] = {**_files_stats(spark, name), "rewrite_seconds": 0.0, "blocks": 0, "phases": {},
                                      "statement": "none: no train query reads the table (left as copied)"}
                 continue
-            if layout.startswith("pando"):  # the Python verbs (issue 18), as a user's job calls them
+            if layout.startswith("pando"):  # the Python verbs, as a user's job calls them
                 options = LayoutOptions.from_map({"k": str(k), "min-block-rows": str(opts.b),
                                                   "sample-rate": str(opts.sample_rate), "seed": str(opts.seed),
                                                   **opts.pando_options})

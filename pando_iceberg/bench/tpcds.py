@@ -1,4 +1,4 @@
-"""TPC-DS for ``pando bench --dataset tpcds`` (issue 17 item 3): the paper's second benchmark.
+"""TPC-DS for ``pando bench --dataset tpcds``: the paper's second benchmark.
 
 - Data: DuckDB's TPC-DS extension (PyPI ``duckdb`` + ``duckdb-extension-tpcds``, same version;
   loaded from the package's own directory, no network) runs ``dsdgen`` at a scale factor; every

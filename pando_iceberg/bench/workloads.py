@@ -6,8 +6,8 @@ train half filters most (for Iceberg's z-order baseline).
   :func:`split_workload` (the split every TPC-H benchmark script uses).
 - taxi: templates with ranges on each correlated column of ``trips`` (and their combinations),
   parameters drawn from a seeded generator, split the same way.
-- star: star-join templates over the dimensions' attributes only (no predicate on the fact;
-  issue 14), parameters drawn from a seeded generator, split the same way: the held-out half
+- star: star-join templates over the dimensions' attributes only (no predicate on the fact),
+  parameters drawn from a seeded generator, split the same way: the held-out half
   names brands, months, regions the training half may never have named.
 """
 

@@ -90,7 +90,7 @@ _ACCEPTED_TEXT = {
 @functools.lru_cache(maxsize=256)
 def _empty_context(schema: pa.Schema) -> Context:
     """The zero-row table of ``schema`` that type checks evaluate on, made once per schema
-    (``empty_table`` cost ~0.2 ms per bind, several binds per query, issue 16). Shared: its
+    (``empty_table`` cost ~0.2 ms per bind, several binds per query). Shared: its
     columns have no rows, so nothing evaluated on it can change what it holds."""
     return Context(schema.empty_table())
 

@@ -105,7 +105,7 @@ class TableFilter:
     def with_joins(self, joins: list[JoinFilter] | tuple) -> TableFilter:
         """This filter's single-table part with other join filters (e.g. the same ones with key
         sets). The part is already bound, and binding is idempotent: it is shared, not bound
-        again (~1 ms per table and query, issue 16); join columns are checked as in the
+        again (~1 ms per table and query); join columns are checked as in the
         constructor."""
         out = TableFilter(None, self.schema, joins, self.table)
         out.expr = self.expr
@@ -280,7 +280,7 @@ class TableFilter:
         """``_sides_expr_joint`` for a cut on columns this filter does not constrain: the filter's
         DNF and the cut's share no term, so their conjunction is satisfiable iff each part is
         (the filter's, with its joins' key domains, is asked once per filter; the cut's alone
-        once per cut and atom table). Planning asked most cuts of a layout this way (issue 16:
+        once per cut and atom table). Planning asked most cuts of a layout this way (
         30 of 60 questions per TPC-H join query, 3 ms). Sound in every case (False only when
         one part alone is empty); as precise as the joint check unless both sides hold the
         same column-less atom (e.g. ``rand() < 0.5``), where it may answer True."""
@@ -432,7 +432,7 @@ def _origin_filter(cut: LiteralCut, dim_filter: TableFilter) -> TableFilter:
     if isinstance(hit, str):
         # A new error each time: raising the remembered one again would chain every query's
         # frames onto its traceback and keep them (and the DataFrames and JVM plans they hold)
-        # alive as long as the layout (issue 16: ~0.4 MB of JVM heap per pruned query).
+        # alive as long as the layout (~0.4 MB of JVM heap per pruned query).
         raise PandoExprError(hit)
     return hit
 
@@ -456,7 +456,7 @@ def shared_conjuncts(node: exp.Expression) -> list[exp.Expression]:
     """The conjuncts every branch of the OR ``node`` has (none if ``node`` is no OR): each is
     implied by ``node``, so it is a cut the query is on one side of. TPC-H Q19's three branches
     share ``l_shipmode IN ('AIR', 'AIR REG')`` and ``l_shipinstruct = 'DELIVER IN PERSON'``;
-    §6.1 keeps the OR group as one cut, which no other template's literal matches (issue 16:
+    §6.1 keeps the OR group as one cut, which no other template's literal matches (
     Q19 read 17 files where z-order on those columns read 8). Compared by SQL text."""
     branches = _terms(node, Kind.OR)
     if len(branches) < 2:

@@ -143,7 +143,7 @@ def factor_common(expr: BooleanExpression) -> BooleanExpression:
     Boolean and in Kleene logic, hence for pyiceberg's metrics evaluator, which combines one
     "may match" answer per predicate with AND and OR: the same files, each shared predicate judged
     once per file instead of once per branch (TPC-H Q19: l_shipmode and l_shipinstruct in each of
-    three branches, 12 predicates a file → 8; issue 16)."""
+    three branches, 12 predicates a file → 8)."""
     if isinstance(expr, And):  # rebuilt only when a side changed (pyiceberg's And simplifies again)
         left, right = factor_common(expr.left), factor_common(expr.right)
         return expr if left is expr.left and right is expr.right else And(left, right)

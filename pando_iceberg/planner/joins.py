@@ -18,7 +18,7 @@ so a cached key set is never stale. The dimension columns they were computed fro
 (:data:`DIMENSION_COLUMNS`, per uuid and snapshot, bounded in bytes): a held-out query's new
 literals on the same dimension are a vectorized filter of those columns, not another read.
 
-Uniqueness of a dimension column (FK→PK without declared identifier fields, issue 14) is checked
+Uniqueness of a dimension column (FK→PK without declared identifier fields) is checked
 the same way, cached per (table uuid, snapshot id, column).
 """
 
@@ -44,7 +44,7 @@ MAX_DIMENSION_ROWS = int_from_env("PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", 1_000_00
                                   "the largest dimension, in rows, whose key sets are read through pyiceberg")
 # Join pruning alone (no literal cut needs the keys) reads a key set only when every table of
 # the join's chain has at most this many rows: a key set costs a read of the dimension, and
-# pays only where the fact's files are narrow in the foreign key (issue 16: no Spark job per
+# pays only where the fact's files are narrow in the foreign key (no Spark job per
 # query for join pruning). $PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS.
 JOIN_PRUNING_MAX_ROWS = int_from_env("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", 100_000,
                                      "the largest dimension, in rows, read for join pruning alone")
@@ -98,7 +98,7 @@ class BoundedCache:
 
 KEY_SETS = BoundedCache(256)  # (uuid, snapshot, pk, filter SQL, sub-dimension snapshots) → KeySet
 # The columns of dimensions that key sets were read from, per (uuid, snapshot), in Arrow: a
-# held-out query's new literals then cost one vectorized filter, not a read (issue 16). Bounded
+# held-out query's new literals then cost one vectorized filter, not a read. Bounded
 # in bytes: $PANDO_DIMENSION_CACHE_BYTES (default 256 MiB; 0 keeps none).
 DIMENSION_COLUMNS = BoundedCache(64, max_bytes=int_from_env(
     "PANDO_DIMENSION_CACHE_BYTES", 256 * 1024 * 1024, "the bytes of dimension columns kept for key sets"),
@@ -384,7 +384,7 @@ def _read_keys(tables: dict[str, Any], join) -> Any:
 # A row filter's key set is first estimated on every ESTIMATE_EVERY-th row of a dimension of at
 # least ESTIMATE_MIN_ROWS rows (4,096 rows or more: a share's standard error under 0.8 %); one
 # estimated above ESTIMATE_MARGIN × the share a row filter may keep is not read (TPC-H SF 1: Q8's
-# 20 % and Q22's 28 % of customer took 4-6 ms of planning each to be refused, issue 16).
+# 20 % and Q22's 28 % of customer took 4-6 ms of planning each to be refused).
 ESTIMATE_EVERY = 16
 ESTIMATE_MIN_ROWS = 65_536
 ESTIMATE_MARGIN = 1.5
@@ -558,7 +558,7 @@ def non_unique_literal_joins(table, layout, memo: dict | None = None,
                              joined: set[tuple[str, str]] | None = None) -> dict[tuple[str, str], str]:
     """(dimension, pk) of the layout's literal cuts whose pk is no longer the dimension's key
     (not declared, and not unique in the dimension's current snapshot) → a note for explain.
-    Their cuts are ignored by the planner (issue 14: a stale uniqueness never gives a wrong result).
+    Their cuts are ignored by the planner (a stale uniqueness never gives a wrong result).
     ``joined``: only these (dimension, pk), the ones the query's filter joins — a literal cut
     whose join the query lacks is decided by the key's nullness alone, which holds whatever the
     dimension holds, so its dimension is not loaded. ``memo`` (one dict per plan) keeps the

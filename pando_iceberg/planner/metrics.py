@@ -3,7 +3,7 @@
 ``DataScan.plan_files`` asks ``_InclusiveMetricsEvaluator.eval`` about every live data file: a
 visitor object per file, a ``functools.singledispatch`` per expression node and a
 ``from_bytes`` per bound and predicate. On TPC-H SF 1's held-out join queries that was the
-largest single part of pyiceberg's planning once manifests were cached (issue 16; Q19's OR of
+largest single part of pyiceberg's planning once manifests were cached (Q19's OR of
 three branches judged ~70 files through ~12 nodes each). :func:`compiled` turns the evaluator's
 bound expression into nested closures with the same answers — the same checks in the same
 order as pyiceberg 0.12's ``_InclusiveMetricsEvaluationVisitor`` — and decodes each bound once

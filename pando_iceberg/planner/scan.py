@@ -307,7 +307,7 @@ def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord,
     from .joins import non_unique_literal_joins
 
     joined = {(j.dim_table, j.dim_pk) for j in getattr(tf, "joins", None) or ()}
-    # issue 14: a dimension column no longer unique
+    # a dimension column no longer unique
     not_keys = non_unique_literal_joins(table, layout, key_memo, joined)
     for note in not_keys.values():
         if note not in ex.notes:

@@ -402,7 +402,7 @@ def _partitioned_health(ctx, table: str, health, relayout: bool, options: dict[s
         try:
             r = rewrite_data_files(ctx, table, "pando", options=options, where=health.partitions_where, relearn=True)
         except PandoRewriteError as e:
-            # Soak finding (issue 19): every live file written under an older partition spec made the
+            # Soak finding: every live file written under an older partition spec made the
             # nightly runbook fail here; the health report says what to run instead.
             if "has no live data file under its current partition spec" not in str(e):
                 raise

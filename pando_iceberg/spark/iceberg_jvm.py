@@ -25,7 +25,7 @@ class CommitConflict(RuntimeError):
 
 # Java classes by (gateway, name): ``jvm.org.apache...Cls`` resolves every package step with a
 # reflection round trip (0.7 ms for Spark3Util, 0.4 ms for java.lang.Object; a no-op call is 0.04
-# ms), several times per staged table and key set (issue 16).
+# ms), several times per staged table and key set.
 _JCLASSES: dict[tuple[int, str], tuple[Any, Any]] = {}
 
 
@@ -64,7 +64,7 @@ def load_table(spark, name: str, *, metadata_location: str | None = None):
 
     With ``metadata_location`` (the metadata file the caller's pyiceberg table was loaded
     from), the table handed out last for ``name`` is reused without a reload and refresh (a
-    catalog lookup and a metadata read, ~2–3 ms per staged table, issue 16) when its state was
+    catalog lookup and a metadata read, ~2–3 ms per staged table) when its state was
     read from exactly that file: same file, same snapshots, schema and properties. Spark's own
     catalog cache holds that instance, or a newer one it loaded since, so Spark's read of the
     table by name is as current as before."""
@@ -287,7 +287,7 @@ public static java.util.List chosen(Object planned, String joinedPaths) throws j
 }
 """
 # The FileScanTasks of recent snapshots by data file, kept in the JVM: a held-out query's chosen
-# files are then a lookup, not a planning of the table in the JVM besides pyiceberg's (issue 16:
+# files are then a lookup, not a planning of the table in the JVM besides pyiceberg's (
 # 14 ms per table for TPC-H SF 1 lineitem with the pushed filter, 25 ms without). A snapshot's
 # tasks never change (no residual: rows are filtered by the query). Least recently used
 # snapshots go first once more than ``maxTasks`` tasks are kept; a larger snapshot is not kept.
@@ -354,7 +354,7 @@ public static void unstage(Object table, String setId) {
 """
 # A long column from the driver as a local relation (broadcast without a job): py4j passes the
 # keys as one byte[]; ``spark.createDataFrame`` of an Arrow batch costs 16 ms for 100 keys and
-# 176 ms for 100,000 (TPC-H SF 1 row filters, issue 16).
+# 176 ms for 100,000 (TPC-H SF 1 row filters).
 _LONGS_SOURCE = """
 public static org.apache.spark.sql.Dataset longs(org.apache.spark.sql.SparkSession spark, byte[] data, String name) {
     java.nio.LongBuffer values = java.nio.ByteBuffer.wrap(data).asLongBuffer();
@@ -370,7 +370,7 @@ public static org.apache.spark.sql.Dataset longs(org.apache.spark.sql.SparkSessi
 # A temporary view of a DataFrame, made the way Spark's CreateViewCommand makes one for
 # ``createOrReplaceTempView`` (ViewHelper.createTemporaryViewRelation: the analyzed plan kept),
 # without running the command as a query: 2.4 ms instead of 14.5 for a staged Iceberg scan
-# (issue 16: a query with row filters and staged tables made four). Spark 3.5's API; with
+# (a query with row filters and staged tables made four). Spark 3.5's API; with
 # another Spark the source does not compile and ``temp_view`` takes Spark's public path.
 _REGISTER_VIEW = """
 static void registerView(org.apache.spark.sql.SparkSession spark,
@@ -396,7 +396,7 @@ public static void tempView(Object session, Object dataset, String name) {
 """
 # A long column from the driver registered as a temporary view of a local relation, in one
 # call: no Dataset is made, so Spark's analyzer does not run over it (a LocalRelation is resolved
-# as built; 3 ms of ``longs`` + ``tempView`` for 10 keys, issue 16). Its rows are a Scala Vector
+# as built; 3 ms of ``longs`` + ``tempView`` for 10 keys). Its rows are a Scala Vector
 # and the node is marked analyzed, as in a Dataset's analyzed plan: over the Java list's wrapper,
 # unmarked, analysing a query reading 10,000 keys took 66 ms instead of 16. The views of one query
 # are dropped in one call, from the session catalog (``spark.catalog.dropTempView`` also looks
@@ -442,7 +442,7 @@ public static void dropViews(Object session, String joinedNames) {
 # what only a Dataset needs: looking the source up among every DataSourceRegister on the
 # classpath (ServiceLoader), the analysis of the relation and a row encoder. A JFR profile of
 # the TPC-H SF 1 join queries put 87 of 880 samples of the py4j thread in that ``load``, half of
-# them in Dataset.ofRows and a fifth in the ServiceLoader (issue 16).
+# them in Dataset.ofRows and a fifth in the ServiceLoader.
 # Its split size is the one Iceberg's own scan of the same files would take: a staged scan
 # (SparkStagedScan) groups its tasks by the table's fixed split size (128 MB), where a planned
 # scan (SparkPartitioningAwareScan) shrinks it to spread a small scan over the session's
@@ -546,7 +546,7 @@ public static void stageView(Object session, Object icebergTable, String name, O
 }
 """
 # The staging of a table whose chosen files are found in the task cache, in one py4j call
-# (issue 16: checking the Java table's metadata file, looking the tasks up and staging them with
+# (checking the Java table's metadata file, looking the tasks up and staging them with
 # their view took three calls and a Java list to release, ~0.5 ms per staged table). One class
 # with the task cache: its static state (the cached snapshots) is then the only one in the JVM
 # (see :func:`_staging`).
@@ -590,7 +590,7 @@ public static synchronized Object analysedAhead(Object session, String sql) {
 }
 
 // The analysed plan of the user's own query with each of its relations of a staged table reading
-// the staged task set (issue 16: Spark analyses the query while Python plans its tables, instead
+// the staged task set (Spark analyses the query while Python plans its tables, instead
 // of analysing a rewritten query over temporary views afterwards). The relation keeps its output
 // attributes, so the plan stays resolved: only its options gain the task set id (and the split
 // size Iceberg's own scan would take), with which SparkTable.newScanBuilder builds the staged
@@ -779,7 +779,7 @@ def _compiled(gateway, name: str, source: str, arg_types: tuple[str, ...]):
     """The static method ``name`` of ``source`` (its argument classes by JVM name, ``[B`` for
     ``byte[]``), compiled once per JVM with Janino, as a py4j member of an instance of the
     compiled class: one round trip per call (through ``Method.invoke`` it was two plus one per
-    argument, 0.39 instead of 0.10 ms for one argument, issue 16). The methods of one source
+    argument, 0.39 instead of 0.10 ms for one argument). The methods of one source
     share one class and its static state (None when it cannot be compiled: callers then take a
     slower path through py4j)."""
     hit = _COMPILED.get((id(gateway), source, name))
@@ -1151,7 +1151,7 @@ def executed_nodes(df) -> Iterator[tuple[Any, bool]]:
 
 # The executed plan's Iceberg scans planned, in one call: Spark builds a scan's input partitions
 # (Iceberg's file tasks) lazily; walking the plan through py4j to ask for them costs five round
-# trips a node (~8 ms for a TPC-H join query's plan, issue 16), more than the planning it forces.
+# trips a node (~8 ms for a TPC-H join query's plan), more than the planning it forces.
 _PLANNED_SOURCE = """
 public static int plannedPartitions(Object root) {
     int total = 0;

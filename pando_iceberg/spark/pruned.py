@@ -4,7 +4,7 @@ in which every base table of the query is replaced by its pruned scan.
 
 For a query with FK→PK joins, each table's filter carries the join filters the workload parser
 derives (``fk IN (SELECT pk FROM dim WHERE p)``; FK→PK from declared identifier fields, else from
-the dimension column's uniqueness on the data, issue 14). The trees decide a literal cut by
+the dimension column's uniqueness on the data). The trees decide a literal cut by
 comparing the query's dimension predicate with the cut's own while the dimension holds the rows
 the cut's keys were read from (§5, no data read); otherwise, and for join pruning of every file
 on small dimensions, key sets are read before planning (:func:`with_join_keys`) — through
@@ -432,7 +432,7 @@ def prunes_beyond_iceberg(plan) -> bool:
     """Did the trees or join pruning remove files that Iceberg's own planning of the table's
     filter keeps? When not, the table is left to Spark's own Iceberg scan, which plans the same
     files itself (its pushed filter is the one pyiceberg planned with): staging its tasks in the
-    JVM would cost a second planning for no byte saved (issue 16)."""
+    JVM would cost a second planning for no byte saved."""
     ex = plan.explain
     return ex.pando_files < ex.iceberg_files or ex.pando_bytes < ex.iceberg_bytes
 
@@ -450,9 +450,9 @@ def in_task_cache(plan) -> bool:
 # residual) is then at most this much reading, against Spark planning the table again from its
 # manifests in the optimizer. Files of one row group each are staged whatever their size
 # (:func:`one_row_group_each`). TPC-H SF 1, 40 held-out join queries (benchmarks/staging_bound.py,
-# session 22): median planning 45.6 ms with only the rule above, 39.6 with this bound (part,
+#): median planning 45.6 ms with only the rule above, 39.6 with this bound (part,
 # customer, supplier, partsupp, nation, region and small order selections), 40.3 with 64 MiB,
-# 42.7 staging every table; Iceberg's own 34.9 (issue 16). $PANDO_STAGE_MAX_BYTES.
+# 42.7 staging every table; Iceberg's own 34.9. $PANDO_STAGE_MAX_BYTES.
 STAGE_MAX_BYTES = int_from_env("PANDO_STAGE_MAX_BYTES", 16 * 1024 * 1024,
                                "the most bytes of chosen files a table with a predicate of its own is staged with "
                                "when its trees prune no further than Iceberg (0: never)")
@@ -474,7 +474,7 @@ def stages(plan, table, stage: str = "auto") -> bool:
     pruning keeps (:func:`prunes_beyond_iceberg`); otherwise when the table is unpartitioned, its
     tasks are a lookup in the JVM's task cache (:func:`in_task_cache`) and either the query has no
     predicate of its own on it (only joins: Spark's own scan would have nothing to push down to
-    Iceberg but still plan every manifest of the table in its optimizer; issue 16: TPC-H SF 1
+    Iceberg but still plan every manifest of the table in its optimizer; TPC-H SF 1
     join queries, about 4 ms of Spark's planning per such table against 1-2 ms of staging) or its
     chosen files hold at most :data:`STAGE_MAX_BYTES` or one row group each
     (:func:`one_row_group_each`). A partitioned table keeps Spark's scan, whose runtime filtering
@@ -492,7 +492,7 @@ STAGE_MODES = ("auto", "always")
 # Spark analyses the query as written on a JVM thread of its own while Python plans its tables;
 # the analysed plan's relations of the staged tables then read their task sets
 # (``iceberg_jvm.swapped_plan``), instead of Spark analysing a rewritten query over temporary
-# views of the sets after the planning (issue 16). False: always the rewritten query.
+# views of the sets after the planning. False: always the rewritten query.
 ANALYSE_AHEAD = True
 
 
@@ -643,7 +643,7 @@ def key_view_of(spark, keys: Any, name: str) -> str | None:
     A literal ``IN (...)`` instead of the view and its semi-join is not used at any size: on
     TPC-H SF 1 lineitem joined with part, for 1 to 300 keys, analysis and executed plan took
     longer with the literal list (Spark's own scan then pushes it to Iceberg's planning) than
-    with this view, built in 1-3 ms (issue 16, interleaved runs)."""
+    with this view, built in 1-3 ms (interleaved runs)."""
     values = key_values(keys)
     if len(values) == 0:
         return None

@@ -241,7 +241,7 @@ def seeded_sample(df, fraction: Any, seed: int, skip: Sequence[str] = ()) -> pa.
     Spark's ``sample`` and ``sampleBy`` seed each task with its partition index, and Iceberg's
     planning hands the same files to tasks in another order from one read to the next: four
     samples of one taxi snapshot at the same seed were three different row sets, so the same data
-    and options learned other layouts (BENCHMARKS.md, session 25). Hashing the values, not the files'
+    and options learned other layouts. Hashing the values, not the files'
     names and positions, also gives the same sample after a compaction or in a copy of the table."""
     from pyspark.sql import Column
     from pyspark.sql import functions as F

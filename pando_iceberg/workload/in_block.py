@@ -1,4 +1,4 @@
-"""Files of about b rows, cut along an in-block order (beyond the paper; issue 15 item 2).
+"""Files of about b rows, cut along an in-block order (beyond the paper).
 
 The paper writes each block as one data file. A block keeps at least b rows (§6.2: the
 bottom-up merges until it does), so blocks hold b..3b rows and a table gets fewer files than

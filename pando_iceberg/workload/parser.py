@@ -385,7 +385,7 @@ def _qualified(stmt: exp.Expr, schemas: dict[str, pa.Schema], qualify_schema: di
     Qualified once per template: qualification does not look at a literal's value, so the
     statement with its value literals as placeholders (its shape) is qualified and kept (the
     256 most recent shapes per process), and a query of a known shape is a copy of it
-    with its own literals put back (issue 16: tomorrow's queries are today's templates with other
+    with its own literals put back (tomorrow's queries are today's templates with other
     literals; qualification was ~2 ms of a TPC-H join query's planning, twice with a row filter)."""
     literals = _value_literals(stmt)
     holes = [exp.Placeholder(this=f"{_HOLE}{i}") for i in range(len(literals))]
@@ -416,7 +416,7 @@ _POSITION = ("line", "col", "start", "end")
 
 def _without_positions(tree: exp.Expression) -> exp.Expression:
     """``tree`` with the parser's source positions dropped from its nodes' meta, in place: a
-    copy of a cached shape then deep-copies no per-node dict (issue 16: they were ~70 % of the
+    copy of a cached shape then deep-copies no per-node dict (they were ~70 % of the
     time of copying a qualified TPC-H query). Positions point into one query's text and mean
     nothing in another query of the shape; other meta (sqlglot's own marks) is kept."""
     for node in tree.walk():

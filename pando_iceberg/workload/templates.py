@@ -32,7 +32,7 @@ little about `DATE '1996-09-02'`. This module is the one place where we go beyon
      in the data, but a column's range can be mostly empty tail (taxi durations reach 1,440
      minutes, 98 % of trips take under an hour): drawn uniformly over [min, max], half of a
      duration template's draws fell where no row lies and taught the optimizer nothing
-     (BENCHMARKS.md, 2026-11-26 session 16). The other half are uniform over the training
+    . The other half are uniform over the training
      anchors' range widened by one expected gap on each side (a few training draws may
      cluster by chance: three 30-day windows of a 5-year range fell within 11 months in a
      test).

@@ -18,7 +18,9 @@ WORKLOAD = "\n".join(
     [f"SELECT count(*) FROM noharm.{{t}} WHERE carrier = 'c{c}';" for c in (1, 4, 7)] * 3
     + [f"SELECT avg(delay) FROM noharm.{{t}} WHERE delay > {v};" for v in (40, 60, 80)] * 3
     + [f"SELECT count(*) FROM noharm.{{t}} WHERE {WEEK_SQL.format(m=m, d=d, e=d + 6)};" for m, d in WEEKS])
-OPTIONS = "map('k', '3', 'min-block-rows', '1000', 'sample-rate', '0.25', 'max-template-regression', '1.1')"
+LAYOUT = "'k', '3', 'min-block-rows', '1000', 'sample-rate', '0.25'"
+OPTIONS = f"map({LAYOUT}, 'max-template-regression', '1.1')"
+NO_BOUND = f"map({LAYOUT})"  # the bound is the table property's
 
 
 def _arrival_order_table(spark, name):
@@ -97,14 +99,14 @@ def test_a_bound_no_layout_can_hold_refuses_until_forced(ctx, spark, catalog):
     spark.sql("ALTER TABLE noharm.flights_b SET TBLPROPERTIES ('pando.layout.max-template-regression' = '0.5')")
     wl = _workload(ctx, "flights_b")
     p = call(ctx, f"CALL pando.system.optimize_layout(table => 'noharm.flights_b', workload => '{wl}', "
-                  f"options => {OPTIONS})")
+                  f"options => {NO_BOUND})")
     week = [n for n in p.notes if n.startswith("template month = ? AND day BETWEEN")]
     assert len(week) == 1 and week[0].endswith("BREAKS the guard"), p.notes
     assert "reads 8.33% of the table now" in week[0]
     assert any("refuses it unless force => true" in n for n in p.notes)
     state = _state(catalog, "flights_b")
     stmt = ("CALL pando.system.rewrite_data_files(table => 'noharm.flights_b', strategy => 'pando', "
-            f"options => {OPTIONS})")
+            f"options => {NO_BOUND})")
     with pytest.raises(ProcedureError, match=r"within 0\.5× .*month = \? AND day BETWEEN \? AND \?: reads 8\.33% "
                                              r"of the table now.*force => true"):
         call(ctx, stmt)

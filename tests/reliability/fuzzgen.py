@@ -31,6 +31,7 @@ from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 NS = "fuzz"
 INT32 = (-(2**31), 2**31 - 1)
@@ -218,18 +219,60 @@ def settings_for(batch: int) -> Settings:
 
 class Values:
     """Sample values per (table, column), formatted as literals; drawn from the data so
-    predicates are selective and the trees decide them."""
+    predicates are selective and the trees decide them. Once a table is laid out,
+    ``add_edges`` adds the values on either side of each of its cuts, and a share
+    ``EDGE_SHARE`` of the draws takes one of those: predicates that land on the layout's own
+    boundaries, where an off-by-one in a cut's reasoning would show."""
+
+    EDGE_SHARE = 0.4
 
     def __init__(self, tables: dict[str, pa.Table]):
         self.samples: dict[tuple[str, str], list] = {}
+        self.edges: dict[tuple[str, str], list] = {}
         for name, t in tables.items():
             for col in t.column_names:
                 vals = [v for v in t.column(col).slice(0, 4000).to_pylist() if v is not None]
                 step = max(1, len(vals) // 200)
                 self.samples[(name, col)] = vals[::step][:200] or [0]
 
+    def add_edges(self, table: str, edges: dict[str, list]) -> None:
+        for col, vals in edges.items():
+            self.edges.setdefault((table, col), []).extend(vals)
+
     def pick(self, r: random.Random, table: str, col: str):
+        edges = self.edges.get((table, col))
+        if edges and r.random() < self.EDGE_SHARE:
+            return r.choice(edges)
         return r.choice(self.samples[(table, col)])
+
+
+def cut_edges(table: pa.Table, cuts) -> dict[str, list]:
+    """Per column of ``table``, the values next to each single-column cut's boundary: the
+    largest and smallest value the cut holds for and the largest and smallest it fails for
+    (NULL and NaN aside), and a few values from each side (for IN-list and literal cuts)."""
+    names = {n.lower(): n for n in table.column_names}
+    out: dict[str, list] = {}
+    rng = random.Random(len(cuts))
+    for cut in cuts:
+        if len(cut.columns) != 1:
+            continue
+        col = names.get(next(iter(cut.columns)).lower())
+        if col is None:
+            continue
+        arr = table.column(col)
+        valid = pc.is_valid(arr)
+        if pa.types.is_floating(arr.type):
+            valid = pc.and_(valid, pc.invert(pc.is_nan(arr)))
+        valid = np.asarray(pc.fill_null(valid, False).to_numpy(zero_copy_only=False), dtype=bool)
+        held = np.asarray(cut.evaluate(table), dtype=bool)
+        for side in (held & valid, ~held & valid):
+            vals = arr.filter(pa.array(side))
+            if len(vals) == 0:
+                continue
+            mm = pc.min_max(vals)
+            some = vals.take(pa.array([rng.randrange(len(vals)) for _ in range(3)])).to_pylist()
+            out.setdefault(col, []).extend([mm["min"].as_py(), mm["max"].as_py(), *some])
+    return out
 
 
 def int_lit(r: random.Random, v: int) -> str:
@@ -259,7 +302,7 @@ def float_lit(r: random.Random, v: float) -> str:
     if v != v or v in (float("inf"), float("-inf")):
         return r.choice(["CAST('NaN' AS DOUBLE)", "'NaN'", "'Infinity'", "CAST('-Infinity' AS DOUBLE)",
                          "double('inf')", "CAST('NaN' AS FLOAT)"])
-    s = repr(round(v, 3))
+    s = repr(v) if r.random() < 0.3 else repr(round(v, 3))  # exact: a cut's own boundary value
     roll = r.random()
     if roll < 0.3:
         return s
@@ -302,7 +345,7 @@ def date_lit(r: random.Random, v: dt.date) -> str:
 
 def ts_lit(r: random.Random, v: dt.datetime) -> str:
     v = v.replace(tzinfo=None)
-    s = v.strftime("%Y-%m-%d %H:%M:%S")
+    s = v.strftime("%Y-%m-%d %H:%M:%S.%f" if v.microsecond and r.random() < 0.5 else "%Y-%m-%d %H:%M:%S")
     offset = r.choice(["+05:00", "-08:00", "+00:00", "Z", "+05:30", " UTC", " America/New_York", "-0330"])
     roll = r.random()
     if roll < 0.2:

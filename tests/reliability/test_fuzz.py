@@ -46,6 +46,7 @@ from fuzzgen import (
     NS,
     VIEWS,
     Values,
+    cut_edges,
     make_query,
     settings_for,
     star_tables,
@@ -103,6 +104,7 @@ def _load(catalog, name, table, files):
 
 @pytest.fixture(scope="module")
 def lake(spark, catalog, lakehouse_cfg):
+    from pando_iceberg.planner.scan import layout_of
     from pando_iceberg.spark.rewrite import RewriteOptions, rewrite_table
 
     t0 = time.perf_counter()
@@ -123,6 +125,13 @@ def lake(spark, catalog, lakehouse_cfg):
                                io_properties=lakehouse_cfg.pyiceberg_properties())
         layouts[name] = (result.block_count, round(time.perf_counter() - t0 - t_load, 1))
     t_layout = time.perf_counter() - t0 - t_load
+    # the literals of the cases: a share from either side of each layout cut (Values.add_edges)
+    edges = {}
+    for name in plan:
+        _, layout, _ = layout_of(catalog.load_table(f"{NS}.{name}"), cache=None)
+        found = cut_edges(tables[name], layout.cuts)
+        values.add_edges(name, found)
+        edges[name] = sum(map(len, found.values()))
     # changes after the layout: merge-on-read deletes (delete files), copy-on-write deletes, appends
     for name in ("sales", "taxi"):
         spark.sql(f"ALTER TABLE {NS}.{name} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read', "
@@ -152,7 +161,7 @@ def lake(spark, catalog, lakehouse_cfg):
     import pando_iceberg
 
     info = {"pando_iceberg": pando_iceberg.__file__, "load_s": round(t_load, 1), "layout_s": round(t_layout, 1),
-            "setup_s": round(time.perf_counter() - t0, 1), "blocks": layouts, "files": files, "delete_files": deletes}
+            "setup_s": round(time.perf_counter() - t0, 1), "blocks": layouts, "edge_values": edges, "files": files, "delete_files": deletes}
     print(f"\nfuzz lakehouse ({PROFILE}): {info}")
     _log({"setup": info})
     assert VIEWS.keys() == COLUMNS.keys()

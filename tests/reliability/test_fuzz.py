@@ -161,7 +161,8 @@ def lake(spark, catalog, lakehouse_cfg):
     import pando_iceberg
 
     info = {"pando_iceberg": pando_iceberg.__file__, "load_s": round(t_load, 1), "layout_s": round(t_layout, 1),
-            "setup_s": round(time.perf_counter() - t0, 1), "blocks": layouts, "edge_values": edges, "files": files, "delete_files": deletes}
+            "setup_s": round(time.perf_counter() - t0, 1), "blocks": layouts, "edge_values": edges,
+            "files": files, "delete_files": deletes}
     print(f"\nfuzz lakehouse ({PROFILE}): {info}")
     _log({"setup": info})
     assert VIEWS.keys() == COLUMNS.keys()

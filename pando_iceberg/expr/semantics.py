@@ -58,6 +58,15 @@ class Semantics:
     def tzinfo(self) -> dt.tzinfo:
         return zone_of(self.time_zone)
 
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark session settings that give these semantics (every unmodelled one at its
+        default): what Spark must run under to compute what this model computes."""
+        if self.unmodelled:
+            raise PandoExprError("settings with unmodelled values have no Spark configuration: "
+                                 + ", ".join(self.unmodelled))
+        return {"spark.sql.ansi.enabled": str(self.ansi).lower(), "spark.sql.session.timeZone": self.time_zone,
+                **UNMODELLED_DEFAULTS}
+
     def check(self) -> None:
         if self.unmodelled:
             raise PandoExprError("the session sets " + ", ".join(self.unmodelled) +

@@ -50,10 +50,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..expr import semantics
 from ..spark import iceberg_jvm as jv
 from ..spark.incremental import current_layout, write_successor_sidecar
 from ..spark.rewrite import PandoRewriteError, SparkKeyProvider, arrow_schema_of, collect_arrow
-from ..spark.session import refresh_table
+from ..spark.session import refresh_table, session_conf
 
 REFRESH_COLUMNS = [("cut", "string"), ("dim_table", "string"), ("mode", "string"), ("from_snapshot", "bigint"),
                    ("to_snapshot", "bigint"), ("keys_before", "bigint"), ("keys_added", "bigint"),
@@ -243,7 +244,7 @@ def _origins(spark, cuts: list, progress: Callable[[str], None]) -> dict[tuple, 
     """What changed since each distinct cut origin (dimension, pk, predicate, snapshot): whole
     key sets with one Spark job per dimension table for the origins that need one, appended
     rows (Iceberg's incremental append scan) for the others."""
-    provider = SparkKeyProvider(spark, {})
+    provider = SparkKeyProvider(spark, {}, semantics.DEFAULT)
     schemas: dict[str, dict] = {}  # namespace → table schemas, read once
     states: dict[tuple, _Origin] = {}
     todo = []  # (origin, its state, dim filter)
@@ -268,7 +269,8 @@ def _origins(spark, cuts: list, progress: Callable[[str], None]) -> dict[tuple, 
                     .option("end-snapshot-id", str(state.now)).load(o.dim_table))
             if not dim_filter.is_true_expr():
                 rows = rows.where(dim_filter.expr.sql(dialect="spark"))
-            state.keys = _keys(collect_arrow(rows.select(o.dim_pk).distinct()).column(0))
+            with session_conf(spark, semantics.DEFAULT.spark_conf()):  # as the layout's key sets were read
+                state.keys = _keys(collect_arrow(rows.select(o.dim_pk).distinct()).column(0))
         else:
             state.keys = _keys(provider(o.dim_table, o.dim_pk, dim_filter))
     return states

@@ -29,6 +29,8 @@ import pyarrow.compute as pc
 import sqlglot
 
 from ..expr import keys as keyset
+from ..expr import semantics
+from ..expr.semantics import Semantics
 from ..planner.joins import TooManyKeys
 from ..workload.in_block import (
     DEFAULT_MAX_TEMPLATE_REGRESSION,
@@ -38,7 +40,7 @@ from ..workload.in_block import (
 )
 from . import iceberg_jvm as jv
 from .blocks import WriteSpec
-from .session import quote_name
+from .session import quote_name, session_conf
 
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
 K_SELECTIONS = ("validate", "fixed")
@@ -286,11 +288,15 @@ def identifier_fields(spark, table_name: str) -> list[str]:
 
 class SparkKeyProvider:
     """Key sets of join-induced cuts computed by Spark: ``SELECT DISTINCT pk FROM dim WHERE p``
-    with the dimension's own join filters applied as semi-joins (multi-hop chains, §7)."""
+    with the dimension's own join filters applied as semi-joins (multi-hop chains, §7).
+    ``settings``: the semantics the predicates are evaluated under (a layout's key sets: the
+    default settings its cuts are read with, whatever the session's; None: the session's own,
+    for a query's key sets)."""
 
-    def __init__(self, spark, schemas: dict[str, pa.Schema]):
+    def __init__(self, spark, schemas: dict[str, pa.Schema], settings: Semantics | None = None):
         self.spark = spark
         self.schemas = schemas
+        self.conf = settings.spark_conf() if settings is not None else {}
         self._unique: dict[tuple[str, str], bool] = {}
         self._cache: dict[tuple[str, str, str], np.ndarray] = {}
 
@@ -315,7 +321,8 @@ class SparkKeyProvider:
         hit = self._cache.get((dim_table, pk_column, dim_filter.to_sql()))
         if hit is not None:
             return hit
-        keys = collect_arrow(self._frame(dim_table, dim_filter).select(pk_column).distinct())
+        with session_conf(self.spark, self.conf):
+            keys = collect_arrow(self._frame(dim_table, dim_filter).select(pk_column).distinct())
         col = keys.column(0).drop_null()
         return np.sort(col.to_numpy(zero_copy_only=False))
 
@@ -358,8 +365,9 @@ class SparkKeyProvider:
             preds = list(predicates.get(dim, {}))
             select = [sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in cols]
             select += [f"({p}) AS `_p{i}`" for i, p in enumerate(preds)]
-            frames[dim] = (collect_arrow(self.spark.table(dim).selectExpr(*select)),
-                           {p: len(cols) + i for i, p in enumerate(preds)})
+            with session_conf(self.spark, self.conf):
+                read = collect_arrow(self.spark.table(dim).selectExpr(*select))
+            frames[dim] = (read, {p: len(cols) + i for i, p in enumerate(preds)})
 
         def keys(dim: str, pk: str, flt) -> np.ndarray:
             memo = (dim, pk, flt.to_sql() if flt is not None else "TRUE")
@@ -433,7 +441,7 @@ def table_cuts(spark, wl, target: str, schemas: dict[str, pa.Schema], filters: S
         for cut in f.candidate_cuts():
             cuts.setdefault(cut.key, cut)
     cuts_list = list(cuts.values())
-    provider = SparkKeyProvider(spark, schemas)
+    provider = SparkKeyProvider(spark, schemas, semantics.DEFAULT)
     recorder = _RecordingKeyProvider(provider)
     wl.join_induced_cuts(target, recorder, filters=filters)  # which key sets are needed ...
     # Each dimension's snapshot BEFORE its keys are read: refresh_literal_cuts reads only the rows
@@ -481,7 +489,7 @@ def keyed_draws(spark, wl, expected, schemas: dict[str, pa.Schema], row_limit: i
 
     limit = JOIN_PRUNING_MAX_ROWS if row_limit is None else row_limit
     rows: dict[str, int] = {}
-    provider = SparkKeyProvider(spark, schemas)
+    provider = SparkKeyProvider(spark, schemas, semantics.DEFAULT)
 
     def within(j) -> bool:
         if wl.key_basis(j.dim_table, j.dim_pk, provider) is None:
@@ -661,16 +669,8 @@ def batch_rows(df) -> int:
 def arrow_batch_rows(spark, rows: int):
     """While the ``with`` body runs, Spark hands ``rows`` rows per Arrow batch to mapInArrow (``batch_rows``);
     the session's setting is restored afterwards."""
-    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, str(rows))
-    try:
+    with session_conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": str(rows)}):
         yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
 
 
 def _int_or_none(value) -> int | None:

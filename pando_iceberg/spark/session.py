@@ -197,7 +197,7 @@ def stop_spark(spark) -> None:
 
 
 __all__ = ["ConfigError", "SparkSetupError", "SparkSqlError", "build_conf", "drop_shuffles", "iceberg_runtime_jar",
-           "java_executable", "release_shuffle_files", "spark_session", "start_spark", "stop_spark"]
+           "java_executable", "release_shuffle_files", "session_conf", "spark_session", "start_spark", "stop_spark"]
 
 
 def quote_name(name: str) -> str:
@@ -206,6 +206,23 @@ def quote_name(name: str) -> str:
     import sqlglot.expressions as exp
 
     return ".".join(exp.to_identifier(part, quoted=True).sql(dialect="spark") for part in name.split("."))
+
+
+@contextlib.contextmanager
+def session_conf(spark, conf: dict[str, str]) -> Iterator[None]:
+    """While the ``with`` body runs, the session has the settings ``conf``; each is restored
+    (or unset) afterwards."""
+    before = {k: spark.conf.get(k, None) for k in conf}
+    try:
+        for k, v in conf.items():
+            spark.conf.set(k, v)
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
 
 
 def refresh_table(spark, name: str) -> None:

@@ -36,6 +36,7 @@ import json
 import math
 import os
 import time
+import traceback
 from collections import Counter
 from datetime import datetime
 from decimal import Decimal
@@ -210,7 +211,7 @@ def reference_sql(q: str) -> str:
 def _short(e: BaseException) -> str:
     java = getattr(e, "java_exception", None)  # py4j: the JVM's exception says what failed
     text = str(java.toString()) if java is not None else str(e)
-    return f"{type(e).__name__}: {text.strip().splitlines()[0][:300] if text.strip() else ''}"
+    return f"{type(e).__name__}: {text.strip().splitlines()[0][:600] if text.strip() else ''}"
 
 
 def run_case(spark, catalog, q: str) -> dict:
@@ -236,6 +237,8 @@ def run_case(spark, catalog, q: str) -> dict:
             out["used_layout"] = any(e.used_layout for e in ex.values())
     except Exception as e:
         got, out["pando_error"] = None, _short(e)
+        out["pando_where"] = [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno} {f.name}"  # Pando's frames, innermost last
+                              for f in traceback.extract_tb(e.__traceback__) if "pando_iceberg" in f.filename][-6:]
     out["pando_s"] = time.perf_counter() - t
     if plain is None and got is None:
         out["outcome"] = "both_failed"

@@ -13,14 +13,15 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import __version__
 from .config import ConfigError, PandoConfig, load_config
+from .exceptions import UsageError
 from .output import emit, jsonable
+from .version import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-class CliError(Exception):
+class CliError(UsageError):
     def __init__(self, message: str, code: int = EXIT_BAD_INPUT):
         super().__init__(message)
         self.code = code

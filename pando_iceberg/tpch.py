@@ -60,7 +60,7 @@ def tpchgen_executable() -> str:
         return str(cand)
     found = shutil.which("tpchgen-cli")
     if not found:
-        raise TpchError("tpchgen-cli is missing; it is a dependency of pando-iceberg (pip install tpchgen-cli)")
+        raise TpchError("tpchgen-cli is missing: it comes with the benchmark extra, pip install 'pando-iceberg[bench]'")
     return found
 
 

@@ -17,8 +17,9 @@ from mkdocs.structure.files import File, Files
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = "docs"
-# repository path → site path of the pages outside docs/
-OUTSIDE = {"README.md": "index.md", "BENCHMARKS.md": "BENCHMARKS.md", "benchmarks/README.md": "benchmark-scripts.md"}
+# repository path → site path of the files outside docs/ (pages, and the LICENSE the README links)
+OUTSIDE = {"README.md": "index.md", "BENCHMARKS.md": "BENCHMARKS.md", "benchmarks/README.md": "benchmark-scripts.md",
+           "LICENSE": "LICENSE"}
 _SITE_TO_REPO = {site: repo for repo, site in OUTSIDE.items()}
 _LINK = re.compile(r"\]\(([^()\s]+)\)")
 

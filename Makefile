@@ -1,5 +1,5 @@
 # The two README commands. Both run the idempotent bootstrap first (a fast no-op once done).
-.PHONY: bootstrap demo lint test test-fast
+.PHONY: bootstrap demo docs lint test test-fast
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -13,7 +13,8 @@ demo: bootstrap
 # table); ruff also on the tests of the public API and of the package's structure.
 lint: bootstrap
 	.venv/bin/ruff check pando_iceberg tests/planner/test_scan_api.py tests/spark/test_table_api.py \
-		tests/test_package_structure.py
+		tests/test_package_structure.py tests/test_readme.py tests/test_exceptions.py tests/test_typing.py \
+		tests/test_packaging.py tests/test_docs_links.py scripts/mkdocs_hooks.py
 	.venv/bin/mypy pando_iceberg
 
 # The whole test suite: real Spark, real Iceberg catalogs and commits.
@@ -22,4 +23,11 @@ test: bootstrap lint
 
 # Pure-Python suites only (no JVM): a quick loop while editing.
 test-fast: bootstrap
-	.venv/bin/python -m pytest -q -m "not spark" tests/expr tests/workload tests/layout tests/planner tests/test_package_structure.py
+	.venv/bin/python -m pytest -q -m "not spark" tests/expr tests/workload tests/layout tests/planner tests/test_package_structure.py \
+		tests/test_docs_links.py tests/test_readme.py tests/test_exceptions.py
+
+# The documentation site (mkdocs.yml: README.md, docs/, BENCHMARKS.md, benchmarks/README.md) into
+# site/; --strict fails on a broken link or anchor. tests/test_docs_links.py checks the same links
+# without building (part of `make test`).
+docs: bootstrap
+	.venv/bin/mkdocs build --strict

@@ -13,14 +13,15 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import __version__
 from .config import ConfigError, PandoConfig, load_config
+from .exceptions import UsageError
 from .output import emit, jsonable
+from .version import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-class CliError(Exception):
+class CliError(UsageError):
     def __init__(self, message: str, code: int = EXIT_BAD_INPUT):
         super().__init__(message)
         self.code = code
@@ -32,6 +33,33 @@ def _progress(args) -> Callable[[str], None]:
     from .progress import Progress
 
     return Progress(sys.stderr, enabled=not getattr(args, "json", False) and sys.stderr.isatty())
+
+
+# The optional dependencies: `pando-iceberg[bench]` for the benchmarks, the demo and the datasets
+# (tpchgen-cli, DuckDB's TPC-DS, matplotlib's charts), `pando-iceberg[plot]` for pictures only.
+BENCH_MODULES = ("duckdb", "matplotlib")
+
+
+def require_extra(command: str, extra: str, modules: tuple[str, ...] = (), tpchgen: bool = False) -> None:
+    """Stop before Spark starts when ``command`` needs an extra that is not installed, naming it."""
+    from importlib import import_module
+
+    from .tpch import TpchError, tpchgen_executable
+
+    missing = []
+    for name in modules:
+        try:
+            import_module(name)
+        except ImportError:
+            missing.append(name)
+    if tpchgen:
+        try:
+            tpchgen_executable()
+        except TpchError:
+            missing.append("tpchgen-cli")
+    if missing:
+        raise CliError(f"pando {command} needs the {extra!r} extra, which is not installed (missing: "
+                       f"{', '.join(missing)}): pip install 'pando-iceberg[{extra}]'")
 
 
 def _config(args) -> PandoConfig:
@@ -158,6 +186,7 @@ def cmd_describe_layout(args) -> int:
         result = describe_layout(ctx, args.table)
         _emit_result(args, result)
         if getattr(args, "png", None):
+            require_extra("describe-layout --png", "plot", ("matplotlib",))
             from .pictures import draw_layout
             from .procedures.builtin import current_sidecar
 
@@ -172,6 +201,7 @@ def cmd_load_tpch(args) -> int:
     from .spark.session import spark_session
     from .tpch import expected_row_count, load_tpch
 
+    require_extra("load-tpch", "bench", tpchgen=True)
     cfg = _config(args)
     with spark_session(cfg) as spark:
         t0 = time.time()
@@ -195,6 +225,7 @@ def cmd_demo(args) -> int:
         demo_layouts(args.k)
     except ValueError as e:
         raise CliError(str(e)) from None
+    require_extra("demo", "bench", BENCH_MODULES, tpchgen=True)
     try:
         return run_demo(_config(args), sf=args.sf, as_json=args.json, per_template=args.per_template, k=args.k,
                         progress=_progress(args))
@@ -205,6 +236,7 @@ def cmd_demo(args) -> int:
 def cmd_bench(args) -> int:
     from .bench.harness import BenchError, run_from_args
 
+    require_extra("bench", "bench", BENCH_MODULES, tpchgen=True)
     try:
         return run_from_args(_config(args), args, progress=_progress(args))
     except BenchError as e:

@@ -42,6 +42,8 @@ from urllib.parse import quote
 
 import yaml
 
+from .exceptions import ConfigurationError
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -57,7 +59,7 @@ SQLITE_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
 POSTGRES_JDBC_JAR = "/usr/share/java/postgresql.jar"
 
 
-class ConfigError(ValueError):
+class ConfigError(ConfigurationError, ValueError):
     """A setting is wrong; the message names the setting, the value and what is accepted."""
 
 

@@ -15,13 +15,14 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from .exceptions import UsageError
 from .procedures import ProcedureContext, Result, call, is_call, parse_call
 from .workload.parser import split_statements
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-class RunbookError(ValueError):
+class RunbookError(UsageError, ValueError):
     pass
 
 

@@ -28,6 +28,7 @@ from pyiceberg.expressions import BooleanExpression
 from pyiceberg.table import Table
 
 from .datascan import PandoDataScan, scan
+from .exceptions import UsageError
 from .spark.rewrite_common import IncrementalFields, OptionFields
 from .storage.sidecar import DataFileRef
 from .workload.in_block import TemplateRead
@@ -39,7 +40,7 @@ __all__ = ["BlockView", "Health", "IncrementalMetrics", "LayoutOptions", "Layout
 Workload = str | Sequence[str | tuple[str, float]]
 
 
-class PandoApiError(ValueError):
+class PandoApiError(UsageError, ValueError):
     """A verb cannot run with these inputs; the message says what is accepted."""
 
     def __init__(self, verb: str, detail: str):

@@ -16,6 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .exceptions import PandoError
+
 TPCH_TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
 
 PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
@@ -37,7 +39,7 @@ LINEITEM_ROWS = {0.01: 60_175, 0.1: 600_572, 1: 6_001_215, 10: 59_986_052}
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class TpchError(RuntimeError):
+class TpchError(PandoError, RuntimeError):
     pass
 
 
@@ -58,7 +60,7 @@ def tpchgen_executable() -> str:
         return str(cand)
     found = shutil.which("tpchgen-cli")
     if not found:
-        raise TpchError("tpchgen-cli is missing; it is a dependency of pando-iceberg (pip install tpchgen-cli)")
+        raise TpchError("tpchgen-cli is missing: it comes with the benchmark extra, pip install 'pando-iceberg[bench]'")
     return found
 
 

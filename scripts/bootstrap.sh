@@ -2,7 +2,9 @@
 # Idempotent set-up for a fresh Debian machine (and a fast no-op on a second run):
 #  1. Debian packages: Java 17 (Spark's JVM) and the SQLite JDBC driver (Spark's side of the
 #     embedded Iceberg catalog; no PyPI package ships it); PostgreSQL and its JDBC driver.
-#  2. A virtual environment in .venv with pando-iceberg installed (editable) and its dev extras.
+#  2. A virtual environment in .venv with pando-iceberg installed (editable) with the extras the
+#     test suite, the demo and the docs need: dev (test tools), bench (the benchmark harness'
+#     datasets and charts, which `make demo` runs), docs (mkdocs).
 # Only Debian's package mirrors and PyPI are contacted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,13 +31,14 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 
-# Re-install only when pyproject.toml changed since the last successful install.
+# Re-install only when pyproject.toml or the extras changed since the last successful install.
+EXTRAS="dev,bench,docs"
 stamp="$VENV/.pando-installed"
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$( (cat pyproject.toml; echo "$EXTRAS") | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "bootstrap: installing pando-iceberg and its dependencies into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e ".[dev,plot]"
+  "$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
   echo "$want" > "$stamp"
 fi
 echo "bootstrap: ready ($VENV)"

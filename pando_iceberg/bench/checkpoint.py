@@ -21,11 +21,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..exceptions import UsageError
+
 # options that do not change what a layout or a measurement is
 _NOT_COMPARED = ("layouts", "out", "resume")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UsageError, ValueError):
     """``--resume`` cannot continue: no checkpoint, or other options (the message says which)."""
 
 

@@ -42,6 +42,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from ..exceptions import UsageError
 from .checkpoint import Checkpoint, CheckpointError
 from .tpcds import DATE_KEYS as TPCDS_DATE_KEYS
 from .tpcds import LAID_OUT_FACTS as TPCDS_FACTS
@@ -62,7 +63,7 @@ ZORDER_FALLBACK = {"sales": ["store_key", "product_key", "customer_key"],
                    "inventory": ["inv_date_sk", "inv_item_sk", "inv_warehouse_sk"]}
 
 
-class BenchError(ValueError):
+class BenchError(UsageError, ValueError):
     """Bad benchmark options (the message names the option and what is accepted)."""
 
 

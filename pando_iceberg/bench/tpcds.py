@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..exceptions import UsageError
+
 TPCDS_TABLES = (
     "call_center", "catalog_page", "catalog_returns", "catalog_sales", "customer", "customer_address",
     "customer_demographics", "date_dim", "household_demographics", "income_band", "inventory", "item",
@@ -64,7 +66,7 @@ ROWS_PROPERTY = "pando.bench.tpcds-rows"
 _ARRIVAL = "__pando_arrival"
 
 
-class TpcdsError(ValueError):
+class TpcdsError(UsageError, ValueError):
     """Bad TPC-DS input (the message names what is accepted)."""
 
 

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import zstandard
 
+from ..exceptions import LayoutError
 from .tree import PartitionTree
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "SUPPORTED_VERSIONS", "LayoutFormatError", "layout_from_bytes", "layout_to_bytes"]
@@ -53,7 +54,7 @@ _HEADER = struct.Struct("<4sHHII")
 _MAX_PAYLOAD = 1 << 31
 
 
-class LayoutFormatError(ValueError):
+class LayoutFormatError(LayoutError, ValueError):
     """The bytes are not a layout this code can read (and why)."""
 
 

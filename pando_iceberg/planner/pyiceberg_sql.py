@@ -10,8 +10,10 @@ import uuid
 
 from sqlglot import exp
 
+from ..exceptions import PlanningError
 
-class UnsupportedFilter(ValueError):
+
+class UnsupportedFilter(PlanningError, ValueError):
     pass
 
 

@@ -13,10 +13,12 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from ..exceptions import UsageError
+
 PANDO_NAMESPACE = ("pando", "system")
 
 
-class ProcedureError(ValueError):
+class ProcedureError(UsageError, ValueError):
     """A CALL statement is wrong; the message says what is accepted."""
 
 

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import int_from_env
+from ..exceptions import CommitConflictError
 
 log = logging.getLogger(__name__)
 
 
-class CommitConflict(RuntimeError):
+class CommitConflict(CommitConflictError, RuntimeError):
     """The rewrite could not commit because files it replaces changed concurrently."""
 
 

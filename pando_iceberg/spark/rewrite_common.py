@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
 
+from ..exceptions import LayoutError, TemplateRegressionError
 from ..expr import keys as keyset
 from ..expr import semantics
 from ..expr.semantics import Semantics
@@ -51,11 +52,11 @@ if TYPE_CHECKING:
 _C = TypeVar("_C", bound="DataclassInstance")
 
 
-class PandoRewriteError(ValueError):
+class PandoRewriteError(LayoutError, ValueError):
     """The rewrite cannot run with these inputs; the message says what to change."""
 
 
-class TemplateGuardError(PandoRewriteError):
+class TemplateGuardError(TemplateRegressionError, PandoRewriteError):
     """The layout would make a workload template read more than the guard allows
     (``workload.in_block.TemplateGuard.refusal`` says which); nothing was written."""
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..config import ConfigError, PandoConfig, ensure_local_dirs, prepare_embedded_catalog
+from ..exceptions import EngineError
 
 log = logging.getLogger("pando_iceberg.spark")
 
@@ -24,11 +25,11 @@ ICEBERG_JAR_PACKAGE = "snowpark_connect_deps_iceberg"
 ICEBERG_JAR_PREFIX = "iceberg-spark-runtime-3.5_2.12-"
 
 
-class SparkSetupError(RuntimeError):
+class SparkSetupError(EngineError, RuntimeError):
     """Spark cannot start: the message says which prerequisite is missing and how to get it."""
 
 
-class SparkSqlError(RuntimeError):
+class SparkSqlError(EngineError, RuntimeError):
     """A Spark/Iceberg error, with its message captured while the JVM was still running."""
 
     def __init__(self, kind: str, message: str):

@@ -73,10 +73,8 @@ _RESERVED = {P_FORMAT_VERSION, P_LAYOUT_ID, P_TABLE_UUID, P_BASE_SNAPSHOT, P_CRE
 
 def created_by() -> str:
     """The ``created-by`` property of the files we write: ``pando-iceberg <version>``."""
-    try:
-        from pando_iceberg import __version__
-    except ImportError:  # pragma: no cover
-        __version__ = "unknown"
+    from ..version import __version__
+
     return f"pando-iceberg {__version__}"
 
 

@@ -55,8 +55,10 @@ from pando_iceberg.expr import keys as keyset
 from pando_iceberg.expr.filters import split_conjuncts  # one definition of "split an AND"
 from pando_iceberg.planner.joins import BoundedCache
 
+from ..exceptions import WorkloadError
 
-class PandoWorkloadError(ValueError):
+
+class PandoWorkloadError(WorkloadError, ValueError):
     """A workload statement cannot be parsed."""
 
 

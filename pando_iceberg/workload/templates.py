@@ -149,9 +149,12 @@ def _sites(expr: exp.Expression) -> list[tuple[exp.Expression, _Site]]:
     return out
 
 
-def literal_columns(f: TableFilter) -> list[str]:
-    """The columns (lower case) the filter's own part compares with literals (its sites), first seen first."""
-    return [] if f.is_true_expr() else list(dict.fromkeys(s.column for _, s in _sites(f.expr)))
+def literal_columns(f: TableFilter, role: str | None = None) -> list[str]:
+    """The columns (lower case) the filter's own part compares with literals (its sites), first seen
+    first; ``role``: only the sites of that role ("point": ``=``, ``<>``, IN; "range"; "prefix")."""
+    if f.is_true_expr():
+        return []
+    return list(dict.fromkeys(s.column for _, s in _sites(f.expr) if role is None or s.role == role))
 
 
 def _placeholders(node: exp.Expr) -> str:

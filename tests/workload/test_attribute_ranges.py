@@ -20,6 +20,7 @@ from pando_iceberg.workload.attribute_ranges import (
     boundaries,
     fact_weights,
     group_count,
+    keys_follow,
 )
 
 NS = "s"
@@ -50,7 +51,7 @@ def test_boundaries_split_the_weight_at_dyadic_quantiles():
     assert boundaries(values, skewed, 4)[:3] == [3, 5, 8]
     assert boundaries(pa.array(["a", "b", "c"]), np.ones(3), 8) == [1, 2]  # fewer values: each alone
     assert boundaries(pa.array(["a"]), np.ones(1), 8) == []
-    assert group_count(30) == 32 and group_count(3) == 4 and group_count(10_000) == 32 and group_count(0) == 2
+    assert group_count(30) == 16 and group_count(3) == 4 and group_count(10_000) == 16 and group_count(0) == 2
 
 
 def test_fact_weights_join_the_fact_keys_to_the_attribute():
@@ -106,3 +107,17 @@ def test_groups_hold_similar_shares_of_the_fact():
     shares = sorted(m.mean() for m in masks)  # A < c for seven boundaries: about 1/8, 2/8, ..., 7/8
     assert len(shares) == 7
     assert np.allclose(shares, np.arange(1, 8) / 8, atol=0.02), shares
+
+
+def test_no_range_cuts_where_the_keys_follow_the_attribute():
+    """Products keyed by category and brand (the default star): the foreign key's range cuts decide
+    every brand already; only the attributes the keys do not follow get attribute-range cuts."""
+    assert keys_follow(pa.array([3, 1, 2, 4]), pa.array(["b", "a", "a", "b"]))
+    assert not keys_follow(pa.array([1, 2, 3, 4, 5, 6]), pa.array(["a", "b", "a", "b", "a", "b"]))
+    tables = {f"{NS}.{t}": v for t, v in generate_star(30_000, seed=7).items()}
+    train, _ = star_split(4, seed=3, templates=[1, 4], namespace=NS)
+    provider = arrow_key_provider(tables)
+    wl = parse_workload([s for _, s in train], {k: v.schema for k, v in tables.items()}, unique=provider.is_unique)
+    filters = [q.filters[f"{NS}.sales"] for q in wl.queries]
+    groups = attribute_range_filters(filters, tables[f"{NS}.sales"], _columns(tables), 16)
+    assert {g.joins[0].dim_filter.to_sql().split(" <")[0] for g in groups} == {"c_segment"}

@@ -132,7 +132,16 @@ def load_taxi(spark, catalog, sf: float, seed: int = 0, namespace: str | None = 
 # sell mostly in their home region, categories are seasonal. Surrogate keys are assigned in load
 # order (stores and customers grouped by region, products by category), as a dimension loader
 # typically does.
+#
+# The ``load-order`` variant (``generate_star(keys="load-order")``, ``pando bench --dataset star
+# --star-keys load-order``): 200 brands (25 per category, 8 products each), and the surrogate keys
+# of stores, customers and products a random permutation of the load order, so that a key says
+# nothing about any attribute (a brand's products, a region's customers are spread over the whole
+# key range) — what a loader assigning keys as rows arrive gives. Dates keep their yyyymmdd keys.
 
+STAR_KEYS = ("attribute", "load-order")
+STAR_LOAD_ORDER_BRANDS_PER_CATEGORY = 25
+STAR_LOAD_ORDER_PRODUCTS_PER_BRAND = 8
 STAR_ROWS_PER_SF = 3_000_000
 STAR_START = dt.date(2022, 1, 1)
 STAR_DAYS = 1096
@@ -161,10 +170,21 @@ def star_city(region: int, city: int) -> str:
     return f"{STAR_REGIONS[region].title()}-City-{city + 1}"
 
 
-def generate_star(rows: int, seed: int = 0) -> dict[str, pa.Table]:
-    """The star schema's tables by name (vectorized; same seed and size → same rows)."""
+def star_brands_per_category(keys: str = "attribute") -> int:
+    """Brands per category of the star variant ``keys`` (``STAR_KEYS``)."""
+    return STAR_LOAD_ORDER_BRANDS_PER_CATEGORY if keys == "load-order" else STAR_BRANDS_PER_CATEGORY
+
+
+def generate_star(rows: int, seed: int = 0, keys: str = "attribute") -> dict[str, pa.Table]:
+    """The star schema's tables by name (vectorized; same seed and size → same rows). ``keys``:
+    "attribute" (keys grouped by region / category, the default) or "load-order" (keys
+    independent of every attribute, 200 brands; see above)."""
     if rows < 1:
         raise ValueError(f"star fact rows must be >= 1, got {rows}")
+    if keys not in STAR_KEYS:
+        raise ValueError(f"star keys must be one of {', '.join(STAR_KEYS)}, got {keys!r}")
+    n_brands = star_brands_per_category(keys)
+    per_brand = STAR_LOAD_ORDER_PRODUCTS_PER_BRAND if keys == "load-order" else STAR_PRODUCTS_PER_BRAND
     rng = np.random.default_rng(seed)
     n_regions = len(STAR_REGIONS)
     regions = pa.table({"region_key": pa.array(np.arange(1, n_regions + 1), pa.int32()),
@@ -204,14 +224,14 @@ def generate_star(rows: int, seed: int = 0) -> dict[str, pa.Table]:
                               rng.integers(0, len(STAR_AGE_BANDS), n_customers)])})
     # products: brands inside categories, grouped by category
     n_cat = len(STAR_CATEGORIES)
-    per_cat = STAR_BRANDS_PER_CATEGORY * STAR_PRODUCTS_PER_BRAND
+    per_cat = n_brands * per_brand
     n_products = n_cat * per_cat
     p_cat = np.repeat(np.arange(n_cat), per_cat)
-    p_brand = np.tile(np.repeat(np.arange(STAR_BRANDS_PER_CATEGORY), STAR_PRODUCTS_PER_BRAND), n_cat)
-    brands = np.asarray([star_brand(c, b) for c in range(n_cat) for b in range(STAR_BRANDS_PER_CATEGORY)], dtype=object)
+    p_brand = np.tile(np.repeat(np.arange(n_brands), per_brand), n_cat)
+    brands = np.asarray([star_brand(c, b) for c in range(n_cat) for b in range(n_brands)], dtype=object)
     price = np.round(rng.lognormal(3.0, 0.6, n_products) * (1 + p_cat * 0.3), 2)
     products = pa.table({"product_key": pa.array(np.arange(1, n_products + 1), pa.int32()),
-                         "p_brand": pa.array(brands[p_cat * STAR_BRANDS_PER_CATEGORY + p_brand]),
+                         "p_brand": pa.array(brands[p_cat * n_brands + p_brand]),
                          "p_category": pa.array(np.asarray(STAR_CATEGORIES, dtype=object)[p_cat]),
                          "p_price": pa.array(price, pa.float64())})
     # the fact, in date order
@@ -230,9 +250,9 @@ def generate_star(rows: int, seed: int = 0) -> dict[str, pa.Table]:
     cat_p = season / season.sum(axis=1, keepdims=True)
     category = (rng.random(n)[:, None] > np.cumsum(cat_p[month], axis=1)).sum(axis=1).clip(0, n_cat - 1)
     home = rng.random(n) < 0.7
-    brand = np.where(home, (region * 3 + rng.integers(0, 3, n)) % STAR_BRANDS_PER_CATEGORY,
-                     rng.integers(0, STAR_BRANDS_PER_CATEGORY, n))
-    product = category * per_cat + brand * STAR_PRODUCTS_PER_BRAND + rng.integers(0, STAR_PRODUCTS_PER_BRAND, n)
+    span = max(3, n_brands // n_regions)  # the home brands of a region
+    brand = np.where(home, (region * span + rng.integers(0, span, n)) % n_brands, rng.integers(0, n_brands, n))
+    product = category * per_cat + brand * per_brand + rng.integers(0, per_brand, n)
     quantity = rng.integers(1, 6, n).astype(np.int32)
     amount = np.round(quantity * price[product] * rng.uniform(0.8, 1.0, n), 2)
     sales = pa.table({"sale_id": pa.array(np.arange(n, dtype=np.int64)),
@@ -244,19 +264,39 @@ def generate_star(rows: int, seed: int = 0) -> dict[str, pa.Table]:
                       "amount": pa.array(amount, pa.float64())})
     out = {"sales": sales, "dates": dates, "stores": stores, "regions": regions, "customers": customers,
            "products": products}
+    if keys == "load-order":
+        for dim, key in (("stores", "store_key"), ("customers", "customer_key"), ("products", "product_key")):
+            out[dim], out["sales"] = _load_order_keys(out[dim], key, out["sales"], rng)
     # Keys are NOT NULL (so a user may declare them as identifier fields); none is declared here.
     return {name: t.cast(pa.schema([f.with_nullable(not f.name.endswith("_key")) for f in t.schema]))
             for name, t in out.items()}
 
 
+def _load_order_keys(dim: pa.Table, key: str, fact: pa.Table, rng: np.random.Generator) -> tuple[pa.Table, pa.Table]:
+    """``dim`` re-keyed by a random permutation (its rows in the new keys' order, as loaded), and
+    ``fact`` with the foreign key ``key`` mapped to the new keys."""
+    old = dim.column(key).to_numpy()  # 1..n
+    new_of_old = rng.permutation(len(old)).astype(np.int32) + 1
+    rekeyed = dim.set_column(dim.schema.get_field_index(key), key, pa.array(new_of_old[old - 1], pa.int32()))
+    rekeyed = rekeyed.take(np.argsort(new_of_old[old - 1]))
+    fk = fact.column(key).to_numpy()
+    fact = fact.set_column(fact.schema.get_field_index(key), key, pa.array(new_of_old[fk - 1], pa.int32()))
+    return rekeyed, fact
+
+
+def star_namespace(sf: float, keys: str = "attribute") -> str:
+    """``star_sf1``; ``star_load_order_sf1`` for the load-order variant (its own tables)."""
+    return dataset_namespace("star_load_order" if keys == "load-order" else "star", sf)
+
+
 def load_star(spark, catalog, sf: float, seed: int = 0, namespace: str | None = None,
-              batch_rows: int = 100_000, progress=lambda m: None) -> str:
+              batch_rows: int = 100_000, progress=lambda m: None, keys: str = "attribute") -> str:
     """Create the star schema's tables in ``namespace`` (kept when the fact holds the expected
     rows), with no identifier fields declared; returns the namespace. Each ``batch_rows`` rows
     are one data file (the fact arrives in files of ~b = 100,000 rows, as a feed writes them)."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    namespace = namespace or dataset_namespace("star", sf)
+    namespace = namespace or star_namespace(sf, keys)
     rows = star_rows(sf)
     try:
         snap = catalog.load_table(f"{namespace}.sales").current_snapshot()
@@ -266,7 +306,7 @@ def load_star(spark, catalog, sf: float, seed: int = 0, namespace: str | None = 
         pass
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
     progress(f"generating the star schema ({rows:,} fact rows, seed {seed}) into {namespace}")
-    for name, data in generate_star(rows, seed).items():
+    for name, data in generate_star(rows, seed, keys).items():
         full = f"{namespace}.{name}"
         try:
             catalog.drop_table(full)

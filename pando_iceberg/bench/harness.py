@@ -20,13 +20,13 @@ All use the same target block size b (default 100,000 rows × SF): Pando's ``min
 and for sort/z-order a ``target-file-size-bytes`` calibrated (up to ``CALIBRATION_ATTEMPTS``
 rewrites, :func:`calibrated_target`) so that their file counts match Pando k=3's within 10 %.
 
-Per held-out query and layout: files and bytes read per table from the executed plan's scans
-(Iceberg's scan metrics for Spark's native Iceberg scan; for Pando's scan-task-set scans, which
-Iceberg does not plan and so reports no planning metrics, the staged files of each executed scan
-node — the planner's ``pando_files``), the lower bound ⌈matching rows / b⌉, Spark wall time
-(warm-up, then the median of ``runs``, or the warm-up itself with ``runs=0``; Pando's
-includes its planning), and result equality
-against the arrival-order table.
+Per held-out query and layout: files, bytes and rows (the scans' output rows) read per table
+from the executed plan's scans (Iceberg's scan metrics for Spark's native Iceberg scan; for
+Pando's scan-task-set scans, which Iceberg does not plan and so reports no planning metrics, the
+staged files of each executed scan node — the planner's ``pando_files``), the lower bound
+⌈matching rows / b⌉, Spark wall time (warm-up, then the median of ``runs``, or the warm-up
+itself with ``runs=0``; Pando's includes its planning), and result equality against the
+arrival-order table.
 """
 
 from __future__ import annotations
@@ -86,6 +86,7 @@ class BenchOptions:
     # tpcds: the extension's 99 queries (or --templates) with TPC-DS's own parameters
     in_sample: bool = False
     resume: bool = False  # continue the run whose checkpoint is in out (see .checkpoint)
+    star_keys: str = "attribute"  # the star dataset's variant (datasets.STAR_KEYS)
 
     def validate(self) -> None:
         if self.dataset not in DATASETS:
@@ -103,6 +104,10 @@ class BenchOptions:
             raise BenchError(f"runs per query must be >= 0 (0: time the one measured execution), got {self.runs}")
         if not 0 < self.sample_rate <= 1:
             raise BenchError(f"sample rate must be in (0, 1], got {self.sample_rate}")
+        from .datasets import STAR_KEYS
+
+        if self.star_keys not in STAR_KEYS or (self.star_keys != "attribute" and self.dataset != "star"):
+            raise BenchError(f"--star-keys {self.star_keys!r}: one of {', '.join(STAR_KEYS)}, with --dataset star")
         if self.block_rows is not None and self.block_rows < 1:
             raise BenchError(f"block rows must be >= 1, got {self.block_rows}")
         if self.dataset == "tpcds":
@@ -157,7 +162,8 @@ def execute_query(spark, catalog, sql: str, pando: bool) -> Executed:
         scans = scans_by_table(df)
         drop_shuffles(spark, df)  # at SF 10 the shuffles of the queries run so far held 15 GB
         return Executed(rows, {t: {"files": sum(s.get("resultDataFiles", 0) for s in ss),
-                                   "bytes": sum(s.get("totalDataFileSize", 0) for s in ss), "scans": len(ss)}
+                                   "bytes": sum(s.get("totalDataFileSize", 0) for s in ss), "scans": len(ss),
+                                   "rows": sum(s.get("numOutputRows", 0) for s in ss)}
                                for t, ss in scans.items()}, seconds)
     with pruned_sql(spark, catalog, sql) as df:
         plan_seconds = df.pando.planning_seconds
@@ -170,7 +176,8 @@ def execute_query(spark, catalog, sql: str, pando: bool) -> Executed:
     for name, plan in qp.plans.items():
         key = ".".join(name.split(".")[-2:])
         n = len(scans.get(key, []))  # executed scan nodes of this table, each reading the staged files
-        metrics[key] = {"files": n * plan.explain.pando_files, "bytes": n * plan.explain.pando_bytes, "scans": n}
+        metrics[key] = {"files": n * plan.explain.pando_files, "bytes": n * plan.explain.pando_bytes, "scans": n,
+                        "rows": sum(s.get("numOutputRows", 0) for s in scans.get(key, []))}
     return Executed(rows, metrics, seconds, plan_seconds)
 
 
@@ -475,7 +482,7 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
             mismatches += not same
             per_table = {}
             for t in q["tables"]:
-                m = metrics.get(f"{ns}.{t}", {"files": 0, "bytes": 0, "scans": 0})
+                m = metrics.get(f"{ns}.{t}", {"files": 0, "bytes": 0, "scans": 0, "rows": 0})
                 st = layouts[layout]["tables"][t]
                 matching = q["tables"][t]["matching_rows"]
                 read = min(1, m["scans"])  # a table the executed plan never scans has no bound
@@ -497,15 +504,16 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
 # ---- the run --------------------------------------------------------------------------------
 
 def prepare_dataset(spark, catalog, opts: BenchOptions, progress) -> str:
-    from .datasets import dataset_namespace, load_star, load_taxi
+    from .datasets import dataset_namespace, load_star, load_taxi, star_namespace
 
-    ns = opts.namespace or dataset_namespace(opts.dataset, opts.sf)
+    ns = opts.namespace or (star_namespace(opts.sf, opts.star_keys) if opts.dataset == "star"
+                            else dataset_namespace(opts.dataset, opts.sf))
     if opts.dataset == "tpch":
         from ..tpch import load_tpch
 
         load_tpch(spark, opts.sf, namespace=ns, progress=progress)
     elif opts.dataset == "star":
-        load_star(spark, catalog, opts.sf, seed=opts.seed, namespace=ns, progress=progress)
+        load_star(spark, catalog, opts.sf, seed=opts.seed, namespace=ns, progress=progress, keys=opts.star_keys)
     elif opts.dataset == "tpcds":
         from .tpcds import load_tpcds
 
@@ -520,7 +528,8 @@ def split_for(opts: BenchOptions, per_template: int | None = None, seed: int | N
 
     if opts.dataset == "tpcds":  # its draws need the loaded data: tpcds.bench_split
         raise BenchError("the tpcds dataset runs in comparison mode only (no --scaling)")
-    fn = {"tpch": tpch_split, "taxi": taxi_split, "star": star_split}[opts.dataset]
+    fn = {"tpch": tpch_split, "taxi": taxi_split,
+          "star": lambda n, s, t: star_split(n, s, t, keys=opts.star_keys)}[opts.dataset]
     train, test = fn(per_template or opts.per_template, opts.seed if seed is None else seed, opts.templates)
     if opts.in_sample:
         return train + test, train + test
@@ -596,7 +605,8 @@ def bench_report(opts: BenchOptions, source_ns: str, layouts: dict[str, dict], q
 
 def bench_stem(opts: BenchOptions) -> str:
     """The report files' stem: ``bench_<dataset>_sf<SF>`` (``_in_sample`` for an in-sample run)."""
-    return f"bench_{opts.dataset}_sf{opts.sf:g}" + ("_in_sample" if opts.in_sample else "")
+    variant = "_load_order" if opts.star_keys == "load-order" else ""
+    return f"bench_{opts.dataset}{variant}_sf{opts.sf:g}" + ("_in_sample" if opts.in_sample else "")
 
 
 def run_scaling(spark, catalog, cfg, opts: BenchOptions, sfs: list[float], per_templates: list[int],
@@ -662,6 +672,9 @@ def add_arguments(p) -> None:
     p.add_argument("--in-sample", action="store_true", help="train = test: measure the queries learned from "
                    "(labelled in-sample; tpcds: the 99 TPC-DS queries with their own parameters). Default: held-out "
                    "draws, half of each template's queries for training")
+    p.add_argument("--star-keys", default="attribute", help="star: how dimension keys are assigned: attribute "
+                   "(grouped by region / category, default) or load-order (independent of every attribute, "
+                   "200 brands; its own namespace star_load_order_sf<SF>)")
     p.add_argument("--seed", type=int, default=0, help="workload, split and sampling seed (default 0)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per query after one warm-up (default 3; "
                    "0: time the warm-up itself, no extra runs)")
@@ -712,7 +725,8 @@ def options_from_args(args) -> BenchOptions:
                         per_template=args.per_template, seed=args.seed, out=args.out, runs=args.runs,
                         templates=_ints(args.templates, "--templates"), block_rows=args.block_rows,
                         sample_rate=args.sample_rate, pando_options=_pairs(args.pando_options),
-                        in_sample=getattr(args, "in_sample", False), resume=getattr(args, "resume", False))
+                        in_sample=getattr(args, "in_sample", False), resume=getattr(args, "resume", False),
+                        star_keys=getattr(args, "star_keys", "attribute"))
     opts.validate()
     return opts
 

@@ -106,6 +106,33 @@ def worse_than_arrival(rep: dict) -> dict[str, list[dict]]:
     return out
 
 
+def _rows_share(rep: dict, q: dict, layout: str, table: str) -> float | None:
+    """The share of ``table``'s rows query ``q`` read on ``layout`` (None: not recorded)."""
+    v = q["layouts"][layout]["tables"].get(table)
+    total = rep["layouts"][layout]["tables"][table]["rows"]
+    return None if v is None or "rows" not in v or not total else v["rows"] / total
+
+
+def rows_per_template(rep: dict) -> dict[int, dict]:
+    """Template → per laid-out table: the mean share of the table's rows its test queries match,
+    and per layout the mean share they read (the executed scans' output rows; None for a report
+    from before rows were recorded)."""
+    out: dict[int, dict] = {}
+    for t in sorted({q["template"] for q in rep["queries"]}):
+        qs = [q for q in rep["queries"] if q["template"] == t and filtered(q)]
+        if not qs:
+            continue
+        out[t] = {}
+        for table in qs[0]["tables"]:
+            shares = {x: [_rows_share(rep, q, x, table) for q in qs] for x in rep["options"]["layouts"]}
+            total = rep["layouts"]["arrival"]["tables"][table]["rows"] if "arrival" in rep["layouts"] else 0
+            out[t][table] = {
+                "matching": statistics.mean(q["tables"][table]["matching_rows"] / max(1, total) for q in qs),
+                "read": {x: None if any(v is None for v in vs) else statistics.mean(v for v in vs if v is not None)
+                         for x, vs in shares.items()}}
+    return out
+
+
 def per_template(rep: dict) -> dict[int, dict]:
     """Template → mean files and bytes read per layout, mean lower bound, total Spark seconds per
     layout (over the template's test queries that filter a laid-out table)."""
@@ -217,7 +244,8 @@ def markdown(rep: dict, stem: str) -> str:
     s = rep["summary"]
     lay = s["layouts"]
     tables = list(next(iter(rep["layouts"].values()))["tables"])
-    lines = [f"# pando bench: {o['dataset']} SF {o['sf']:g}", "",
+    variant = " (keys in load order)" if o.get("star_keys") == "load-order" else ""
+    lines = [f"# pando bench: {o['dataset']}{variant} SF {o['sf']:g}", "",
              f"{rep['date']}; {rep['machine']['nproc']} CPUs, {rep['machine']['memory_gib']} GiB; wall time "
              f"{rep['wall_seconds'] / 60:.1f} min (data load {rep['load_seconds']:.0f} s). b = {rep['b']:,} rows per "
              f"block; {o['per_template']} queries per template, seed {o['seed']}: {rep['train_queries']} train / "
@@ -288,6 +316,28 @@ def markdown(rep: dict, stem: str) -> str:
                 cells.append(_mark(_ratio(v["files"]["pando-k3"], v["lb_layout"]["pando-k3"]),
                                    TARGET_LB_RATIO[o["dataset"]], False))
             lines.append("| " + " | ".join(cells) + " |")
+    rt = rows_per_template(rep)
+    if rt and all(r is not None for v in rt.values() for tv in v.values() for r in tv["read"].values()):
+        lines += ["", "## Rows read per template", "",
+                  "Mean share of each laid-out table's rows a test query of the template matches, and reads "
+                  "(the executed scans' output rows) per layout; the last line: the means over all test queries "
+                  "filtering the table, and their ratio read / matching.", "",
+                  "| template | table | matching | " + " | ".join(o["layouts"]) + " |",
+                  "|" + "---|" * (len(o["layouts"]) + 3)]
+        name_of = (lambda t: f"Q{t}") if o["dataset"] == "tpch" else (lambda t: f"T{t}")
+        for t, v in rt.items():
+            for table, tv in v.items():
+                lines.append(f"| {name_of(t)} | {table} | {tv['matching']:.2%} | "
+                             + " | ".join(f"{tv['read'][x]:.1%}" for x in o["layouts"]) + " |")
+        for table in tables:
+            n = {t: sum(1 for q in rep["queries"] if q["template"] == t and filtered(q)) for t in rt}
+            weight = sum(n[t] for t in rt if table in rt[t])
+            if not weight:
+                continue
+            match = sum(n[t] * rt[t][table]["matching"] for t in rt if table in rt[t]) / weight
+            read = {x: sum(n[t] * rt[t][table]["read"][x] for t in rt if table in rt[t]) / weight for x in o["layouts"]}
+            lines.append(f"| all | {table} | {match:.2%} | "
+                         + " | ".join(f"{read[x]:.1%} ({_f(_ratio(read[x], match), 1)}×)" for x in o["layouts"]) + " |")
     if pt and "arrival" in o["layouts"]:
         name = (lambda t: f"Q{t}") if o["dataset"] == "tpch" else (lambda t: f"T{t}")
         layouts = [x for x in o["layouts"] if x != "arrival"]

@@ -30,6 +30,7 @@ from .datasets import (
     TAXI_START,
     TAXI_ZONES,
     star_brand,
+    star_brands_per_category,
     star_city,
 )
 
@@ -139,15 +140,16 @@ _STAR_JOIN = {
 }
 
 
-def star_query(template: int, rng: random.Random, namespace: str | None = None) -> str:
+def star_query(template: int, rng: random.Random, namespace: str | None = None,
+               brands: int = STAR_BRANDS_PER_CATEGORY) -> str:
     """One query of star template 1..10: dimension attributes only, joined to the fact (tables
-    qualified with ``namespace`` when given)."""
+    qualified with ``namespace`` when given; ``brands`` per category, as generated)."""
     def q(s: str) -> str:
         return "'" + s + "'"
 
     region = rng.randrange(len(STAR_REGIONS))
     category = rng.randrange(len(STAR_CATEGORIES))
-    brand = star_brand(category, rng.randrange(STAR_BRANDS_PER_CATEGORY))
+    brand = star_brand(category, rng.randrange(brands))
     year = STAR_START.year + rng.randrange(STAR_DAYS // 366 + 1)
     year = min(year, STAR_START.year + 2)
     if template == 1:  # a brand
@@ -186,11 +188,14 @@ def star_query(template: int, rng: random.Random, namespace: str | None = None) 
 STAR_TEMPLATES = tuple(range(1, 11))
 
 
-def star_split(per_template: int, seed: int, templates: list[int] | None = None, namespace: str | None = None) -> Split:
+def star_split(per_template: int, seed: int, templates: list[int] | None = None, namespace: str | None = None,
+               keys: str = "attribute") -> Split:
+    """``keys``: the dataset variant (``datasets.STAR_KEYS``) the brands are drawn for."""
+    brands = star_brands_per_category(keys)
     queries = []
     for t in templates or STAR_TEMPLATES:
         rng = random.Random(f"star-{seed}-{t}")
-        queries += [(t, star_query(t, rng, namespace)) for _ in range(per_template)]
+        queries += [(t, star_query(t, rng, namespace, brands)) for _ in range(per_template)]
     return split_workload(queries, seed)
 
 

@@ -464,15 +464,21 @@ def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], que
                       options: RewriteOptions, validate: bool = False) -> tuple[Any, list]:
     """What the optimizer learns from (``workload/templates.py``): the training queries plus
     ``template-draws`` synthetic draws per template, drawn along the sample's values (and
-    along samples of the dimension tables the joins filter), and their candidate cuts;
+    along samples of the dimension tables the joins filter), and their candidate cuts with
+    the attribute-range cuts of their dimension filters (``workload/attribute_ranges.py``);
     ``validate``: as many independent draws again, kept apart (``expected.validation``)."""
+    from ..workload.attribute_ranges import attribute_range_filters, group_count
     from ..workload.templates import expected_workload
 
     dims = dimension_samples(spark, [f for f, _ in queries], options) if options.template_draws else {}
     expected = expected_workload(queries, sample, options.template_draws, options.seed, dimensions=dims,
                                  validation_draws=options.template_draws if validate else 0)
     expected = keyed_draws(spark, wl, expected, schemas)
-    return expected, table_cuts(spark, wl, target, schemas, [f for f, _ in expected.queries])
+    filters = [f for f, _ in expected.queries]
+    blocks = sample.num_rows / max(options.sample_rate, 1e-9) / max(1, options.min_block_rows)
+    groups = attribute_range_filters(filters, sample, lambda dim, cols: collect_arrow(spark.table(dim).selectExpr(
+        *[sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in cols])), group_count(blocks))
+    return expected, table_cuts(spark, wl, target, schemas, filters + groups)
 
 
 def keyed_draws(spark, wl, expected, schemas: dict[str, pa.Schema], row_limit: int | None = None):

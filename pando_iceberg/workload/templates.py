@@ -82,6 +82,7 @@ __all__ = [
     "TemplateWorkload",
     "expected_workload",
     "group_templates",
+    "literal_columns",
     "range_columns",
     "template_key",
     "to_line",
@@ -146,6 +147,14 @@ def _sites(expr: exp.Expression) -> list[tuple[exp.Expression, _Site]]:
             if col is not None and pattern is not None and _PREFIX.match(str(pattern.value)):
                 out.append((node.expression, _Site(col, "prefix")))
     return out
+
+
+def literal_columns(f: TableFilter, role: str | None = None) -> list[str]:
+    """The columns (lower case) the filter's own part compares with literals (its sites), first seen
+    first; ``role``: only the sites of that role ("point": ``=``, ``<>``, IN; "range"; "prefix")."""
+    if f.is_true_expr():
+        return []
+    return list(dict.fromkeys(s.column for _, s in _sites(f.expr) if role is None or s.role == role))
 
 
 def _placeholders(node: exp.Expr) -> str:

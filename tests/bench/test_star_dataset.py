@@ -48,3 +48,27 @@ def test_star_workload_has_eight_plus_templates_train_and_held_out_draws():
     for q in wl.queries:  # every query filters the fact through join filters only
         f = q.filters["s.sales"]
         assert f.is_true_expr() and f.joins, q.sql
+
+
+def test_star_load_order_variant_keys_say_nothing():
+    """``keys="load-order"``: 200 brands; product, customer and store keys a permutation of the load
+    order (uncorrelated with every attribute), the fact's foreign keys mapped with them."""
+    a = generate_star(30_000, seed=3, keys="load-order")
+    assert all(a[t].equals(generate_star(30_000, seed=3, keys="load-order")[t]) for t in a)
+    products, customers, stores, sales = a["products"], a["customers"], a["stores"], a["sales"]
+    assert pc.count_distinct(products["p_brand"]).as_py() == 200 and products.num_rows == 1600
+    for t, key in [(products, "product_key"), (customers, "customer_key"), (stores, "store_key")]:
+        assert t[key].to_pylist() == list(range(1, t.num_rows + 1))  # rows in key (load) order
+    category = np.unique(products["p_category"].to_numpy(zero_copy_only=False), return_inverse=True)[1]
+    assert abs(np.corrcoef(products["product_key"].to_numpy(), category)[0, 1]) < 0.1
+    assert abs(np.corrcoef(customers["customer_key"].to_numpy(), customers["c_region_key"].to_numpy())[0, 1]) < 0.1
+    original = generate_star(30_000, seed=3)["products"]
+    original_category = np.unique(original["p_category"].to_numpy(zero_copy_only=False), return_inverse=True)[1]
+    assert np.corrcoef(original["product_key"].to_numpy(), original_category)[0, 1] > 0.4  # the default: grouped
+    # the correlations survive the re-keying: a sale's customer lives in the store's region
+    store_region = stores["region_key"].to_numpy()[sales["store_key"].to_numpy() - 1]
+    customer_region = customers["c_region_key"].to_numpy()[sales["customer_key"].to_numpy() - 1]
+    assert np.array_equal(store_region, customer_region)
+    train, test = star_split(6, seed=0, templates=[1], keys="load-order")
+    brands = {s.split("'")[1] for _, s in train + test}
+    assert brands <= set(products["p_brand"].to_pylist()) and any(len(b) == len("Brand#125") for b in brands)

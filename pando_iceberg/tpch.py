@@ -144,7 +144,7 @@ def load_tpch(spark, sf: float, namespace: str = "tpch", replace: bool = False,
 
 def copy_table(spark, source: str, target: str) -> None:
     """Copy a table with the same columns, nullability and identifier fields (CTAS would drop
-    NOT NULL and identifier fields)."""
+    NOT NULL and identifier fields) and the same data files' rows: file for file, in order."""
     src_parts, dst_parts = source.split("."), target.split(".")
     src = ".".join(quote_ident(p) for p in src_parts)
     dst = ".".join(quote_ident(p) for p in dst_parts)
@@ -159,7 +159,12 @@ def copy_table(spark, source: str, target: str) -> None:
     ids = [str(jt.schema().findColumnName(i)) for i in jt.schema().identifierFieldIds()]
     if ids:
         spark.sql(f"ALTER TABLE {dst} SET IDENTIFIER FIELDS {', '.join(quote_ident(c) for c in ids)}")
-    spark.sql(f"INSERT INTO {dst} SELECT * FROM {src}")
+    # One read task per source file, never split nor combined (Iceberg's split-size and
+    # file-open-cost read options), and no shuffle before the write: each file of the copy holds
+    # one source file's rows in their order, so the copy keeps the order the table arrived in (a
+    # plain INSERT ... SELECT packs small files into a few tasks and loses it).
+    whole = str(1 << 60)
+    spark.read.option("split-size", whole).option("file-open-cost", whole).table(src).writeTo(dst).append()
 
 
 # TPC-H Q6 with the spec's validation parameters: the smoke query of `pando demo` and the tests.

@@ -81,14 +81,8 @@ class LayoutOptions(OptionFields):
         return cls(**{f.name: getattr(parsed, f.name) for f in dataclasses.fields(cls)})
 
     def to_map(self) -> dict[str, str]:
-        names = {attr: key for key, attr in _option_names().items()}
-        return {names[k]: str(v) for k, v in dataclasses.asdict(self).items() if v is not None}
-
-
-def _option_names() -> dict[str, str]:
-    from .spark.rewrite import RewriteOptions
-
-    return dict(RewriteOptions.OPTION_NAMES)
+        out: dict[str, str] = self.to_rewrite_options().to_map()
+        return out
 
 
 def _kind(f: dataclasses.Field[Any]) -> str:

@@ -224,15 +224,35 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
     if mode == "incremental" and where is not None:
         raise ProcedureError("rewrite_data_files: argument 'where' does not apply to mode 'incremental' (it lays "
                              "out the rows outside the layouts of every partition that has one)")
+    reused: dict[str, str] = {}
     with _verb_errors("rewrite_data_files"), _guard_errors("rewrite_data_files"):
         if mode == "incremental":  # lay out only the rows outside the layout, with its stored trees
             r = ctx.pando_table(tbl).optimize.incremental(**incremental_options(options))
         else:
             request = {"workload": workload, "workload_log": workload_log, "since": since, "until": until}
             sources = _workload_sources(ctx, workload, workload_log, since, until)
-            r = ctx.pando_table(tbl).optimize.rewrite(sources, options=LayoutOptions.from_map(options), where=where,
-                                                      relearn=relearn, request=request, force=force)
-    return Result(REWRITE_COLUMNS, [r.row()], notes=list(r.notes) + [f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
+            reused = recorded_options(tbl, options) if sources is None else {}
+            r = ctx.pando_table(tbl).optimize.rewrite(sources, options=LayoutOptions.from_map({**reused, **options}),
+                                                      where=where, relearn=relearn, request=request, force=force)
+    notes = [f"options of the current layout reused: {', '.join(f'{k}={v}' for k, v in reused.items())}"] \
+        if reused else []
+    return Result(REWRITE_COLUMNS, [r.row()],
+                  notes=notes + list(r.notes) + [f"{k}: {v:.1f}s" for k, v in r.seconds.items()])
+
+
+def recorded_options(tbl, given: dict[str, str]) -> dict[str, str]:
+    """The options the table's current (whole-table) layout was learned with, for a re-layout
+    from its recorded workload: a nightly re-layout learns as the layout it replaces was learned
+    (its k, rows per block, sample rate, ...), not with the built-in defaults. Options given now
+    win, and so does a layout default stored as a table property (``pando.layout.<option>``)."""
+    from ..spark.rewrite import P_OPTIONS
+
+    sidecar = current_sidecar(tbl, required=False)
+    try:
+        stored = json.loads(sidecar.properties.get(P_OPTIONS, "{}")) if sidecar is not None else {}
+    except (AttributeError, ValueError):  # a per-partition sidecar, or an unreadable record: defaults
+        return {}
+    return {k: str(v) for k, v in stored.items() if k not in given and f"pando.layout.{k}" not in tbl.properties}
 
 
 @procedure("optimize_layout",

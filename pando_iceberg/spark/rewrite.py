@@ -79,6 +79,7 @@ __all__ = [
 
 P_IN_BLOCK = "pando.in-block-order"  # sidecar property: JSON of workload.in_block.InBlockOrder
 P_K_SELECTION = "pando.k-selection"  # sidecar property: JSON of workload.in_block.LayoutChoice
+P_OPTIONS = "pando.options"  # sidecar property: JSON of the options the layout was learned with
 P_TEMPLATE_GUARD = "pando.template-guard"  # sidecar property: JSON of workload.in_block.TemplateGuard
 # The weights of the breaking templates' draws in the candidates learned when no layout holds the
 # guard (``learn_layout``): the first is the candidate with the table's order cuts alone.
@@ -103,6 +104,7 @@ class LearnedLayout:
     k_selection: dict | None = None  # workload.in_block.LayoutChoice.to_json (None: k fixed)
     guard: TemplateGuard | None = None  # each template's reads now and with the layout (None: guard off)
     validation: list[Any] = field(default_factory=list)  # (TableFilter, weight): the draws the guard measured
+    options: dict[str, str] = field(default_factory=dict)  # RewriteOptions.to_map of the learning
 
     @property
     def in_block_column(self) -> str | None:
@@ -120,6 +122,8 @@ class LearnedLayout:
             props[P_K_SELECTION] = json.dumps(self.k_selection)
         if self.guard is not None:
             props[P_TEMPLATE_GUARD] = json.dumps(self.guard.to_json())
+        if self.options:
+            props[P_OPTIONS] = json.dumps(self.options)
         return props
 
     def expected_fraction(self, layout=None) -> float:
@@ -142,7 +146,8 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     (``max-template-regression``) only those whose every template reads at most the bound × what
     it reads on the table now; when none does, more candidates learned with cuts along the order
     the table already has (``in_block.order_cuts``) and the breaking templates weighing
-    ``GUARD_WEIGHTS`` times more (k trees, then one), until one holds it. ``LearnedLayout.guard`` says whether the
+    ``GUARD_WEIGHTS`` times more (k trees, then one), until one holds it — after the most
+    constrained one (one tree, the heaviest weight) has shown that one can. ``LearnedLayout.guard`` says whether the
     kept layout holds the guard: ``rewrite_table`` refuses one that does not, unless forced."""
     from ..layout import build_layout
 
@@ -202,25 +207,31 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
         # penalty on the constraint), until one holds it.
         zones = [c for c, _ in zone_columns(expected.validation, sample)]
         extra = order_cuts(file_bounds(static, snapshot_id, zones), sample.schema)
-        breaking: set[str] = set()
-        for factor in GUARD_WEIGHTS:
-            breaking |= {t.template for t in choice.guard.breaking()}
+        breaking: set[str] = {t.template for t in choice.guard.breaking()}
+
+        def candidate(k: int, factor: int) -> bool:
+            """Learn one more candidate; whether it holds the guard."""
+            nonlocal choice
             weighted = [(f, w * factor if template_key(f) in breaking else w) for f, w in expected.queries]
-            # k trees, then one: a block of one tree is a leaf, as narrow on the table's order as its
-            # cuts make it; blocks merged from k-tuples of several trees are wider on all of them.
-            for k in dict.fromkeys((options.k, 1)):
-                progress(f"no layout keeps every template within {bound:g}× of what it reads now: learning k={k} "
-                         f"with {len(extra)} cuts along the table's current order, {len(breaking)} template(s) "
-                         f"weighing {factor}×")
-                learn(k, cuts + extra, weighted)
-                labels.append(f"{k} with the table's order" + (f", {factor}× on breaking templates"
-                                                               if factor > 1 else ""))
-                choice = choose()
-                assert choice.guard is not None
-                if choice.guard.holds:
+            progress(f"no layout keeps every template within {bound:g}× of what it reads now: learning k={k} "
+                     f"with {len(extra)} cuts along the table's current order, {len(breaking)} template(s) "
+                     f"weighing {factor}×")
+            learn(k, cuts + extra, weighted)
+            labels.append(f"{k} with the table's order" + (f", {factor}× on breaking templates" if factor > 1 else ""))
+            choice = choose()
+            return choice.holds[-1]
+
+        # The most constrained candidate first (one tree, the heaviest weight): when even it breaks
+        # the guard, the milder ones are not tried (weighing the breaking templates less does not,
+        # as a rule, make them read less), and a refusal costs one learning, not eight. Otherwise
+        # the mildest that holds it, in order: k trees, then one (a block of one tree is a leaf, as
+        # narrow on the table's order as its cuts make it; blocks merged from k-tuples of several
+        # trees are wider on all of them), each weight in turn.
+        if candidate(1, GUARD_WEIGHTS[-1]):
+            for factor in GUARD_WEIGHTS:
+                if any(candidate(k, factor) for k in dict.fromkeys((options.k, 1))
+                       if (k, factor) != (1, GUARD_WEIGHTS[-1])):
                     break
-            if choice.guard.holds:
-                break
     k_selection = None
     if choice is not None:
         k_selection = choice.to_json(labels)
@@ -234,7 +245,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
                          list(wl.unsupported), t1 - t0, time.time() - t1, queries,
                          [(q.sql, q.weight) for q in wl.queries if target in q.filters],
                          expected.describe(), in_block, k_selection, None if choice is None else choice.guard,
-                         list(expected.validation))
+                         list(expected.validation), options.to_map())
 
 
 def in_block_order(layout, sample: pa.Table, queries: list, b_sample: float, options: RewriteOptions):

@@ -136,6 +136,12 @@ class RewriteOptions(OptionFields):
         out.validate()
         return out
 
+    def to_map(self) -> dict[str, str]:
+        """The options as the procedures' map (``from_map``'s inverse; unset ones left out)."""
+        names = {attr: key for key, attr in self.OPTION_NAMES.items()}
+        return {names[f.name]: str(getattr(self, f.name)) for f in fields(OptionFields)
+                if getattr(self, f.name) not in (None, "")}
+
     def validate(self) -> None:
         if not 1 <= self.k <= 8:
             raise PandoRewriteError(f"option 'k' must be between 1 and 8, got {self.k}")

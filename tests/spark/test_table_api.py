@@ -102,11 +102,13 @@ def test_incremental_lays_out_appended_rows_in_one_replace(pt, spark):
 
 def test_rewrite_with_a_workload_relearns_in_one_replace(pt, spark):
     before = _history(pt)
-    # one tree reads more than the table's layout for a template: the guard refuses, force applies it
+    # one tree reads more than the table's layout for a template: the guard (on by default)
+    # refuses, force applies it
     with pytest.raises(TemplateGuardError, match="o_orderpriority = "):
-        pt.optimize.rewrite(WL, k=1, options=dataclasses.replace(OPTS, max_template_regression="1.1"))
+        pt.optimize.rewrite(WL, k=1, options=OPTS)
     assert _history(pt) == before
-    metrics = pt.optimize.rewrite(WL, k=1, options=OPTS)  # no guard unless asked for
+    metrics = pt.optimize.rewrite(WL, k=1, options=OPTS, force=True)
+    assert any(n.startswith("forced: o_orderpriority = ") for n in metrics.notes), metrics.notes
     _one_replace(before, _history(pt), metrics)
     view = pt.layout
     assert view is not None and view.k == 1 and view.layout_id == metrics.layout_id

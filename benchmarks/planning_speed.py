@@ -83,14 +83,12 @@ def measure(spark, catalog, sql: str, runs: int, stage: str = "auto") -> dict:
             plans = df.pando.plan.plans
         return total, parts, plans
 
-    from pando_iceberg.planner import joins
-
     def without_row_filters() -> float:  # what the row filters cost to plan
-        kept, joins.ROW_FILTER_MAX_KEYS = joins.ROW_FILTER_MAX_KEYS, 0
+        spark.conf.set("spark.sql.pando.rowFilter.maxKeys", "0")
         try:
             return pando_once()[0]
         finally:
-            joins.ROW_FILTER_MAX_KEYS = kept
+            spark.conf.unset("spark.sql.pando.rowFilter.maxKeys")
 
     iceberg_once()
     _, _, plans = pando_once()  # warm-up (JIT, caches: the process's steady state)

@@ -52,7 +52,6 @@ def main() -> None:
     from pando_iceberg.bench.workloads import qualify
     from pando_iceberg.catalog import load_catalog
     from pando_iceberg.config import load_config
-    from pando_iceberg.planner import joins
     from pando_iceberg.spark import pruned
     from pando_iceberg.spark.join_order import RepeatedJoins
     from pando_iceberg.spark.session import start_spark
@@ -73,7 +72,6 @@ def main() -> None:
     spark = start_spark(cfg, app_name="warm-times")
     catalog = load_catalog(cfg)
     rows_of = {L: {t: v["rows"] for t, v in report["layouts"][base[L]]["tables"].items()} for L in layouts}
-    row_filter_keys = joins.ROW_FILTER_MAX_KEYS
     repeats = RepeatedJoins.why
     row_groups = pruned.one_row_group_each
     load0 = os.getloadavg()[0]
@@ -94,7 +92,10 @@ def main() -> None:
         for layout in layouts:
             sql = qualify(q["sql"], report["layouts"][base[layout]]["namespace"])
             pando = layout.startswith("pando") or variants[layout] == "planner"
-            joins.ROW_FILTER_MAX_KEYS = 0 if variants[layout] == "no-row-filters" else row_filter_keys
+            if variants[layout] == "no-row-filters":
+                spark.conf.set("spark.sql.pando.rowFilter.maxKeys", "0")
+            else:
+                spark.conf.unset("spark.sql.pando.rowFilter.maxKeys")
             RepeatedJoins.why = (lambda self, table, join: None) if variants[layout] == "every-row-filter" else repeats
             pruned.one_row_group_each = (lambda plan: True) if variants[layout] == "one-row-group" else row_groups
             first = execute_query(spark, catalog, sql, pando)

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
 
+from .. import settings
 from ..exceptions import LayoutError, TemplateRegressionError
 from ..expr import keys as keyset
 from ..expr import semantics
@@ -485,16 +486,15 @@ def keyed_draws(spark, wl, expected, schemas: dict[str, pa.Schema], row_limit: i
     """``expected`` with the key set of every join whose chain the planner reads keys of at
     query time too: every join of the chain FK→PK (``wl.key_basis``: the query-time parse
     attaches no other join) and every table of at most ``row_limit`` rows (default
-    ``planner.joins.JOIN_PRUNING_MAX_ROWS``; ``chain_within``), read with one Spark job per
+    the session's setting ``joinPruning.maxDimensionRows``; ``chain_within``), read with one Spark job per
     dimension (``SparkKeyProvider.prefetch``). The cost model then decides range cuts on the
     foreign keys for each draw as the planner will for a query (``TableFilter._join_extra``),
     and the draws propose the ranges their key sets imply as cuts (``key_range_cuts``)."""
     import dataclasses
 
-    from ..planner.joins import JOIN_PRUNING_MAX_ROWS
     from ..planner.scan import with_dim_keys
 
-    limit = JOIN_PRUNING_MAX_ROWS if row_limit is None else row_limit
+    limit = settings.of_spark(spark)["joinPruning.maxDimensionRows"] if row_limit is None else row_limit
     rows: dict[str, int] = {}
     provider = SparkKeyProvider(spark, schemas, semantics.DEFAULT)
 

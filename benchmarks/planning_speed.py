@@ -7,8 +7,8 @@ The dataset and its Pando layout are made once (``--home``, reused by later runs
 benchmark harness's own steps (``pando_iceberg.bench.harness``: load TPC-H, split the workload
 50/50 per template, copy the tables, ``CALL pando.system.rewrite_data_files`` learned on the
 train half). Then, per held-out query, on the laid-out namespace, warm (one untimed run first,
-then the median of ``--runs``, the timings below interleaved round by round since session 21,
-their order turned by one each round since session 22):
+then the median of ``--runs``, the timings below interleaved round by round, their order turned
+by one each round, so that a slowly varying load hits every kind alike):
 
 - **iceberg**: Spark's own planning of the query: ``spark.sql(q)`` → executed plan, with every
   Iceberg scan's input partitions forced (that is where Iceberg plans its file tasks);
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _tpch_bench  # noqa: E402
 
-WALK = "jvm"  # --walk: how the executed plan's scans are planned ("py4j": a node at a time, before session 19)
+WALK = "jvm"  # --walk: how the executed plan's scans are planned ("py4j": a node at a time, for comparison)
 
 
 def _force_partitions(df) -> int:
@@ -173,7 +173,7 @@ def main() -> int:
     ap.add_argument("--relayout", action="store_true", help="lay the tables out again even when they have a layout")
     ap.add_argument("--walk", default="jvm", choices=("jvm", "py4j"),
                     help="build the executed plan's scan partitions in one JVM call (default) or a node at a time "
-                         "through py4j (the way before session 19: ~8 ms more per join query, both sides)")
+                         "through py4j (for comparison: ~8 ms more per join query, both sides)")
     args = ap.parse_args()
     global WALK
     WALK = args.walk

@@ -362,9 +362,11 @@ class PandoTable:
         return TableOptimizer(self)
 
     def scan(self, row_filter: str | BooleanExpression = "TRUE", selected_fields: tuple[str, ...] = ("*",),
-             snapshot_id: int | None = None, limit: int | None = None) -> PandoDataScan:
+             snapshot_id: int | None = None, limit: int | None = None,
+             options: Mapping[str, str] | None = None) -> PandoDataScan:
+        """``pando_iceberg.scan`` of this table (``options``: pyiceberg's, and ``pando.<setting>``)."""
         return scan(self.table, row_filter=row_filter, selected_fields=selected_fields, snapshot_id=snapshot_id,
-                    limit=limit)
+                    limit=limit, options=dict(options or {}))
 
     # ---- the layout ---------------------------------------------------------------------------
 

@@ -442,6 +442,8 @@ def test_join_pruning_limit_as_a_session_setting_and_a_scan_option(spark, catalo
     pando_conf("joinPruning.maxDimensionRows", "1599")
     assert not spark_joins() and scan_joins()  # the session's setting is not the scan's
     assert not scan_joins(**{"pando.joinPruning.maxDimensionRows": "1599"})
+    pt = pando_iceberg.PandoTable(catalog, f"{star}.sales")
+    assert not pt.scan(joined, options={"pando.joinPruning.maxDimensionRows": "1599"}).explain().joins
     monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")
     assert not scan_joins()
     assert scan_joins(**{"pando.joinPruning.maxDimensionRows": "1600"})

@@ -1,4 +1,4 @@
-"""Pando against Iceberg's own layouts in one run (issue 6) — the same as ``pando bench``:
+"""Pando against Iceberg's own layouts in one run — the same as ``pando bench``:
 
     .venv/bin/python benchmarks/bench.py --home /tmp/pando-bench-home --dataset tpch --sf 1 --out /tmp/pando-bench
     .venv/bin/python benchmarks/bench.py --dataset taxi --sf 1 --out /tmp/pando-bench

@@ -1,4 +1,4 @@
-"""Issue 9's measurement, like the paper's Fig. 12: a laid-out TPC-H lineitem receives a new batch
+"""A layout kept alive, like the paper's Fig. 12: a laid-out TPC-H lineitem receives a new batch
 (the orders of the last months and their lineitems, ~10% more rows, later dates); files read by
 held-out workload queries are measured
 

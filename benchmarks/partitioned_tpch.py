@@ -1,4 +1,4 @@
-"""Per-partition Pando layouts vs one whole-table layout (issue 9 item 2, paper §7 two-level
+"""Per-partition Pando layouts vs one whole-table layout (paper §7 two-level
 scheme): TPC-H lineitem partitioned by years(l_shipdate) vs unpartitioned, each measured
 
     (1) as loaded (Iceberg's partition + min/max pruning only),

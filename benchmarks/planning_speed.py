@@ -7,8 +7,8 @@ The dataset and its Pando layout are made once (``--home``, reused by later runs
 benchmark harness's own steps (``pando_iceberg.bench.harness``: load TPC-H, split the workload
 50/50 per template, copy the tables, ``CALL pando.system.rewrite_data_files`` learned on the
 train half). Then, per held-out query, on the laid-out namespace, warm (one untimed run first,
-then the median of ``--runs``, the timings below interleaved round by round since session 21,
-their order turned by one each round since session 22):
+then the median of ``--runs``, the timings below interleaved round by round, their order turned
+by one each round, so that a slowly varying load hits every kind alike):
 
 - **iceberg**: Spark's own planning of the query: ``spark.sql(q)`` → executed plan, with every
   Iceberg scan's input partitions forced (that is where Iceberg plans its file tasks);
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _tpch_bench  # noqa: E402
 
-WALK = "jvm"  # --walk: how the executed plan's scans are planned ("py4j": a node at a time, before session 19)
+WALK = "jvm"  # --walk: how the executed plan's scans are planned ("py4j": a node at a time, for comparison)
 
 
 def _force_partitions(df) -> int:
@@ -83,14 +83,12 @@ def measure(spark, catalog, sql: str, runs: int, stage: str = "auto") -> dict:
             plans = df.pando.plan.plans
         return total, parts, plans
 
-    from pando_iceberg.planner import joins
-
     def without_row_filters() -> float:  # what the row filters cost to plan
-        kept, joins.ROW_FILTER_MAX_KEYS = joins.ROW_FILTER_MAX_KEYS, 0
+        spark.conf.set("spark.sql.pando.rowFilter.maxKeys", "0")
         try:
             return pando_once()[0]
         finally:
-            joins.ROW_FILTER_MAX_KEYS = kept
+            spark.conf.unset("spark.sql.pando.rowFilter.maxKeys")
 
     iceberg_once()
     _, _, plans = pando_once()  # warm-up (JIT, caches: the process's steady state)
@@ -175,7 +173,7 @@ def main() -> int:
     ap.add_argument("--relayout", action="store_true", help="lay the tables out again even when they have a layout")
     ap.add_argument("--walk", default="jvm", choices=("jvm", "py4j"),
                     help="build the executed plan's scan partitions in one JVM call (default) or a node at a time "
-                         "through py4j (the way before session 19: ~8 ms more per join query, both sides)")
+                         "through py4j (for comparison: ~8 ms more per join query, both sides)")
     args = ap.parse_args()
     global WALK
     WALK = args.walk

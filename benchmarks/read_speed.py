@@ -1,4 +1,5 @@
-"""Scan speed of the same rows in differently written Iceberg tables (issue 16: query time).
+"""Scan speed of the same rows in differently written Iceberg tables: whether query time follows
+the bytes a layout saves, or how the files were written.
 
     PYTHONPATH=. .venv/bin/python benchmarks/read_speed.py --home H --tables ns1.lineitem,ns2.lineitem [--runs 5]
 

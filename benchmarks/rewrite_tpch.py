@@ -1,4 +1,4 @@
-"""Issue 4's measurements on real Iceberg tables with Spark (TPC-H, default SF1):
+"""The rewrite and the planner on real Iceberg tables with Spark (TPC-H, default SF1):
 
 1. rewrite wall time: Pando (sampling + optimization + routing + writing + commit) for lineitem
    and orders, next to Iceberg's own ``rewrite_data_files`` with ``zorder`` on copies of the same

@@ -6,7 +6,7 @@ analysed ahead or after the planning), in one process.
 
 ``pruned_sql(stage='auto')`` reads a table the trees prune no further than Iceberg through its
 staged tasks (a lookup in the JVM's task cache) when its chosen files hold at most
-``pruned.STAGE_MAX_BYTES``; above it Spark's own Iceberg scan plans the table again (and may skip
+the setting ``spark.sql.pando.staging.maxBytes``; above it Spark's own Iceberg scan plans the table again (and may skip
 row groups inside the files with the pushed filter). This times, per query and round, Iceberg's
 own planning and Pando's under each bound (``--bounds`` in MiB; ``0``: only the rules before the
 bound, ``always``: ``stage='always'``) and each ``--analysis`` (``ahead``: Spark analyses the
@@ -74,7 +74,8 @@ def main() -> int:
         bound, analysis = mode.split("/")
         bound, _, rule = bound.partition("+")
         pruned.one_row_group_each = row_groups if rule == "rowgroups" else (lambda plan: False)
-        pruned.STAGE_MAX_BYTES = 0 if bound == "always" else int(float(bound) * 1024 * 1024)
+        limit = 0 if bound == "always" else int(float(bound) * 1024 * 1024)
+        spark.conf.set("spark.sql.pando.staging.maxBytes", str(limit))
         pruned.ANALYSE_AHEAD = analysis == "ahead"
         KEY_SETS.clear()  # a held-out query's key sets are new
         t0 = time.perf_counter()
@@ -84,7 +85,7 @@ def main() -> int:
 
     modes = ["iceberg"] + [f"{b}/{a}" for b in args.bounds.split(",") for a in args.analysis.split(",")]
     row_groups = pruned.one_row_group_each
-    kept = pruned.STAGE_MAX_BYTES, pruned.ANALYSE_AHEAD
+    kept = pruned.ANALYSE_AHEAD
     timed: dict[str, list[list[float]]] = {m: [[] for _ in queries] for m in modes}
     try:
         for i, (_, sql) in enumerate(queries):
@@ -95,7 +96,8 @@ def main() -> int:
                 for m in modes[turn:] + modes[:turn]:
                     timed[m][i].append(iceberg(sql) if m == "iceberg" else pando(sql, m))
     finally:
-        pruned.STAGE_MAX_BYTES, pruned.ANALYSE_AHEAD = kept
+        pruned.ANALYSE_AHEAD = kept
+        spark.conf.unset("spark.sql.pando.staging.maxBytes")
         pruned.one_row_group_each = row_groups
     per_query = {m: [statistics.median(v) for v in timed[m]] for m in modes}
     groups = {g: [i for i, (t, _) in enumerate(queries) if (t in single) == (g == "single")]

@@ -1,4 +1,4 @@
-"""Planning time Pando adds to star-join queries (issue 14), beside Iceberg's own planning of
+"""Planning time Pando adds to star-join queries, beside Iceberg's own planning of
 the same query: for each held-out star query, the fact table's filter (join filters included)
 is planned by ``plan_scan`` with Pando (layout trees + join pruning, key sets read through
 pyiceberg and cached) and without (``use_layout=False``: pyiceberg's ``plan_files`` only).

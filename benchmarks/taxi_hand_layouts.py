@@ -1,5 +1,6 @@
 """Hand-made layouts of the taxi table against its held-out queries: how far below Pando's file
-count can a layout a person would design get? (issue 15: taxi ≤ 2.5× the lower bound). Pure
+count can a layout a person would design get? (What the taxi table's lower bound is worth
+as a target: a learned layout should read no more than a careful hand-made one.) Pure
 Python, no Spark; the same table, held-out queries and zone-map reading as
 ``benchmarks/layout_taxi.py``, so its Pando rows compare directly.
 

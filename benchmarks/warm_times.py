@@ -1,6 +1,6 @@
 """Warm end-to-end Spark time of a finished ``pando bench`` run's held-out queries, per layout
-(issue 16: "SF 10: the selective held-out queries run ≥ 2× faster in total than on the z-order
-layout ... warm runs, medians of 3").
+(the question asked: do the selective held-out queries at SF 10 run faster in total than on the
+z-order layout, warm, medians of 3?).
 
     PYTHONPATH=. .venv/bin/python benchmarks/warm_times.py --home H --report OUT/bench_tpch_sf10.json \\
         --layouts zorder,zorder-ranges,pando-k3 [--runs 3] [--selective 0.1] [--only-selective] [--templates 19,6]
@@ -10,17 +10,17 @@ JSON). Per query, the layouts are timed back to back, each by the bench's own pa
 (``harness.execute_query``: Spark's own Iceberg scan for baselines, ``pando_iceberg.spark.sql``
 for Pando, planning included): one untimed run, then the median of ``--runs``; results are
 compared with the first layout's (same tolerance as the bench). A query is *selective* when
-its matching rows are at most ``--selective`` of every laid-out table it filters (the issue's
-"lower bound ≤ 10 % of the table"). Prints the sums per layout (all and selective queries),
+its matching rows are at most ``--selective`` of every laid-out table it filters (a lower bound
+of at most 10 % of the table by default). Prints the sums per layout (all and selective queries),
 the 1-minute load average before and after, and writes ``<report stem>_warm.json``.
 
 Variants split a gain between the layout and the planner: ``zorder:planner`` reads z-order's
 tables through Pando's planner (join pruning and row filters apply to tables without a layout),
 ``pando-k3:no-row-filters`` reads Pando's with row filters off, ``pando-k3:every-row-filter`` with a
-row filter also where it repeats a join Spark makes first and broadcasts (the rule before session
-19, ``spark.join_order``), ``pando-k3:one-row-group`` takes every chosen file for one row group
-(``pruned.one_row_group_each``): the staging rule on a layout written before the rewrite recorded
-split offsets (session 24), whose files of about b rows hold one row group each.
+row filter also where it repeats a join Spark makes first and broadcasts (what
+``spark.join_order`` leaves out), ``pando-k3:one-row-group`` takes every chosen file for one row
+group (``pruned.one_row_group_each``): the staging rule on a layout whose files record no split
+offsets (written by an older rewrite), whose files of about b rows hold one row group each.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ def main() -> None:
     from pando_iceberg.bench.workloads import qualify
     from pando_iceberg.catalog import load_catalog
     from pando_iceberg.config import load_config
-    from pando_iceberg.planner import joins
     from pando_iceberg.spark import pruned
     from pando_iceberg.spark.join_order import RepeatedJoins
     from pando_iceberg.spark.session import start_spark
@@ -73,7 +72,6 @@ def main() -> None:
     spark = start_spark(cfg, app_name="warm-times")
     catalog = load_catalog(cfg)
     rows_of = {L: {t: v["rows"] for t, v in report["layouts"][base[L]]["tables"].items()} for L in layouts}
-    row_filter_keys = joins.ROW_FILTER_MAX_KEYS
     repeats = RepeatedJoins.why
     row_groups = pruned.one_row_group_each
     load0 = os.getloadavg()[0]
@@ -94,7 +92,10 @@ def main() -> None:
         for layout in layouts:
             sql = qualify(q["sql"], report["layouts"][base[layout]]["namespace"])
             pando = layout.startswith("pando") or variants[layout] == "planner"
-            joins.ROW_FILTER_MAX_KEYS = 0 if variants[layout] == "no-row-filters" else row_filter_keys
+            if variants[layout] == "no-row-filters":
+                spark.conf.set("spark.sql.pando.rowFilter.maxKeys", "0")
+            else:
+                spark.conf.unset("spark.sql.pando.rowFilter.maxKeys")
             RepeatedJoins.why = (lambda self, table, join: None) if variants[layout] == "every-row-filter" else repeats
             pruned.one_row_group_each = (lambda plan: True) if variants[layout] == "one-row-group" else row_groups
             first = execute_query(spark, catalog, sql, pando)

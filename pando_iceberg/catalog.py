@@ -19,6 +19,19 @@ def load_catalog(cfg: PandoConfig):
     return _load(cfg.catalog.name, **cfg.pyiceberg_properties())
 
 
+def catalog_named(name: str, cfg: PandoConfig | None = None):
+    """The pyiceberg catalog ``name``: Pando's configured one (``cfg``, else ``load_config()``:
+    pando.yaml / ``PANDO_*``) when ``name`` is its name, else pyiceberg's own catalog of that name
+    (``.pyiceberg.yaml``, ``PYICEBERG_CATALOG__<NAME>__*``), as ``pyiceberg.catalog.load_catalog``
+    finds it."""
+    from pyiceberg.catalog import load_catalog as _load
+
+    from .config import load_config
+
+    cfg = load_config() if cfg is None else cfg
+    return load_catalog(cfg) if name == cfg.catalog.name else _load(name)
+
+
 # Parsed table metadata by metadata file location: a metadata file never changes once written,
 # so a table whose catalog still points at it needs no new read and parse (~1–2.5 ms
 # per table per query, four tables per TPC-H join query).

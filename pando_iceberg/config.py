@@ -465,15 +465,3 @@ def prepare_embedded_catalog(cfg: PandoConfig) -> None:
 def with_overrides(cfg: PandoConfig, **spark: Any) -> PandoConfig:
     return validate(replace(cfg, spark=replace(cfg.spark, **spark)))
 
-
-def int_from_env(name: str, default: int, meaning: str) -> int:
-    """A non-negative integer setting from the environment, ``default`` when unset or blank
-    (``meaning`` names it in errors)."""
-    raw = os.environ.get(name, "").strip() or str(default)
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not an integer ({meaning})") from None
-    if value < 0:
-        raise ValueError(f"{name}={raw!r} must be >= 0")
-    return value

@@ -43,6 +43,7 @@ from pyiceberg.typedef import EMPTY_DICT, Properties
 from pyiceberg.types import DoubleType, FloatType
 from sqlglot import exp
 
+from . import settings
 from .expr import TableFilter
 from .expr.iceberg import to_pyiceberg
 from .planner.joins import dimension_keys
@@ -63,6 +64,9 @@ def scan(table: Table, row_filter: RowFilter = "TRUE", selected_fields: tuple[st
     ``row_filter``: Spark SQL text (``"a < 5 AND s LIKE 'x%'"``) or a pyiceberg expression, read
     with Spark's semantics under the default settings: session time zone UTC (a timestamp without
     an offset is UTC), ANSI mode off (INT arithmetic wraps).
+    ``options``: pyiceberg's scan options, and the planning settings for this scan as
+    ``pando.<name>`` (``{"pando.joinPruning.maxDimensionRows": "0"}``; docs/CONFIGURATION.md),
+    which win over the environment.
     ``use_layout=False`` plans without the trees (the same rows; for comparisons)."""
     if not isinstance(table, Table):
         raise TypeError(f"pando_iceberg.scan: 'table' must be a pyiceberg Table (catalog.load_table('db.t')), "
@@ -77,6 +81,7 @@ def scan(table: Table, row_filter: RowFilter = "TRUE", selected_fields: tuple[st
         known = ", ".join(str(s.snapshot_id) for s in table.metadata.snapshots) or "none"
         raise ValueError(f"pando_iceberg.scan: table {'.'.join(table.name())} has no snapshot {snapshot_id}; "
                          f"its snapshots: {known}")
+    settings.of_options(options).read_all()  # an unknown pando.* option or a bad value fails here
     return PandoDataScan(table.metadata, table.io, row_filter=_reader_filter(table, row_filter),
                          selected_fields=tuple(selected_fields), case_sensitive=case_sensitive,
                          snapshot_id=snapshot_id, options=options, limit=limit, catalog=table.catalog,
@@ -115,14 +120,16 @@ class PandoDataScan(DataScan):
     def plan(self) -> ScanPlan:
         """The Pando plan (planned once per scan object; ``update``/``filter`` make a new one)."""
         if self._plan is None:
-            given = self.pando_filter
-            if isinstance(given, str):
-                self._plan = plan_scan(self.table, given, snapshot_id=self.snapshot_id, use_layout=self.use_layout)
-            else:
-                self._plan = plan_scan(self.table, pruning_sql(given, self.table), snapshot_id=self.snapshot_id,
-                                       use_layout=self.use_layout, iceberg_filter=given,
-                                       case_sensitive=self.case_sensitive)
+            with settings.using(settings.of_options(self.options)):
+                self._plan = self._planned()
         return self._plan
+
+    def _planned(self) -> ScanPlan:
+        given = self.pando_filter
+        if isinstance(given, str):
+            return plan_scan(self.table, given, snapshot_id=self.snapshot_id, use_layout=self.use_layout)
+        return plan_scan(self.table, pruning_sql(given, self.table), snapshot_id=self.snapshot_id,
+                         use_layout=self.use_layout, iceberg_filter=given, case_sensitive=self.case_sensitive)
 
     def plan_files(self) -> Iterable[FileScanTask]:
         return list(self.plan().tasks)

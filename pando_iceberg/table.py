@@ -29,7 +29,7 @@ from pyiceberg.table import Table
 
 from .datascan import PandoDataScan, scan
 from .exceptions import UsageError
-from .spark.rewrite_common import IncrementalFields, OptionFields
+from .spark.rewrite_common import IncrementalFields, OptionFields, with_table_defaults
 from .storage.sidecar import DataFileRef
 from .workload.in_block import TemplateRead
 
@@ -53,7 +53,16 @@ class PandoApiError(UsageError, ValueError):
 @dataclass(frozen=True)
 class LayoutOptions(OptionFields):
     """How a layout is learned and written (the ``options => map(...)`` of the procedures): the
-    fields and defaults of ``spark.rewrite_common.OptionFields``, frozen, checked on construction."""
+    fields and defaults of ``spark.rewrite_common.OptionFields``, frozen, checked on construction.
+    The fields given to the constructor are :attr:`given`; the verbs take each other one from the
+    table's property ``pando.layout.<option>`` when it has one (``k``, ``sample-rate``,
+    ``min-block-rows``, ``in-block-order``, ...), else its default."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> LayoutOptions:
+        self = super().__new__(cls)
+        names = [f.name for f in dataclasses.fields(cls)]
+        object.__setattr__(self, "_given", frozenset(names[:len(args)]) | frozenset(kwargs))
+        return self
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -65,6 +74,11 @@ class LayoutOptions(OptionFields):
                 raise TypeError(f"LayoutOptions.{f.name} must be {_kind(f)}, got {value!r}")
         self.to_rewrite_options()  # validates the ranges, naming the option
 
+    @property
+    def given(self) -> frozenset[str]:
+        """The fields the caller set (field names, e.g. ``min_block_rows``)."""
+        return frozenset(getattr(self, "_given", frozenset()))
+
     def to_rewrite_options(self) -> Any:
         from .spark.rewrite import RewriteOptions
 
@@ -74,15 +88,32 @@ class LayoutOptions(OptionFields):
 
     @classmethod
     def from_map(cls, options: Mapping[str, str]) -> LayoutOptions:
-        """From Iceberg-style string options (``{'k': '3', 'sample-rate': '0.05'}``)."""
+        """From Iceberg-style string options (``{'k': '3', 'sample-rate': '0.05'}``); the keys
+        given are the fields :attr:`given`."""
         from .spark.rewrite import RewriteOptions
 
         parsed = RewriteOptions.from_map(dict(options))
-        return cls(**{f.name: getattr(parsed, f.name) for f in dataclasses.fields(cls)})
+        return cls(**{RewriteOptions.OPTION_NAMES[key]: getattr(parsed, RewriteOptions.OPTION_NAMES[key])
+                      for key in options})
 
     def to_map(self) -> dict[str, str]:
         out: dict[str, str] = self.to_rewrite_options().to_map()
         return out
+
+    def with_table_defaults(self, properties: Mapping[str, str]) -> LayoutOptions:
+        """These options for a table with ``properties``: each field not :attr:`given` from the
+        table property ``pando.layout.<option>`` when set, else its default (option > table
+        property > default; a malformed property raises naming it)."""
+        names = {attr: key for key, attr in _option_names().items()}
+        given = {names[f]: str(getattr(self, f)) for f in self.given if getattr(self, f) is not None}
+        resolved = with_table_defaults(given, properties)
+        return LayoutOptions(**{f.name: getattr(resolved, f.name) for f in dataclasses.fields(LayoutOptions)})
+
+
+def _option_names() -> dict[str, str]:
+    from .spark.rewrite import RewriteOptions
+
+    return dict(RewriteOptions.OPTION_NAMES)
 
 
 def _kind(f: dataclasses.Field[Any]) -> str:
@@ -288,11 +319,16 @@ class RemovedLayout:
 # ---- the table and its verbs ------------------------------------------------------------------
 
 class PandoTable:
-    """One Iceberg table of ``catalog`` (pyiceberg), with an optional Spark session whose
-    catalog of the same name holds it (needed by ``optimize.*``)."""
+    """One Iceberg table of ``catalog`` (pyiceberg; or its name: ``catalog.catalog_named``, Pando's
+    configured catalog or one of ``.pyiceberg.yaml`` / ``PYICEBERG_CATALOG__*``), with an optional
+    Spark session whose catalog of the same name holds it (needed by ``optimize.*``)."""
 
-    def __init__(self, catalog: Catalog, name: str, *, spark: Any = None,
+    def __init__(self, catalog: Catalog | str, name: str, *, spark: Any = None,
                  io_properties: Mapping[str, str] | None = None, progress: Callable[[str], None] | None = None):
+        if isinstance(catalog, str):
+            from .catalog import catalog_named
+
+            catalog = catalog_named(catalog)
         if not isinstance(catalog, Catalog):
             raise TypeError(f"PandoTable: 'catalog' must be a pyiceberg Catalog (pyiceberg.catalog.load_catalog(...)), "
                             f"got {type(catalog).__name__}")
@@ -326,9 +362,11 @@ class PandoTable:
         return TableOptimizer(self)
 
     def scan(self, row_filter: str | BooleanExpression = "TRUE", selected_fields: tuple[str, ...] = ("*",),
-             snapshot_id: int | None = None, limit: int | None = None) -> PandoDataScan:
+             snapshot_id: int | None = None, limit: int | None = None,
+             options: Mapping[str, str] | None = None) -> PandoDataScan:
+        """``pando_iceberg.scan`` of this table (``options``: pyiceberg's, and ``pando.<setting>``)."""
         return scan(self.table, row_filter=row_filter, selected_fields=selected_fields, snapshot_id=snapshot_id,
-                    limit=limit)
+                    limit=limit, options=dict(options or {}))
 
     # ---- the layout ---------------------------------------------------------------------------
 
@@ -501,16 +539,21 @@ class TableOptimizer:
     def __init__(self, table: PandoTable):
         self.pt = table
 
-    def _options(self, k: int | None, options: LayoutOptions | None) -> LayoutOptions:
+    def resolved_options(self, k: int | None = None, options: LayoutOptions | None = None) -> LayoutOptions:
+        """The options the verbs learn and write with: ``k`` when given, then the fields of
+        ``options`` given, then the table's ``pando.layout.<option>`` properties, then the defaults."""
         if options is not None and not isinstance(options, LayoutOptions):
             raise TypeError(f"'options' must be a pando_iceberg.LayoutOptions, got {type(options).__name__} "
                             "(LayoutOptions.from_map turns {'k': '3', ...} into one)")
         options = options or LayoutOptions()
-        return dataclasses.replace(options, k=k) if k is not None else options
+        if k is not None:
+            options = LayoutOptions(k=k, **{f: getattr(options, f) for f in options.given - {"k"}})
+        return options.with_table_defaults(self.pt.table.properties)
 
     def layout(self, workload: Workload, k: int | None = None, *, options: LayoutOptions | None = None,
                request: Mapping[str, Any] | None = None) -> LayoutPrediction:
-        """Learn a layout (k trees; ``k`` overrides ``options.k``, 3 by default) and store it as
+        """Learn a layout (k trees; ``k`` overrides ``options.k``; an option not given is the table's
+        ``pando.layout.<option>`` property, else its default: :meth:`resolved_options`) and store it as
         pending without rewriting data; predict per workload query the files read now and with it.
         ``request`` records the workload arguments as given (the procedures pass theirs)."""
         from .maintenance.pending import store_pending
@@ -519,7 +562,7 @@ class TableOptimizer:
         from .workload.in_block import files_per_block
 
         spark = self.pt._spark("optimize.layout")
-        opts = self._options(k, options)
+        opts = self.resolved_options(k, options)
         sources = _workload_list(workload, "optimize.layout")
         table = self.pt.table
         name = self.pt.name
@@ -577,7 +620,7 @@ class TableOptimizer:
         spark = self.pt._spark("optimize.rewrite")
         if where is not None and not isinstance(where, str):
             raise TypeError(f"optimize.rewrite: 'where' must be SQL text on partition source columns, got {where!r}")
-        opts = self._options(k, options)
+        opts = self.resolved_options(k, options)
         ropts = opts.to_rewrite_options()
         sources = None if workload is None else _workload_list(workload, "optimize.rewrite")
         table = self.pt.table

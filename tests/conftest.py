@@ -11,7 +11,7 @@ import os
 import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-# The test tables are small: row filters (planner.joins.ROW_FILTER_MIN_ROWS, default 1,000,000) are
+# The test tables are small: row filters (setting rowFilter.minRows, default 1,000,000) are
 # on for every table, so the whole differential suite checks them; test_row_filters checks the default.
 os.environ.setdefault("PANDO_ROW_FILTER_MIN_ROWS", "0")
 

@@ -10,7 +10,7 @@ outside a Pando layout, and for tables with no layout at all. The plan is the in
 Iceberg's pruning, the trees and this test.
 
 Key sets are read from the dimension through pyiceberg + Arrow (no Spark job) when the dimension
-has at most :data:`MAX_DIMENSION_ROWS` rows (``$PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS``); above it a
+has at most ``joinKeys.maxDimensionRows`` rows (``pando_iceberg.settings``); above it a
 caller-supplied reader (Spark) is used, or the join is left undecided (no file removed, a note).
 They are cached process-wide per (dimension table uuid, snapshot id, filter SQL) — the snapshots
 of a chain's sub-dimensions included — in a bounded LRU; a new dimension snapshot is a new key,
@@ -35,19 +35,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..config import int_from_env
 from ..expr import keys as keyset
 from ..expr import same_table
 from ..expr.evaluate import evaluation_ready
+from ..settings import value as setting
 
-MAX_DIMENSION_ROWS = int_from_env("PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", 1_000_000,
-                                  "the largest dimension, in rows, whose key sets are read through pyiceberg")
-# Join pruning alone (no literal cut needs the keys) reads a key set only when every table of
-# the join's chain has at most this many rows: a key set costs a read of the dimension, and
-# pays only where the fact's files are narrow in the foreign key (no Spark job per
-# query for join pruning). $PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS.
-JOIN_PRUNING_MAX_ROWS = int_from_env("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", 100_000,
-                                     "the largest dimension, in rows, read for join pruning alone")
+# The settings (pando_iceberg.settings) read here, per planning:
+# - joinKeys.maxDimensionRows: the largest dimension whose key sets are read through pyiceberg;
+# - joinPruning.maxDimensionRows: join pruning alone (no literal cut needs the keys) reads a key
+#   set only when every table of the join's chain has at most this many rows: a key set costs a
+#   read of the dimension, and pays only where the fact's files are narrow in the foreign key (no
+#   Spark job per query for join pruning);
+# - rowFilter.maxKeys, rowFilter.minRows: see row_filters.
 
 
 class BoundedCache:
@@ -99,10 +98,8 @@ class BoundedCache:
 KEY_SETS = BoundedCache(256)  # (uuid, snapshot, pk, filter SQL, sub-dimension snapshots) → KeySet
 # The columns of dimensions that key sets were read from, per (uuid, snapshot), in Arrow: a
 # held-out query's new literals then cost one vectorized filter, not a read. Bounded
-# in bytes: $PANDO_DIMENSION_CACHE_BYTES (default 256 MiB; 0 keeps none).
-DIMENSION_COLUMNS = BoundedCache(64, max_bytes=int_from_env(
-    "PANDO_DIMENSION_CACHE_BYTES", 256 * 1024 * 1024, "the bytes of dimension columns kept for key sets"),
-    size=lambda t: t.nbytes)
+# in bytes: the process setting dimensionCache.maxBytes (0 keeps none).
+DIMENSION_COLUMNS = BoundedCache(64, max_bytes=setting("dimensionCache.maxBytes"), size=lambda t: t.nbytes)
 UNIQUENESS = BoundedCache(1024)  # (uuid, snapshot, column) → bool
 
 
@@ -195,7 +192,7 @@ def key_basis(table, column: str) -> str | None:
 def uniqueness_oracle(catalog, row_limit: int | None = None, fallback: Callable[[str, str], bool] | None = None):
     """``(table, column) -> bool`` for ``parse_workload(unique=...)``: through pyiceberg when the
     table has at most ``row_limit`` rows, else through ``fallback`` (Spark), else False."""
-    limit = MAX_DIMENSION_ROWS if row_limit is None else row_limit
+    limit = setting("joinKeys.maxDimensionRows") if row_limit is None else row_limit
 
     def unique(name: str, column: str) -> bool:
         table = catalog.load_table(name)
@@ -270,7 +267,7 @@ def joins_needing_keys(catalog, tf, cuts, memo: dict | None = None) -> list:
         if j.column not in ranged or catalog is None:
             return False
         try:
-            return chain_within(catalog, j, JOIN_PRUNING_MAX_ROWS)
+            return chain_within(catalog, j, setting("joinPruning.maxDimensionRows"))
         except Exception:  # an unreadable dimension: the range cuts read both sides
             return False
 
@@ -317,7 +314,7 @@ def dimension_keys(catalog, join, *, row_limit: int | None = None, fallback: Key
     t0 = time.perf_counter()
     if join.dim_keys is not None:
         return KeySetResult(join.dim_keys, "supplied")
-    limit = MAX_DIMENSION_ROWS if row_limit is None else row_limit
+    limit = setting("joinKeys.maxDimensionRows") if row_limit is None else row_limit
     tables: dict[str, Any] = {}
     cache_key = _key_set_key(catalog, join, tables)
     hit = KEY_SETS.get(cache_key)
@@ -393,11 +390,12 @@ ESTIMATE_MARGIN = 1.5
 def estimated_key_share(catalog, join) -> float | None:
     """The share of the dimension's rows (= of its keys: the joined column is unique) the join
     keeps, estimated on every :data:`ESTIMATE_EVERY`-th row; None when the dimension has fewer
-    than :data:`ESTIMATE_MIN_ROWS` rows or its chain more than :data:`MAX_DIMENSION_ROWS`."""
+    than :data:`ESTIMATE_MIN_ROWS` rows or its chain more than the setting ``joinKeys.maxDimensionRows``."""
     tables: dict[str, Any] = {}
     _chain_snapshots(catalog, join, tables)
     rows = dimension_rows(tables[join.dim_table])
-    if rows < ESTIMATE_MIN_ROWS or any(dimension_rows(t) > MAX_DIMENSION_ROWS for t in tables.values()):
+    limit = setting("joinKeys.maxDimensionRows")
+    if rows < ESTIMATE_MIN_ROWS or any(dimension_rows(t) > limit for t in tables.values()):
         return None
     _, mask = _kept_rows(tables, join, ESTIMATE_EVERY)
     return float(mask.mean()) if len(mask) else None
@@ -514,9 +512,9 @@ def prune_files(table, tf, tasks: list, *, row_limit: int | None = None,
     """Join pruning of ``tasks`` (the Snowflake seed's join pruning): every join filter of
     ``tf`` removes the files whose FK bounds contain none of its dimension keys. A join without
     a key set reads one only when its chain has at most ``row_limit`` rows (default
-    :data:`JOIN_PRUNING_MAX_ROWS`). Returns the kept tasks, one :class:`JoinPruning` per join,
+    the setting ``joinPruning.maxDimensionRows``). Returns the kept tasks, one :class:`JoinPruning` per join,
     and notes (joins that could not be used)."""
-    row_limit = JOIN_PRUNING_MAX_ROWS if row_limit is None else row_limit
+    row_limit = setting("joinPruning.maxDimensionRows") if row_limit is None else row_limit
     if not tf.joins or not tasks:
         return tasks, [], []
     catalog = getattr(table, "catalog", None)
@@ -590,15 +588,11 @@ def non_unique_literal_joins(table, layout, memo: dict | None = None,
 # the same reasoning that lets a file holding none of the keys be skipped lets each row holding
 # none be dropped. It pays where Spark would otherwise carry the whole table through a shuffle:
 # TPC-H Q17's correlated AVG per part key, Q7's sort-merge join with orders.
-ROW_FILTER_MAX_KEYS = int_from_env("PANDO_ROW_FILTER_MAX_KEYS", 1_000_000,
-                                   "the most keys a join's key set may have to filter the table's rows "
-                                   "(0: no row filters)")
-# Only a table of at least this many rows is filtered: Spark joins a smaller one about as fast as it
+# A key set filters rows only when it has at most rowFilter.maxKeys keys (0: no row filters), and
+# only a table of at least rowFilter.minRows rows is filtered: Spark joins a smaller one about as fast as it
 # semi-joins it, and the keys' broadcast and views cost planning time (TPC-H SF 1: customer and
 # supplier filtered by a nation's keys, partsupp by a nation's suppliers, 20-50 ms per query for no
-# gain in the run). $PANDO_ROW_FILTER_MIN_ROWS.
-ROW_FILTER_MIN_ROWS = int_from_env("PANDO_ROW_FILTER_MIN_ROWS", 1_000_000,
-                                   "the fewest rows a table must have for row filters")
+# gain in the run).
 # A key set is read for a row filter alone only when every table of the join's chain has at most
 # this share of the filtered table's rows: reading it then costs at most about that share of
 # the scan it may save (TPC-H: part and customer qualify for lineitem, orders does not).
@@ -636,22 +630,23 @@ def row_filters(catalog, tf, table_rows: int, *, max_keys: int | None = None,
                 repeats: Callable[[Any], str | None] | None = None) -> tuple[list[RowFilter], list[str]]:
     """The join filters of ``tf`` to apply to the table's rows, with their key sets, and notes
     for those left out. A join that filters nothing is left out. A key set may have at most
-    ``max_keys`` (default :data:`ROW_FILTER_MAX_KEYS`) keys and :data:`ROW_FILTER_KEY_SHARE` of
-    its dimension's rows; a table under :data:`ROW_FILTER_MIN_ROWS` rows gets none. One already
+    ``max_keys`` (default the setting ``rowFilter.maxKeys``) keys and :data:`ROW_FILTER_KEY_SHARE` of
+    its dimension's rows; a table under the setting ``rowFilter.minRows`` rows gets none. One already
     on the filter is used; otherwise one is read (cached, :func:`dimension_keys`; above
-    :data:`MAX_DIMENSION_ROWS` rows by ``reader(limit)``, which raises past ``limit`` keys) when
+    the setting ``joinKeys.maxDimensionRows`` rows by ``reader(limit)``, which raises past ``limit`` keys) when
     every table of the chain has at most :data:`ROW_FILTER_DIMENSION_SHARE` of ``table_rows``,
     unless its estimate (:func:`estimated_key_share`) is above :data:`ESTIMATE_MARGIN` × the limit.
     ``repeats(join)``: why the query's own plan already does that join's filtering (its note), or
     None; such a join gets no row filter and no key set is read for it."""
-    max_keys = ROW_FILTER_MAX_KEYS if max_keys is None else max_keys
+    max_keys = setting("rowFilter.maxKeys") if max_keys is None else max_keys
     out: list[RowFilter] = []
     notes: list[str] = []
     if max_keys <= 0 or catalog is None:
         return out, notes
-    if table_rows < ROW_FILTER_MIN_ROWS:
+    min_rows = setting("rowFilter.minRows")
+    if table_rows < min_rows:
         if any(constrains(j) for j in tf.joins):
-            notes.append(f"no row filters: {table_rows:,} rows (fewer than {ROW_FILTER_MIN_ROWS:,}: "
+            notes.append(f"no row filters: {table_rows:,} rows (fewer than {min_rows:,}: "
                          "Spark's own join is as fast)")
         return out, notes
     for j in tf.joins:
@@ -707,13 +702,9 @@ __all__ = [
     "ESTIMATE_EVERY",
     "ESTIMATE_MARGIN",
     "ESTIMATE_MIN_ROWS",
-    "JOIN_PRUNING_MAX_ROWS",
     "KEY_SETS",
-    "MAX_DIMENSION_ROWS",
     "ROW_FILTER_DIMENSION_SHARE",
     "ROW_FILTER_KEY_SHARE",
-    "ROW_FILTER_MAX_KEYS",
-    "ROW_FILTER_MIN_ROWS",
     "TOO_MANY_KEYS",
     "UNIQUENESS",
     "BoundedCache",

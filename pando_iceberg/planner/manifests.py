@@ -17,8 +17,8 @@ a spec without partition fields builds neither partition evaluator (see
 ``plan_manifest_entries``), and the metrics evaluator's bound expression is compiled into
 closures (``planner.metrics.compiled``).
 
-The cache is bounded in bytes (default 256 MiB, ``PANDO_MANIFEST_CACHE_BYTES`` overrides it for
-the process-wide :data:`DEFAULT_MANIFEST_CACHE`) and evicts the least recently used manifest.
+The cache is bounded in bytes (the process setting ``manifestCache.maxBytes``, ``pando_iceberg.settings``,
+for the process-wide :data:`DEFAULT_MANIFEST_CACHE`) and evicts the least recently used manifest.
 Sizes are estimates of the Python objects' memory (see :func:`estimate_entries_bytes`).
 """
 
@@ -37,11 +37,9 @@ from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestFile
 from pyiceberg.table import ManifestGroupPlanner
 from pyiceberg.utils.concurrent import ExecutorFactory
 
-from ..config import int_from_env
+from ..settings import value as setting
 from .metrics import compiled
 
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-ENV_MAX_BYTES = "PANDO_MANIFEST_CACHE_BYTES"
 INITIAL_SEQUENCE_NUMBER = 0  # the spec's default for v1 manifests (pyiceberg uses the same)
 
 ManifestKey = tuple[str, int, int, int, int]
@@ -72,7 +70,7 @@ class ManifestEntryCache:
 
     def __init__(self, max_bytes: int | None = None):
         if max_bytes is None:
-            max_bytes = int_from_env(ENV_MAX_BYTES, DEFAULT_MAX_BYTES, "a number of bytes")
+            max_bytes = setting("manifestCache.maxBytes")
         if int(max_bytes) < 0:
             raise ValueError(f"ManifestEntryCache max_bytes must be >= 0 (0 disables caching), got {max_bytes}")
         self.max_bytes = int(max_bytes)
@@ -316,5 +314,5 @@ def plan_files(table, row_filter: Any = None, *, snapshot_id: int | None = None,
     return list(planner.plan_files(list(snapshot_manifests(scan.io, snapshot))))
 
 
-__all__ = ["DEFAULT_MANIFEST_CACHE", "DEFAULT_MAX_BYTES", "CacheStats", "CachedManifestPlanner", "ManifestEntryCache",
+__all__ = ["DEFAULT_MANIFEST_CACHE", "CacheStats", "CachedManifestPlanner", "ManifestEntryCache",
            "deep_size", "estimate_entries_bytes", "manifest_key", "plan_files", "snapshot_manifests"]

@@ -272,10 +272,11 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
     if not sources:
         raise ProcedureError("optimize_layout: give 'workload' (SQL text, a .sql file, a directory or a query log) "
                              "or 'workload_log' (a .jsonl/.csv file or an Iceberg table)")
-    opts = LayoutOptions.from_map(options or {})
     request = {"workload": workload, "workload_log": workload_log, "since": since, "until": until}
     with _verb_errors("optimize_layout"):
-        p = ctx.pando_table(tbl).optimize.layout(sources, options=opts, request=request)
+        optimize = ctx.pando_table(tbl).optimize
+        opts = optimize.resolved_options(options=LayoutOptions.from_map(options or {}))  # the table's pando.layout.*
+        p = optimize.layout(sources, options=opts, request=request)
     rows = [(q.query, q.weight, q.files_read_now, q.files_total_now, q.files_read_with_layout,
              q.files_total_with_layout, q.rows_fraction_now, q.rows_fraction_with_layout, q.filter[:200])
             for q in p.queries]

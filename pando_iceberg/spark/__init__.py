@@ -21,8 +21,10 @@ def sql(spark, query: str, *, catalog: Any = None, use_layout: bool = True, stag
     Iceberg base table reads only the files Iceberg's pruning and the table's Pando trees keep
     (a table without a usable layout reads what Iceberg's pruning keeps: never a wrong result).
 
-    ``catalog`` is the pyiceberg catalog of the Spark session's tables; by default the session's own
-    current catalog, opened from its settings (:func:`default_catalog`).
+    ``catalog`` is the pyiceberg catalog of the Spark session's tables, or its name
+    (``pando_iceberg.catalog.catalog_named``: Pando's configured catalog, or one of
+    ``.pyiceberg.yaml`` / ``PYICEBERG_CATALOG__*``); by default the session's own current catalog,
+    opened from its settings (:func:`default_catalog`).
 
     Lifetime: planning happens in this call; the chosen scan tasks stay staged in the JVM until
     ``df.pando.close()`` or the end of ``with ... as df``. Run every action (also on DataFrames
@@ -33,6 +35,10 @@ def sql(spark, query: str, *, catalog: Any = None, use_layout: bool = True, stag
 
     if catalog is None:
         catalog = default_catalog(spark)
+    elif isinstance(catalog, str):
+        from ..catalog import catalog_named
+
+        catalog = catalog_named(catalog)
     return pruned_sql(spark, catalog, query, use_layout=use_layout, stage=stage)
 
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import int_from_env
+from .. import settings
 from ..exceptions import CommitConflictError
 
 log = logging.getLogger(__name__)
@@ -883,10 +883,6 @@ def _keep_tasks(planned, keep_paths: set[str] | None, in_jvm: bool = True):
     return method(planned, paths)
 
 
-TASK_CACHE_FILES = int_from_env("PANDO_JVM_TASK_CACHE_FILES", 100_000,
-                                "the most FileScanTasks the JVM keeps for the snapshots planned last")
-
-
 def cached_tasks(table, snapshot_id: int, keep_paths: set[str], key: str):
     """The Java FileScanTasks (a Java List) of ``keep_paths`` in ``snapshot_id`` from the JVM's task
     cache (``_CACHED_SOURCE``: the snapshot is planned once, unfiltered, on first use; ``key``
@@ -896,7 +892,7 @@ def cached_tasks(table, snapshot_id: int, keep_paths: set[str], key: str):
     method = _staging("cachedChosen", arg_types)
     if method is None or not keep_paths:
         return None
-    return method(table, snapshot_id, key, "\u0000".join(keep_paths), TASK_CACHE_FILES)
+    return method(table, snapshot_id, key, "\u0000".join(keep_paths), settings.value("taskCache.maxFiles"))
 
 
 def cached_task_counts() -> tuple[int, int]:
@@ -975,7 +971,7 @@ def staged_cached_view(spark, table, metadata_location: str, name: str, snapshot
     set_id = f"pando-{uuid.uuid4().hex}"
     try:
         status = method(spark._jsparkSession, table, metadata_location, name, snapshot_id, cache_key,
-                        "\u0000".join(keep_paths), TASK_CACHE_FILES, set_id, view)
+                        "\u0000".join(keep_paths), settings.value("taskCache.maxFiles"), set_id, view)
     except Exception as e:  # e.g. the view refused: nothing is staged, the caller's path decides
         log.info("pando: %s not staged in one JVM call (%s: %s)", name, type(e).__name__, e)
         return None

@@ -8,8 +8,8 @@ the dimension column's uniqueness on the data). The trees decide a literal cut b
 comparing the query's dimension predicate with the cut's own while the dimension holds the rows
 the cut's keys were read from (§5, no data read); otherwise, and for join pruning of every file
 on small dimensions, key sets are read before planning (:func:`with_join_keys`) — through
-pyiceberg and the process-wide cache for dimensions up to ``planner.joins.MAX_DIMENSION_ROWS``
-rows, by Spark above — and compared key set against key set, exact whatever happened to the
+pyiceberg and the process-wide cache for dimensions up to ``joinKeys.maxDimensionRows``
+rows (``pando_iceberg.settings``), by Spark above — and compared key set against key set, exact whatever happened to the
 dimension since the layout was made (§7).
 
 One path for every query: :func:`pruned_sql` (``pando_iceberg.spark.sql``) plans each base table,
@@ -38,8 +38,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from sqlglot import exp, parse_one
 
+from .. import settings
 from ..catalog import load_table, load_tables
-from ..config import int_from_env
 from ..expr import semantics
 from ..planner.joins import BoundedCache
 from . import iceberg_jvm as jv
@@ -77,25 +77,26 @@ def pruned_table(spark, catalog, name: str, filter: Any = None, *, use_layout: b
     from ..planner import plan_scan
 
     table = catalog.load_table(name)
-    with semantics.using(semantics.from_spark(spark)):
-        plan = plan_scan(table, filter, use_layout=use_layout, schemas=schemas)
-    with staged_plan(spark, table, name, plan) as df:
-        if plan.filter.joins:  # IN (SELECT ...) parts need SQL, not a DataFrame expression
-            view = f"__pando_pruned_{abs(hash(name))}"
-            jv.temp_view(spark, df, view)
-            try:
-                yield spark.sql(f"SELECT * FROM {view} WHERE {plan.filter.to_sql()}"), plan
-            finally:
-                spark.catalog.dropTempView(view)
-            return
-        if not plan.filter.is_true_expr():
-            df = df.where(plan.filter.expr.sql(dialect="spark"))
-        yield df, plan
+    with settings.using(settings.of_spark(spark).read_all()):
+        with semantics.using(semantics.from_spark(spark)):
+            plan = plan_scan(table, filter, use_layout=use_layout, schemas=schemas)
+        with staged_plan(spark, table, name, plan) as df:
+            if plan.filter.joins:  # IN (SELECT ...) parts need SQL, not a DataFrame expression
+                view = f"__pando_pruned_{abs(hash(name))}"
+                jv.temp_view(spark, df, view)
+                try:
+                    yield spark.sql(f"SELECT * FROM {view} WHERE {plan.filter.to_sql()}"), plan
+                finally:
+                    spark.catalog.dropTempView(view)
+                return
+            if not plan.filter.is_true_expr():
+                df = df.where(plan.filter.expr.sql(dialect="spark"))
+            yield df, plan
 
 
 def staged_plan(spark, table, name: str, plan, view: str | None = None, view_later: bool = False):
     """``staged_scan`` of a ScanPlan's files (a context manager): the chosen files' tasks from the
-    JVM's task cache when the snapshot fits it (``$PANDO_JVM_TASK_CACHE_FILES``; with ``view``,
+    JVM's task cache when the snapshot fits it (setting ``taskCache.maxFiles``; with ``view``,
     the Java table held for ``name`` checked, the tasks looked up and staged in one JVM call:
     ``iceberg_jvm.staged_cached_view``), else the JVM
     plans with the filter pyiceberg planned with (Iceberg's own pruning, once) and keeps the
@@ -138,12 +139,12 @@ def with_join_keys(spark, table, tf, schemas: dict[str, pa.Schema], *, row_limit
     - joins meeting a literal cut of the table's layout that predicates cannot decide
       (``planner.scan.keys_for_layout``), whatever the dimension's size;
     - joins whose chain has at most ``join_pruning_rows`` rows (default
-      ``planner.joins.JOIN_PRUNING_MAX_ROWS``), for join pruning of every file.
+      setting ``joinPruning.maxDimensionRows``), for join pruning of every file.
 
     Through pyiceberg and the process-wide cache when the chain has at most ``row_limit`` rows
-    (default ``planner.joins.MAX_DIMENSION_ROWS``), else one Spark job. The other joins keep
+    (default setting ``joinKeys.maxDimensionRows``), else one Spark job. The other joins keep
     none: the trees compare predicates, and join pruning is not tried (explain says so)."""
-    from ..planner.joins import JOIN_PRUNING_MAX_ROWS, chain_within, with_key_sets
+    from ..planner.joins import chain_within, with_key_sets
     from ..planner.scan import keys_for_layout
 
     if not tf.joins:
@@ -151,7 +152,7 @@ def with_join_keys(spark, table, tf, schemas: dict[str, pa.Schema], *, row_limit
     catalog = getattr(table, "catalog", None)
     if catalog is None:
         return tf
-    limit = JOIN_PRUNING_MAX_ROWS if join_pruning_rows is None else join_pruning_rows
+    limit = settings.value("joinPruning.maxDimensionRows") if join_pruning_rows is None else join_pruning_rows
     provider = SparkKeyProvider(spark, schemas)
     try:
         wanted = {id(j) for j in keys_for_layout(table, tf)}
@@ -254,6 +255,7 @@ def parse_sql(sql: str) -> exp.Expression:
 
 
 @semantics.of_session  # values folded and evaluated as this session's settings say
+@settings.of_session  # and the session's spark.sql.pando.* settings, read once per planning
 def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.Expression | None = None) -> QueryPlan:
     """Plan every Iceberg base table of ``sql`` (parsed: ``tree``, when the caller parsed it) with
     its own filter (join filters included)."""
@@ -440,7 +442,8 @@ def prunes_beyond_iceberg(plan) -> bool:
 def in_task_cache(plan) -> bool:
     """Are the plan's chosen tasks found in the JVM's task cache (``iceberg_jvm.cached_tasks``: a
     lookup, the snapshot planned in the JVM once) rather than by planning the table in the JVM?"""
-    return plan.snapshot_id is not None and bool(plan.paths) and plan.explain.total_files <= jv.TASK_CACHE_FILES
+    return (plan.snapshot_id is not None and bool(plan.paths)
+            and plan.explain.total_files <= settings.value("taskCache.maxFiles"))
 
 
 # A table whose chosen files hold at most this many bytes is read through its staged tasks when
@@ -452,10 +455,7 @@ def in_task_cache(plan) -> bool:
 # (:func:`one_row_group_each`). TPC-H SF 1, 40 held-out join queries (benchmarks/staging_bound.py,
 #): median planning 45.6 ms with only the rule above, 39.6 with this bound (part,
 # customer, supplier, partsupp, nation, region and small order selections), 40.3 with 64 MiB,
-# 42.7 staging every table; Iceberg's own 34.9. $PANDO_STAGE_MAX_BYTES.
-STAGE_MAX_BYTES = int_from_env("PANDO_STAGE_MAX_BYTES", 16 * 1024 * 1024,
-                               "the most bytes of chosen files a table with a predicate of its own is staged with "
-                               "when its trees prune no further than Iceberg (0: never)")
+# 42.7 staging every table; Iceberg's own 34.9. The setting staging.maxBytes (pando_iceberg.settings).
 
 
 def one_row_group_each(plan) -> bool:
@@ -476,14 +476,15 @@ def stages(plan, table, stage: str = "auto") -> bool:
     predicate of its own on it (only joins: Spark's own scan would have nothing to push down to
     Iceberg but still plan every manifest of the table in its optimizer; TPC-H SF 1
     join queries, about 4 ms of Spark's planning per such table against 1-2 ms of staging) or its
-    chosen files hold at most :data:`STAGE_MAX_BYTES` or one row group each
+    chosen files hold at most the setting ``staging.maxBytes`` or one row group each
     (:func:`one_row_group_each`). A partitioned table keeps Spark's scan, whose runtime filtering
     (dynamic partition pruning) a staged scan lacks."""
     if stage == "always" or prunes_beyond_iceberg(plan):
         return True
     if not (in_task_cache(plan) and table is not None and table.spec().is_unpartitioned()):
         return False
-    return ((plan.filter is not None and plan.filter.is_true_expr()) or plan.explain.pando_bytes <= STAGE_MAX_BYTES
+    return ((plan.filter is not None and plan.filter.is_true_expr())
+            or plan.explain.pando_bytes <= settings.value("staging.maxBytes")
             or one_row_group_each(plan))
 
 
@@ -506,6 +507,7 @@ def analysis_ahead(spark, sql: str, tree: exp.Expression):
     return jv.analysed_ahead(spark, sql)
 
 
+@settings.of_session  # the session's spark.sql.pando.* settings, read once for planning and staging
 def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str = "auto") -> PrunedDataFrame:
     """``sql`` as a lazy DataFrame in which every Iceberg base table is replaced by its pruned
     scan (see :class:`PrunedDataFrame` for the lifetime of what it stages). Nothing is collected;

@@ -18,7 +18,7 @@ Import order: this module ← ``pipeline.py`` ← ``partitioned.py`` ← ``rewri
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
 
+from .. import settings
 from ..exceptions import LayoutError, TemplateRegressionError
 from ..expr import keys as keyset
 from ..expr import semantics
@@ -165,6 +166,39 @@ class RewriteOptions(OptionFields):
         if self.k_selection not in K_SELECTIONS:
             raise PandoRewriteError(f"option 'k-selection' must be one of {', '.join(K_SELECTIONS)}, "
                                     f"got {self.k_selection!r}")
+
+
+# Options a table may store its own default for, as the table property ``pando.layout.<option>``
+# (``ALTER TABLE t SET TBLPROPERTIES ('pando.layout.k' = '2')``): the procedures and verbs take
+# an option given, else the table's property, else the built-in default (``OptionFields``).
+LAYOUT_PROPERTY_PREFIX = "pando.layout."
+TABLE_DEFAULT_OPTIONS = ("k", "sample-rate", "min-block-rows", "in-block-order", "template-draws", "k-selection",
+                         "max-template-regression")
+
+
+def layout_property(option: str, raw: Any) -> str:
+    """The table property ``pando.layout.<option>``'s value ``raw``, checked as the option; a
+    PandoRewriteError naming the property when the option would not accept it."""
+    text = str(raw).strip()
+    try:
+        RewriteOptions.from_map({option: text})
+    except PandoRewriteError as e:
+        raise PandoRewriteError(f"table property {LAYOUT_PROPERTY_PREFIX}{option} = {text!r} is not accepted: "
+                                f"{e}") from None
+    return text
+
+
+def with_table_defaults(given: Mapping[str, Any], properties: Mapping[str, str]) -> RewriteOptions:
+    """The options of a rewrite of a table with ``properties`` (its table properties) from the
+    options ``given`` (option map keys, e.g. ``{'k': '2'}``): each option of
+    :data:`TABLE_DEFAULT_OPTIONS` not given takes the property ``pando.layout.<option>`` when the
+    table has it (:func:`layout_property`), the others their built-in default."""
+    merged = {key: value for key, value in given.items() if value is not None}
+    for option in TABLE_DEFAULT_OPTIONS:
+        raw = properties.get(LAYOUT_PROPERTY_PREFIX + option)
+        if option not in merged and raw is not None:
+            merged[option] = layout_property(option, raw)
+    return RewriteOptions.from_map(merged)
 
 
 @dataclass
@@ -491,16 +525,15 @@ def keyed_draws(spark, wl, expected, schemas: dict[str, pa.Schema], row_limit: i
     """``expected`` with the key set of every join whose chain the planner reads keys of at
     query time too: every join of the chain FK→PK (``wl.key_basis``: the query-time parse
     attaches no other join) and every table of at most ``row_limit`` rows (default
-    ``planner.joins.JOIN_PRUNING_MAX_ROWS``; ``chain_within``), read with one Spark job per
+    the session's setting ``joinPruning.maxDimensionRows``; ``chain_within``), read with one Spark job per
     dimension (``SparkKeyProvider.prefetch``). The cost model then decides range cuts on the
     foreign keys for each draw as the planner will for a query (``TableFilter._join_extra``),
     and the draws propose the ranges their key sets imply as cuts (``key_range_cuts``)."""
     import dataclasses
 
-    from ..planner.joins import JOIN_PRUNING_MAX_ROWS
     from ..planner.scan import with_dim_keys
 
-    limit = JOIN_PRUNING_MAX_ROWS if row_limit is None else row_limit
+    limit = settings.of_spark(spark)["joinPruning.maxDimensionRows"] if row_limit is None else row_limit
     rows: dict[str, int] = {}
     provider = SparkKeyProvider(spark, schemas, semantics.DEFAULT)
 
@@ -532,11 +565,7 @@ def template_bound(options: RewriteOptions, table) -> float | None:
     raw = table.properties().getOrDefault(P_MAX_TEMPLATE_REGRESSION, None)
     if raw is None:
         return DEFAULT_MAX_TEMPLATE_REGRESSION
-    try:
-        return parse_regression_bound(str(raw))
-    except ValueError:
-        raise PandoRewriteError(f"table property {P_MAX_TEMPLATE_REGRESSION} must be a number > 0, '0' or 'off', "
-                                f"got {str(raw)!r}") from None
+    return parse_regression_bound(layout_property("max-template-regression", raw))
 
 
 def static_table(table, io_properties: dict[str, str] | None):

@@ -10,10 +10,11 @@ import contextlib
 import importlib.resources
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ..config import ConfigError, PandoConfig, ensure_local_dirs, prepare_embedded_catalog
@@ -68,8 +69,59 @@ def java_executable() -> str:
     return java
 
 
+# Spark's own settings that Pando's configuration also gives (``spark.master``, ``driver_memory``,
+# ``shuffle_partitions`` of pando.yaml, ``PANDO_SPARK_MASTER``, ``PANDO_DRIVER_MEMORY``,
+# ``PANDO_SHUFFLE_PARTITIONS``, ``--master``): those are fallbacks, used only where Spark's own
+# places (spark-defaults.conf, PYSPARK_SUBMIT_ARGS) do not set the key.
+SPARK_OWN_KEYS = ("spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions", "spark.default.parallelism")
+_SUBMIT_FLAGS = {"--master": "spark.master", "--driver-memory": "spark.driver.memory"}
+
+
+def spark_defaults_file(env: Mapping[str, str] | None = None) -> Path | None:
+    """The spark-defaults.conf spark-submit reads: ``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``,
+    else the conf directory of the pyspark package (its Spark home when SPARK_HOME is unset)."""
+    import pyspark
+
+    env = os.environ if env is None else env
+    dirs = [env.get("SPARK_CONF_DIR"), env.get("SPARK_HOME") and str(Path(env["SPARK_HOME"]) / "conf"),
+            str(Path(pyspark.__file__).parent / "conf")]
+    for d in dirs:
+        if d and (Path(d) / "spark-defaults.conf").is_file():
+            return Path(d) / "spark-defaults.conf"
+    return None
+
+
+def user_spark_settings(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Spark settings a user gave in Spark's own places: spark-defaults.conf (Java properties
+    syntax: ``key value`` or ``key=value``) and ``PYSPARK_SUBMIT_ARGS`` (``--conf k=v``,
+    ``--master``, ``--driver-memory``), the latter winning as in spark-submit."""
+    import shlex
+
+    env = os.environ if env is None else env
+    out: dict[str, str] = {}
+    path = spark_defaults_file(env)
+    if path is not None:
+        for line in path.read_text().splitlines():
+            m = re.match(r"^\s*([^\s=:#!][^\s=:]*)\s*[=:\s]\s*(.*?)\s*$", line)
+            if m:
+                out[m.group(1)] = m.group(2)
+    args = shlex.split(env.get("PYSPARK_SUBMIT_ARGS", ""))
+    for i, arg in enumerate(args):
+        flag, _, inline = arg.partition("=")
+        value = inline if inline else (args[i + 1] if i + 1 < len(args) else "")
+        if flag in _SUBMIT_FLAGS:
+            out[_SUBMIT_FLAGS[flag]] = value
+        elif flag in ("--conf", "-c"):
+            key, eq, v = (arg[len(flag) + 1:] if inline else value).partition("=")
+            if eq:
+                out[key] = v
+    return out
+
+
 def build_conf(cfg: PandoConfig, app_name: str = "pando-iceberg", quiet: bool = True) -> dict[str, str]:
-    """Every Spark setting of a pando session, as a plain dict (inspectable without a JVM)."""
+    """Every Spark setting of a pando session, as a plain dict (inspectable without a JVM). Of
+    :data:`SPARK_OWN_KEYS`, those the user set in Spark's own places (:func:`user_spark_settings`)
+    are left to Spark; pando.yaml's ``spark.conf`` wins over everything."""
     jars = [str(iceberg_runtime_jar())]
     for jar in cfg.jdbc_driver_jars():
         if not Path(jar).exists():
@@ -104,6 +156,8 @@ def build_conf(cfg: PandoConfig, app_name: str = "pando-iceberg", quiet: bool = 
         log4j = Path(__file__).with_name("log4j2.properties")
         conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
         conf["spark.executor.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    for key in set(SPARK_OWN_KEYS) & set(user_spark_settings()):
+        del conf[key]
     conf.update(cfg.spark_conf())
     conf.update({k: str(v) for k, v in cfg.spark.conf.items()})
     return conf
@@ -197,8 +251,9 @@ def stop_spark(spark) -> None:
         SparkContext._jvm = None
 
 
-__all__ = ["ConfigError", "SparkSetupError", "SparkSqlError", "build_conf", "drop_shuffles", "iceberg_runtime_jar",
-           "java_executable", "release_shuffle_files", "session_conf", "spark_session", "start_spark", "stop_spark"]
+__all__ = ["SPARK_OWN_KEYS", "ConfigError", "SparkSetupError", "SparkSqlError", "build_conf", "drop_shuffles",
+           "iceberg_runtime_jar", "java_executable", "release_shuffle_files", "session_conf", "spark_defaults_file",
+           "spark_session", "start_spark", "stop_spark", "user_spark_settings"]
 
 
 def quote_name(name: str) -> str:

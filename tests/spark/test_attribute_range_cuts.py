@@ -56,8 +56,8 @@ def star(spark, catalog, lakehouse_cfg):
 def test_held_out_brands_are_decided_by_range_cuts(spark, catalog, star, monkeypatch):
     from pando_iceberg.planner import joins
 
-    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 0)  # only the trees decide (no FK-bound pruning)
-    monkeypatch.setattr(joins, "ROW_FILTER_MAX_KEYS", 0)
+    monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")  # only the trees decide (no FK-bound pruning)
+    monkeypatch.setenv("PANDO_ROW_FILTER_MAX_KEYS", "0")
     ns = star["ns"]
     cuts = _literal_cuts(catalog, f"{ns}.sales")
     ranges = [c for c in cuts if re.fullmatch(r"p_brand < '[^']+'", c.origin.predicate)]

@@ -27,6 +27,7 @@ from pyiceberg.expressions import (
 from pyspark.sql import DataFrame
 
 import pando_iceberg.spark as pspark
+from pando_iceberg import settings
 from pando_iceberg.spark import iceberg_jvm as jv
 from pando_iceberg.spark.jvm_filter import java_expression
 from pando_iceberg.spark.pruned import PrunedDataFrame, run_sql
@@ -140,12 +141,11 @@ def test_closed_handle_releases_staged_tasks(spark, catalog, laid_out):
 def test_a_table_the_trees_prune_no_further_is_read_by_sparks_own_scan(spark, catalog, laid_out, monkeypatch):
     """Files of about b rows cut along the date: Iceberg's min/max already keeps exactly the
     blocks the trees choose for a date range, so 'auto' stages nothing when the chosen files hold
-    more than ``STAGE_MAX_BYTES`` and several row groups each (Spark's own scan may skip some),
+    more than the setting ``staging.maxBytes`` and several row groups each (Spark's own scan may skip some),
     reads the same files, and the DataFrame outlives its handle (it holds no staged task)."""
-    from pando_iceberg.spark import pruned
     from pando_iceberg.spark.pruned import one_row_group_each, prunes_beyond_iceberg
 
-    monkeypatch.setattr(pruned, "STAGE_MAX_BYTES", 0)
+    monkeypatch.setenv("PANDO_STAGE_MAX_BYTES", "0")
     want = sorted(spark.sql(FILTER_SQL).collect())
     with pspark.sql(spark, FILTER_SQL, catalog=catalog) as df:
         (plan,) = df.pando.plan.plans.values()
@@ -163,7 +163,7 @@ def test_a_table_the_trees_prune_no_further_is_read_by_sparks_own_scan(spark, ca
 
 def test_small_chosen_files_are_read_through_their_staged_tasks(spark, catalog, laid_out, monkeypatch):
     """'auto' stages a table the trees prune no further than Iceberg when its tasks are a lookup
-    in the JVM's task cache and its chosen files hold at most ``STAGE_MAX_BYTES`` (what Spark's
+    in the JVM's task cache and its chosen files hold at most the setting ``staging.maxBytes`` (what Spark's
     own scan could skip inside them is bounded by that): the same rows, the same chosen files
     (the staged scan counts none of its own), and not one byte over the bound."""
     from pando_iceberg.spark import pruned
@@ -173,12 +173,12 @@ def test_small_chosen_files_are_read_through_their_staged_tasks(spark, catalog, 
         (plan,) = df.pando.plan.plans.values()
         table = catalog.load_table(T)
         assert not pruned.prunes_beyond_iceberg(plan) and pruned.in_task_cache(plan)
-        assert 0 < plan.explain.pando_bytes <= pruned.STAGE_MAX_BYTES and pruned.stages(plan, table)
+        assert 0 < plan.explain.pando_bytes <= settings.value("staging.maxBytes") and pruned.stages(plan, table)
         assert sorted(df.collect()) == want
         assert [m.get("resultDataFiles", 0) for _, m in jv.executed_scans(df)] == [0]  # staged: no planning
-    monkeypatch.setattr(pruned, "STAGE_MAX_BYTES", plan.explain.pando_bytes)
+    monkeypatch.setenv("PANDO_STAGE_MAX_BYTES", str(plan.explain.pando_bytes))
     assert pruned.stages(plan, table)
-    monkeypatch.setattr(pruned, "STAGE_MAX_BYTES", plan.explain.pando_bytes - 1)
+    monkeypatch.setenv("PANDO_STAGE_MAX_BYTES", str(plan.explain.pando_bytes - 1))
     assert not pruned.stages(plan, table)
 
 
@@ -190,7 +190,7 @@ def test_files_of_one_row_group_each_are_read_through_their_staged_tasks(spark, 
     written with 16 KiB row groups, several. The same rows; the staged scan plans no file."""
     from pando_iceberg.spark import pruned
 
-    monkeypatch.setattr(pruned, "STAGE_MAX_BYTES", 0)
+    monkeypatch.setenv("PANDO_STAGE_MAX_BYTES", "0")
     sql = FILTER_SQL.replace(T, "tpch.orders")
     want = sorted(spark.sql(sql).collect())
     with pspark.sql(spark, sql, catalog=catalog) as df:
@@ -435,7 +435,7 @@ def test_jvm_plans_with_the_pyiceberg_filter(spark, catalog, laid_out):
 def test_jvm_task_cache_finds_the_chosen_files_and_stays_under_its_bound(spark, catalog, laid_out, monkeypatch):
     """``iceberg_jvm.cached_tasks``: the chosen files' tasks of the snapshot, looked up in a cache
     of the snapshot's tasks; a path the snapshot lacks gives None (the caller plans again); the
-    cache keeps at most ``TASK_CACHE_FILES`` tasks, least recently used snapshots going first,
+    cache keeps at most the setting ``taskCache.maxFiles`` tasks, least recently used snapshots going first,
     and a snapshot larger than that is not kept at all."""
     from pando_iceberg.planner import plan_scan
 
@@ -444,7 +444,7 @@ def test_jvm_task_cache_finds_the_chosen_files_and_stays_under_its_bound(spark, 
     plan = plan_scan(table, "o_orderdate >= date '1994-01-01' AND o_orderdate < date '1994-04-01'")
     n = plan.explain.total_files
     assert 0 < len(plan.paths) < n
-    monkeypatch.setattr(jv, "TASK_CACHE_FILES", 2 * n)
+    monkeypatch.setenv("PANDO_JVM_TASK_CACHE_FILES", str(2 * n))
     for key in ("t@a", "t@b", "t@c"):  # three snapshots' worth under a bound of two
         tasks = jv.cached_tasks(jtable, plan.snapshot_id, plan.paths, key)
         assert sorted(str(t.file().location()) for t in tasks) == sorted(plan.paths)
@@ -452,7 +452,7 @@ def test_jvm_task_cache_finds_the_chosen_files_and_stays_under_its_bound(spark, 
         assert kept <= 2 * n and snapshots <= 2
     assert jv.cached_task_counts() == (2, 2 * n)
     assert jv.cached_tasks(jtable, plan.snapshot_id, plan.paths | {"file:/not/a/data/file.parquet"}, "t@c") is None
-    monkeypatch.setattr(jv, "TASK_CACHE_FILES", n - 1)  # a snapshot over the bound: found, not kept
+    monkeypatch.setenv("PANDO_JVM_TASK_CACHE_FILES", str(n - 1))  # a snapshot over the bound: found, not kept
     tasks = jv.cached_tasks(jtable, plan.snapshot_id, plan.paths, "t@d")
     assert len(tasks) == len(plan.paths) and jv.cached_task_counts() == (2, 2 * n)
     with jv.staged_scan(spark, jtable, T, plan.snapshot_id, plan.paths, cache_key="t@e") as df:

@@ -134,14 +134,14 @@ def test_too_many_keys_or_too_large_a_dimension_leave_the_rows_alone(spark, cata
     n = spark.sql(f"SELECT count(*) FROM {star}.products WHERE p_brand = '{brand}'").first()[0]
     full = run_sql(spark, catalog, sql, use_layout=False).rows
 
-    monkeypatch.setattr(joins, "ROW_FILTER_MAX_KEYS", n - 1)
+    monkeypatch.setenv("PANDO_ROW_FILTER_MAX_KEYS", str(n - 1))
     joins.KEY_SETS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         assert f"{star}.sales" not in df.pando.plan.row_filters
         assert any(f"{n:,} keys (more than {n - 1:,}: at most {n - 1:,}" in x for x in df.pando.notes()), df.pando.notes()
         assert_same(df.collect(), full)
 
-    monkeypatch.setattr(joins, "ROW_FILTER_MAX_KEYS", n)
+    monkeypatch.setenv("PANDO_ROW_FILTER_MAX_KEYS", str(n))
     monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", (n - 1) / 1600)  # the brand keeps more of the products
     joins.KEY_SETS.clear()
     with pruned_sql(spark, catalog, sql) as df:
@@ -151,9 +151,9 @@ def test_too_many_keys_or_too_large_a_dimension_leave_the_rows_alone(spark, cata
         assert_same(df.collect(), full)
     monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", 0.1)
 
-    monkeypatch.setattr(joins, "ROW_FILTER_MAX_KEYS", n)
+    monkeypatch.setenv("PANDO_ROW_FILTER_MAX_KEYS", str(n))
     monkeypatch.setattr(joins, "ROW_FILTER_DIMENSION_SHARE", 0.01)  # products (1,600) > 1 % of 30,000
-    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 0)  # keys already read for join pruning would be used
+    monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")  # keys already read for join pruning would be used
     joins.KEY_SETS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         assert f"{star}.sales" not in df.pando.plan.row_filters
@@ -161,16 +161,16 @@ def test_too_many_keys_or_too_large_a_dimension_leave_the_rows_alone(spark, cata
         assert_same(df.collect(), full)
 
     monkeypatch.setattr(joins, "ROW_FILTER_DIMENSION_SHARE", 0.1)
-    monkeypatch.setattr(joins, "ROW_FILTER_MIN_ROWS", 30_001)  # the default is 1,000,000 (conftest: 0)
+    monkeypatch.setenv("PANDO_ROW_FILTER_MIN_ROWS", "30001")  # the default is 1,000,000 (conftest: 0)
     with pruned_sql(spark, catalog, sql) as df:
         assert f"{star}.sales" not in df.pando.plan.row_filters
         assert any("no row filters: 30,000 rows (fewer than 30,001" in x for x in df.pando.notes()), df.pando.notes()
         assert_same(df.collect(), full)
-    monkeypatch.setattr(joins, "ROW_FILTER_MIN_ROWS", 30_000)
+    monkeypatch.setenv("PANDO_ROW_FILTER_MIN_ROWS", "30000")
     with pruned_sql(spark, catalog, sql) as df:
         assert [f.join.column for f in df.pando.plan.row_filters[f"{star}.sales"]] == ["product_key"]
 
-    monkeypatch.setattr(joins, "ROW_FILTER_MAX_KEYS", 0)  # off
+    monkeypatch.setenv("PANDO_ROW_FILTER_MAX_KEYS", "0")  # off
     with pruned_sql(spark, catalog, sql) as df:
         assert not df.pando.plan.row_filters and not df.pando.plan.row_filter_notes
 
@@ -197,13 +197,13 @@ def test_bounded_key_reader_never_returns_a_truncated_set(spark):
 
 
 def test_keys_of_a_large_dimension_read_by_spark_and_bounded(spark, catalog, star, monkeypatch):
-    """Above MAX_DIMENSION_ROWS the keys come from a Spark job that stops one row past the limit."""
+    """Above joinKeys.maxDimensionRows the keys come from a Spark job that stops one row past the limit."""
     brand = star_brand(3, 0)
     sql = brand_query(star, brand, correlated=True)
     n = spark.sql(f"SELECT count(*) FROM {star}.products WHERE p_brand = '{brand}'").first()[0]
     full = run_sql(spark, catalog, sql, use_layout=False).rows
-    monkeypatch.setattr(joins, "MAX_DIMENSION_ROWS", 0)
-    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 0)
+    monkeypatch.setenv("PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", "0")
+    monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")
     joins.KEY_SETS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         (f,) = df.pando.plan.row_filters[f"{star}.sales"]
@@ -345,7 +345,7 @@ def test_a_key_set_estimated_far_above_the_limit_is_not_read(spark, catalog, sta
     full = run_sql(spark, catalog, sql, use_layout=False).rows
     monkeypatch.setattr(joins, "ESTIMATE_MIN_ROWS", 1_000)  # products: 1,600 rows
     monkeypatch.setattr(joins, "ESTIMATE_EVERY", 2)
-    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 0)  # no key set read for join pruning first
+    monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")  # no key set read for join pruning first
     with pruned_sql(spark, catalog, sql) as df:  # the estimate is within the limit: read, filtered
         assert [f.join.column for f in df.pando.plan.row_filters[f"{star}.sales"]] == ["product_key"]
         join = df.pando.plan.row_filters[f"{star}.sales"][0].join
@@ -364,10 +364,90 @@ def test_a_key_set_estimated_far_above_the_limit_is_not_read(spark, catalog, sta
 
     monkeypatch.undo()
     monkeypatch.setattr(joins, "ESTIMATE_MIN_ROWS", 1_000)
-    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 0)
+    monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")
     monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", (n - 1) / 1600)  # just under: estimated near, read, refused
     joins.KEY_SETS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         assert f"{star}.sales" not in df.pando.plan.row_filters
         assert any(f"{n:,} keys (more than {n - 1:,}" in x for x in df.pando.notes()), df.pando.notes()
         assert_same(df.collect(), full)
+
+
+@pytest.fixture
+def pando_conf(spark):
+    """Set ``spark.sql.pando.*`` settings on the test session; unset again afterwards."""
+    keys: list[str] = []
+
+    def set_(name: str, value: str) -> None:
+        keys.append(f"spark.sql.pando.{name}")
+        spark.conf.set(keys[-1], value)
+
+    yield set_
+    for key in keys:
+        spark.conf.unset(key)
+
+
+def test_the_sessions_settings_decide_row_filters_over_the_environment(spark, catalog, star, pando_conf, monkeypatch):
+    """``spark.sql.pando.rowFilter.minRows`` of the session wins over ``$PANDO_ROW_FILTER_MIN_ROWS``
+    (conftest: 0) and over the default; set with ``SET`` in SQL too, read at each planning."""
+    brand = star_brand(1, 1)
+    sql = brand_query(star, brand)
+    full = run_sql(spark, catalog, sql, use_layout=False).rows
+    with pruned_sql(spark, catalog, sql) as df:  # the environment's 0: the 30,000-row fact is filtered
+        assert [f.join.column for f in df.pando.plan.row_filters[f"{star}.sales"]] == ["product_key"]
+    pando_conf("rowFilter.minRows", "30001")
+    with pruned_sql(spark, catalog, sql) as df:
+        assert f"{star}.sales" not in df.pando.plan.row_filters
+        assert any("no row filters: 30,000 rows (fewer than 30,001" in x for x in df.pando.notes()), df.pando.notes()
+        assert_same(df.collect(), full)
+    spark.sql("SET spark.sql.pando.rowFilter.minRows = 30000")
+    with pruned_sql(spark, catalog, sql) as df:
+        assert [f.join.column for f in df.pando.plan.row_filters[f"{star}.sales"]] == ["product_key"]
+        assert_same(df.collect(), full)
+    monkeypatch.setenv("PANDO_ROW_FILTER_MAX_KEYS", "0")  # the environment: off, unless the session says
+    with pruned_sql(spark, catalog, sql) as df:
+        assert not df.pando.plan.row_filters
+    pando_conf("rowFilter.maxKeys", "1000000")
+    with pruned_sql(spark, catalog, sql) as df:
+        assert [f.join.column for f in df.pando.plan.row_filters[f"{star}.sales"]] == ["product_key"]
+
+
+def test_a_bad_session_setting_names_its_key(spark, catalog, star, pando_conf):
+    pando_conf("rowFilter.maxKeys", "lots")
+    with pytest.raises(ValueError, match=r"spark\.sql\.pando\.rowFilter\.maxKeys='lots' is not accepted: "
+                                         r"an integer >= 0"):
+        pruned_sql(spark, catalog, brand_query(star, star_brand(1, 1)))
+
+
+def test_join_pruning_limit_as_a_session_setting_and_a_scan_option(spark, catalog, star, pando_conf, monkeypatch):
+    """``joinPruning.maxDimensionRows`` decides whether the products' key set (1,600 rows) is
+    read for join pruning: in Spark from the session, in ``pando_iceberg.scan`` from its options
+    (``pando.<name>``), both over the environment."""
+    import pando_iceberg
+
+    joined = (f"product_key IN (SELECT product_key FROM {star}.products WHERE p_brand = '{star_brand(1, 1)}')")
+    sql = f"SELECT count(*) FROM {star}.sales WHERE {joined}"
+
+    def spark_joins() -> list:
+        joins.KEY_SETS.clear()
+        with pruned_sql(spark, catalog, sql) as df:
+            return df.pando.explains[f"{star}.sales"].joins
+
+    def scan_joins(**options: str) -> list:
+        joins.KEY_SETS.clear()
+        scan = pando_iceberg.scan(catalog.load_table(f"{star}.sales"), joined, options=options)
+        return scan.explain().joins
+
+    assert spark_joins() and scan_joins()  # the default: 100,000 rows
+    pando_conf("joinPruning.maxDimensionRows", "1599")
+    assert not spark_joins() and scan_joins()  # the session's setting is not the scan's
+    assert not scan_joins(**{"pando.joinPruning.maxDimensionRows": "1599"})
+    pt = pando_iceberg.PandoTable(catalog, f"{star}.sales")
+    assert not pt.scan(joined, options={"pando.joinPruning.maxDimensionRows": "1599"}).explain().joins
+    monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")
+    assert not scan_joins()
+    assert scan_joins(**{"pando.joinPruning.maxDimensionRows": "1600"})
+    pando_conf("joinPruning.maxDimensionRows", "1600")
+    assert spark_joins()
+    with pytest.raises(ValueError, match=r"scan option .pando\.joinPruning\.rows. is not a Pando setting; accepted: "):
+        scan_joins(**{"pando.joinPruning.rows": "1"})

@@ -264,8 +264,8 @@ def test_literal_cuts_decided_by_predicates_until_the_dimension_changes(spark, c
 
     # No key set for join pruning, nor for the draws' foreign-key ranges (spark.rewrite_common.keyed_draws):
     # the layout cuts by literal cuts only, and only the trees decide.
-    monkeypatch.setattr(joins, "JOIN_PRUNING_MAX_ROWS", 0)
-    monkeypatch.setattr(joins, "ROW_FILTER_MAX_KEYS", 0)  # nor for row filters: the trees' reads are counted
+    monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")
+    monkeypatch.setenv("PANDO_ROW_FILTER_MAX_KEYS", "0")  # nor for row filters: the trees' reads are counted
     d = _laid_out(spark, catalog, lakehouse_cfg, "star14p")
     ns = d["ns"]
     cuts = _literal_cuts(catalog, f"{ns}.sales")

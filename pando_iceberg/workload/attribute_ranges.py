@@ -26,13 +26,17 @@ foreign key's range cuts already decide every value and no attribute-range cut i
 
 This module proposes the cuts as fact filters (one join each) that
 ``Workload.join_induced_cuts`` turns into literal cuts; it reads no data itself: the caller
-supplies a dimension's (key, attribute) columns.
+supplies, per dimension, each attribute's aggregate (``AttributeWeights``: do the keys follow
+it, and the fact sample's rows per distinct value), one row per value and never the dimension's
+rows (``spark/attribute_weights.py`` aggregates in Spark; ``arrow_weights`` is the same on
+Arrow tables).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -51,8 +55,22 @@ from pando_iceberg.workload.templates import literal_columns, to_line, typed_val
 MAX_GROUPS = 16
 _ORDERED_KINDS = ("int", "decimal", "float", "date", "timestamp", "timestamp_ntz", "string")
 
-# (dimension table, [pk, attribute]) -> that dimension's columns, every row (e.g. one Spark job)
-DimensionColumns = Callable[[str, Sequence[str]], pa.Table]
+
+
+@dataclass(frozen=True)
+class AttributeWeights:
+    """What the cuts of one dimension attribute A are chosen from: do the dimension's keys follow
+    A (``keys_follow``), and A's distinct values joined by the fact's sample, sorted in Spark's
+    order (no NULL or NaN), with the sample's rows of each (``fact_weights``)."""
+
+    follows: bool
+    values: pa.Array
+    weights: np.ndarray
+
+
+# (dimension table, its pk as its schema spells it, attributes, the fact sample's foreign keys)
+# -> each attribute's AttributeWeights
+DimensionWeights = Callable[[str, str, Sequence[str], pa.Array], dict[str, AttributeWeights]]
 
 
 def group_count(blocks: float) -> int:
@@ -92,9 +110,7 @@ def fact_weights(fact_keys: pa.Array, dim_keys: pa.Array, values: pa.Array) -> t
     if pa.types.is_floating(joined.type):
         joined = joined.filter(pc.invert(pc.is_nan(joined)))
     counts = pc.value_counts(joined.drop_null())
-    distinct = counts.field("values")
-    order = pc.sort_indices(distinct)
-    return distinct.take(order), counts.field("counts").take(order).to_numpy(zero_copy_only=False)
+    return sorted_weights(counts.field("values"), counts.field("counts"))
 
 
 def keys_follow(dim_keys: pa.Array, values: pa.Array) -> bool:
@@ -129,33 +145,54 @@ def boundaries(values: pa.Array, weights: np.ndarray, groups: int) -> list:
     return sorted(set(int(i) for i in pick))
 
 
-def attribute_range_filters(filters: Sequence[TableFilter], fact_sample: pa.Table, columns: DimensionColumns,
+def sorted_weights(values: pa.Array, counts: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Distinct ``values`` and their ``counts``, in the values' order."""
+    order = pc.sort_indices(values)
+    return values.take(order), counts.take(order).to_numpy(zero_copy_only=False)
+
+
+def arrow_weights(dimensions: Callable[[str, Sequence[str]], pa.Table]) -> DimensionWeights:
+    """``DimensionWeights`` from dimension tables in Arrow (``dimensions(table, columns)``)."""
+    def weights(dim: str, pk: str, attrs: Sequence[str], fact_keys: pa.Array) -> dict[str, AttributeWeights]:
+        t = dimensions(dim, [pk, *attrs])
+        keys = t.column(pk).combine_chunks()
+        out = {}
+        for a in attrs:
+            column = t.column(a).combine_chunks()
+            out[a] = AttributeWeights(keys_follow(keys, column), *fact_weights(fact_keys, keys, column))
+        return out
+
+    return weights
+
+
+def attribute_range_filters(filters: Sequence[TableFilter], fact_sample: pa.Table, weights: DimensionWeights,
                             groups: int) -> list[TableFilter]:
     """The attribute-range cuts of ``filters`` (the fact's training and synthetic filters), each as
     a filter of the fact with one join ``fk IN (SELECT pk FROM dim WHERE A < c)``; a filter's
     join-induced cut is that cut (``Workload.join_induced_cuts``). ``fact_sample``: the fact's
-    sample (its foreign keys weigh the values); ``columns``: reads a dimension's columns."""
+    sample (its foreign keys weigh the values); ``weights``: aggregates a dimension's attributes."""
     names = {n.lower(): n for n in fact_sample.schema.names}
     found = []  # (fact filter, join, the dimension's pk as its schema spells it, attribute)
     for fact, j, attr in attributes(filters):
         pk = next((n for n in j.dim_filter.schema.names if n.lower() == j.dim_pk), None)  # type: ignore[union-attr]
         if j.column in names and pk is not None:
             found.append((fact, j, pk, attr))
-    wanted: dict[tuple[str, str], dict[str, None]] = {}  # (dimension, pk) → its attributes, read at once
+    # (fk, dimension, pk) → its attributes, aggregated at once
+    wanted: dict[tuple[str, str, str], dict[str, None]] = {}
     for _, j, pk, attr in found:
-        wanted.setdefault((j.dim_table, pk), {pk: None})[attr] = None
-    read = {dim_pk: columns(dim_pk[0], list(cols)) for dim_pk, cols in wanted.items()}
+        wanted.setdefault((j.column, j.dim_table, pk), {})[attr] = None
+    read = {(fk, dim, pk): weights(dim, pk, list(attrs), fact_sample.column(names[fk]).combine_chunks())
+            for (fk, dim, pk), attrs in wanted.items()}
     out: list[TableFilter] = []
     for fact, j, pk, attr in found:
-        dim = read[(j.dim_table, pk)]
-        if keys_follow(dim.column(pk).combine_chunks(), dim.column(attr).combine_chunks()):
+        w = read[(j.column, j.dim_table, pk)][attr]
+        if w.follows:
             continue
-        values, weights = fact_weights(fact_sample.column(names[j.column]).combine_chunks(),
-                                       dim.column(pk).combine_chunks(), dim.column(attr).combine_chunks())
+        values = w.values
         kind = arrow_kind(values.type)
         if kind is None:
             continue
-        for i in boundaries(values, weights, groups):
+        for i in boundaries(values, w.weights, groups):
             literal = render(typed_value(to_line(values[i].as_py(), kind[0]), kind[0]), compared_to_float=True)
             try:
                 cut = TableFilter(exp.LT(this=exp.column(attr, quoted=True), expression=literal),
@@ -166,5 +203,5 @@ def attribute_range_filters(filters: Sequence[TableFilter], fact_sample: pa.Tabl
     return out
 
 
-__all__ = ["MAX_GROUPS", "attribute_range_filters", "attributes", "boundaries", "fact_weights", "group_count",
-           "keys_follow"]
+__all__ = ["MAX_GROUPS", "AttributeWeights", "DimensionWeights", "arrow_weights", "attribute_range_filters",
+           "attributes", "boundaries", "fact_weights", "group_count", "keys_follow", "sorted_weights"]

@@ -15,6 +15,7 @@ from pando_iceberg.bench.workloads import star_split
 from pando_iceberg.expr import JoinFilter, TableFilter
 from pando_iceberg.workload import arrow_key_provider, parse_workload
 from pando_iceberg.workload.attribute_ranges import (
+    arrow_weights,
     attribute_range_filters,
     attributes,
     boundaries,
@@ -70,7 +71,7 @@ def test_every_brand_trained_or_not_is_decided_by_every_range_cut():
     assert {(j.dim_table, a) for _, j, a in attributes(filters)} == {
         (f"{NS}.products", "p_brand"), (f"{NS}.customers", "c_region_key"), (f"{NS}.customers", "c_segment")}
     fact = tables[f"{NS}.sales"]
-    groups = attribute_range_filters(filters, fact, _columns(tables), 16)
+    groups = attribute_range_filters(filters, fact, arrow_weights(_columns(tables)), 16)
     cuts = [c for c in wl.join_induced_cuts(f"{NS}.sales", provider, filters=groups)]
     brand_cuts = [c for c in cuts if "p_brand <" in c.origin.predicate]
     assert len(brand_cuts) == 15 and len(cuts) == 15 + 4 + 4  # 5 regions, 5 segments: every value alone
@@ -100,7 +101,7 @@ def test_groups_hold_similar_shares_of_the_fact():
     tables = _star()
     _, _, filters = _workload(tables, [1])
     fact = tables[f"{NS}.sales"]
-    groups = attribute_range_filters(filters, fact, _columns(tables), 8)
+    groups = attribute_range_filters(filters, fact, arrow_weights(_columns(tables)), 8)
     brand_keys = arrow_key_provider(tables)
     masks = [pc.is_in(fact["product_key"], value_set=pa.array(brand_keys(
         f"{NS}.products", "product_key", g.joins[0].dim_filter))).to_numpy(zero_copy_only=False) for g in groups]
@@ -119,5 +120,5 @@ def test_no_range_cuts_where_the_keys_follow_the_attribute():
     provider = arrow_key_provider(tables)
     wl = parse_workload([s for _, s in train], {k: v.schema for k, v in tables.items()}, unique=provider.is_unique)
     filters = [q.filters[f"{NS}.sales"] for q in wl.queries]
-    groups = attribute_range_filters(filters, tables[f"{NS}.sales"], _columns(tables), 16)
+    groups = attribute_range_filters(filters, tables[f"{NS}.sales"], arrow_weights(_columns(tables)), 16)
     assert {g.joins[0].dim_filter.to_sql().split(" <")[0] for g in groups} == {"c_segment"}

@@ -1,8 +1,9 @@
 """The aggregates attribute-range cuts are chosen from (``workload/attribute_ranges.py``),
-computed in Spark: per dimension, one job for whether its keys follow each attribute and one
-job per attribute for the fact sample's rows per distinct value. The driver receives one row per
-distinct value (and the sample's distinct foreign keys go the other way), never the dimension's
-rows.
+computed in Spark: per dimension, one job for whether its keys follow each attribute, and one job
+per attribute for the fact sample's rows per distinct value, of which only the values a boundary
+may fall on reach the driver (``attribute_ranges.near_quantiles``: a few per quantile, or every
+value when there are at most as many as groups). The sample's distinct foreign keys go the other
+way; the dimension's rows never reach the driver.
 
 The results are those of ``attribute_ranges.arrow_weights`` on the same dimension:
 
@@ -10,9 +11,9 @@ The results are those of ``attribute_ranges.arrow_weights`` on the same dimensio
   before when either value is NULL or NaN or they differ (Arrow's ``not_equal``, NULL counted as
   a change); the keys follow when there are at most twice as many changes as distinct non-NULL
   values, or fewer than two rows.
-* ``fact_weights``: the sample's foreign keys counted per key (NULL keys dropped), joined to the
-  dimension's key, summed per attribute value other than NULL and NaN; the values sorted on the
-  driver as Arrow sorts them.
+* ``fact_weights`` and ``candidates``: the sample's foreign keys counted per key (NULL keys
+  dropped), joined to the dimension's key, summed per attribute value other than NULL and NaN;
+  the values in Spark's order, each with the rows before it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..expr import semantics
-from ..workload.attribute_ranges import AttributeWeights, DimensionWeights, sorted_weights
+from ..workload.attribute_ranges import AttributeWeights, DimensionWeights
 from .session import session_conf
 
 _KEY, _ROWS, _RANK = "__pando_fact_key", "__pando_fact_rows", "__pando_rank"
@@ -33,13 +34,19 @@ _KEY, _ROWS, _RANK = "__pando_fact_key", "__pando_fact_rows", "__pando_rank"
 def spark_weights(spark, collect: Callable[..., pa.Table]) -> DimensionWeights:
     """``DimensionWeights`` of the session's tables (module docstring); ``collect``: a small
     DataFrame to Arrow (``rewrite_common.collect_arrow``)."""
-    def weights(dim: str, pk: str, attrs: Sequence[str], fact_keys: pa.Array) -> dict[str, AttributeWeights]:
+    follows: dict[tuple[str, str, str], bool] = {}  # a dimension joined by several foreign keys: once
+
+    def weights(dim: str, pk: str, attrs: Sequence[str], fact_keys: pa.Array,
+                groups: int) -> dict[str, AttributeWeights]:
         with session_conf(spark, semantics.DEFAULT.spark_conf()):  # as the cuts' key sets are read
             df = spark.table(dim)
-            follows = _keys_follow(df, pk, attrs)
+            todo = [a for a in attrs if (dim, pk, a) not in follows]
+            if todo:
+                follows.update({(dim, pk, a): f for a, f in _keys_follow(df, pk, todo).items()})
             per_key = _fact_key_counts(spark, fact_keys)
             joined = per_key.join(df, per_key[_KEY] == df[_quoted(pk)])
-            return {a: AttributeWeights(follows[a], *_value_weights(joined, a, df, collect)) for a in attrs}
+            return {a: AttributeWeights(follows[(dim, pk, a)], *_value_weights(joined, a, df, groups, collect))
+                    for a in attrs}
 
     return weights
 
@@ -92,14 +99,35 @@ def _spark_schema(table: pa.Table):
     return from_arrow_schema(table.schema)
 
 
-def _value_weights(joined, attr: str, df, collect: Callable[..., pa.Table]) -> tuple[pa.Array, np.ndarray]:
-    """The attribute's values (no NULL or NaN) and the sample's rows of each, sorted."""
+def _value_weights(joined, attr: str, df, groups: int, collect: Callable[..., pa.Table]) -> tuple:
+    """The attribute's ``AttributeWeights`` but ``follows``: its values (no NULL or NaN) with the
+    sample's rows of each, in Spark's order, each with the rows before it; only the rows
+    ``attribute_ranges.near_quantiles`` keeps reach the driver (one window over the distinct
+    values, on an executor)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     value = F.col(_quoted(attr))
     valid = value.isNotNull() & (~F.isnan(value) if _is_float(df, attr) else F.lit(True))
-    grouped = collect(joined.where(valid).groupBy(value.alias("v")).agg(F.sum(_ROWS).alias("w")))
-    return sorted_weights(grouped.column("v").combine_chunks(), grouped.column("w").combine_chunks())
+    per_value = joined.where(valid).groupBy(value.alias("v")).agg(F.sum(_ROWS).alias("w"))
+    order = Window.orderBy(F.col("v").asc())
+    running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    whole = Window.partitionBy()
+    ranked = per_value.select("v", (F.sum("w").over(running) - F.col("w")).alias("before"),
+                              (F.row_number().over(order) - 1).alias("idx"),
+                              F.count(F.lit(1)).over(whole).alias("m"), F.sum("w").over(whole).alias("total"))
+    q = F.col("q")
+    stepped = ranked.withColumn("q", F.expr(f"before * {int(groups)} div total")).withColumn(
+        "stepped", F.coalesce(q != F.lag(q).over(order), F.lit(False)) | F.coalesce(q != F.lead(q).over(order),
+                                                                                   F.lit(False)))
+    keep = ((F.col("m") <= groups) | (F.col("total") <= 0) | F.col("stepped") | (F.col("idx") == 1)
+            | (F.col("idx") == F.col("m") - 1))
+    kept = collect(stepped.where((F.col("idx") >= 1) & keep).select("v", "before", "idx", "m", "total"))
+    order_ = np.argsort(kept.column("idx").to_numpy(), kind="stable")
+    count = int(kept.column("m")[0].as_py()) if kept.num_rows else 0
+    total = int(kept.column("total")[0].as_py()) if kept.num_rows else 0
+    return (kept.column("v").combine_chunks().take(pa.array(order_)),
+            kept.column("before").to_numpy().astype(np.int64)[order_], count, total)
 
 
 __all__ = ["spark_weights"]

@@ -27,9 +27,9 @@ foreign key's range cuts already decide every value and no attribute-range cut i
 This module proposes the cuts as fact filters (one join each) that
 ``Workload.join_induced_cuts`` turns into literal cuts; it reads no data itself: the caller
 supplies, per dimension, each attribute's aggregate (``AttributeWeights``: do the keys follow
-it, and the fact sample's rows per distinct value), one row per value and never the dimension's
-rows (``spark/attribute_weights.py`` aggregates in Spark; ``arrow_weights`` is the same on
-Arrow tables).
+it, and the fact sample's rows before each value a boundary may fall on), at most a few rows per
+quantile and never the dimension's rows (``spark/attribute_weights.py`` aggregates in Spark;
+``arrow_weights`` is the same on Arrow tables).
 """
 
 from __future__ import annotations
@@ -56,21 +56,24 @@ MAX_GROUPS = 16
 _ORDERED_KINDS = ("int", "decimal", "float", "date", "timestamp", "timestamp_ntz", "string")
 
 
-
 @dataclass(frozen=True)
 class AttributeWeights:
     """What the cuts of one dimension attribute A are chosen from: do the dimension's keys follow
-    A (``keys_follow``), and A's distinct values joined by the fact's sample, sorted in Spark's
-    order (no NULL or NaN), with the sample's rows of each (``fact_weights``)."""
+    A (``keys_follow``), and, of A's ``count`` distinct values joined by the fact's sample (sorted
+    in Spark's order, no NULL or NaN; ``total`` sample rows), the ones a boundary may fall on —
+    every value but the smallest, or only those next to a quantile (``near_quantiles``) — with
+    ``below``, the sample's rows of the values before each."""
 
     follows: bool
     values: pa.Array
-    weights: np.ndarray
+    below: np.ndarray
+    count: int
+    total: int
 
 
-# (dimension table, its pk as its schema spells it, attributes, the fact sample's foreign keys)
-# -> each attribute's AttributeWeights
-DimensionWeights = Callable[[str, str, Sequence[str], pa.Array], dict[str, AttributeWeights]]
+# (dimension table, its pk as its schema spells it, attributes, the fact sample's foreign keys,
+# groups) -> each attribute's AttributeWeights
+DimensionWeights = Callable[[str, str, Sequence[str], pa.Array, int], dict[str, AttributeWeights]]
 
 
 def group_count(blocks: float) -> int:
@@ -110,7 +113,9 @@ def fact_weights(fact_keys: pa.Array, dim_keys: pa.Array, values: pa.Array) -> t
     if pa.types.is_floating(joined.type):
         joined = joined.filter(pc.invert(pc.is_nan(joined)))
     counts = pc.value_counts(joined.drop_null())
-    return sorted_weights(counts.field("values"), counts.field("counts"))
+    distinct = counts.field("values")
+    order = pc.sort_indices(distinct)
+    return distinct.take(order), counts.field("counts").take(order).to_numpy(zero_copy_only=False)
 
 
 def keys_follow(dim_keys: pa.Array, values: pa.Array) -> bool:
@@ -127,39 +132,65 @@ def keys_follow(dim_keys: pa.Array, values: pa.Array) -> bool:
     return changes <= 2 * pc.count_distinct(ordered).as_py()
 
 
-def boundaries(values: pa.Array, weights: np.ndarray, groups: int) -> list:
-    """Indices i of ``values`` (sorted, distinct) such that the cuts ``A < values[i]`` split the
-    weight at the dyadic quantiles j / ``groups`` (each the nearest split point; the same one
-    once). Fewer values than groups: every value on its own."""
-    m = len(values)
-    if m < 2:
+def split_points(below: np.ndarray, count: int, total: float, groups: int) -> list[int]:
+    """Positions in ``below`` (the weight before each of a sorted attribute's values but the
+    first, or before some of them: those ``near_quantiles``) of the cuts ``A < value`` that split
+    the weight at the dyadic quantiles j / ``groups`` (each the nearest split point; the same one
+    once). ``count``: the attribute's distinct values; fewer than groups: every value on its own."""
+    if count < 2:
         return []
-    if m <= groups:
-        return list(range(1, m))
-    before = np.concatenate([[0.0], np.cumsum(weights, dtype=np.float64)])[1:m]  # weight below values[i], i=1..m-1
-    total = float(weights.sum())
+    if count <= groups:
+        return list(range(len(below)))
     if total <= 0:
         return []
     wanted = np.arange(1, groups) / groups * total
-    pick = np.abs(before[None, :] - wanted[:, None]).argmin(axis=1) + 1
+    pick = np.abs(np.asarray(below, dtype=np.float64)[None, :] - wanted[:, None]).argmin(axis=1)
     return sorted(set(int(i) for i in pick))
 
 
-def sorted_weights(values: pa.Array, counts: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """Distinct ``values`` and their ``counts``, in the values' order."""
-    order = pc.sort_indices(values)
-    return values.take(order), counts.take(order).to_numpy(zero_copy_only=False)
+def near_quantiles(before: np.ndarray, count: int, total: int, groups: int) -> np.ndarray:
+    """Which of a sorted attribute's values (``before``: the weight of the values before each,
+    ``count`` of them) a boundary may fall on (``split_points``): every one but the smallest when
+    there are at most ``groups``; else, ``before`` being strictly increasing, the nearest split
+    point to a quantile j / groups is the last value at or below it or the next one: the values
+    where ``before * groups // total`` steps and their neighbours, and the second and the last.
+    The same test runs in Spark (``spark/attribute_weights.py``), so only these reach the driver."""
+    idx = np.arange(len(before))
+    if count <= groups or total <= 0:
+        return idx >= 1
+    q = np.asarray(before, dtype=np.int64) * groups // total
+    step = np.zeros(len(before), dtype=bool)
+    step[1:] |= q[1:] != q[:-1]
+    step[:-1] |= q[:-1] != q[1:]
+    return (idx >= 1) & (step | (idx == 1) | (idx == count - 1))
+
+
+def candidates(follows: bool, values: pa.Array, weights: np.ndarray, groups: int) -> AttributeWeights:
+    """``AttributeWeights`` from every distinct value (sorted) and the sample's rows of each."""
+    counts = np.asarray(weights, dtype=np.int64)
+    before = np.cumsum(counts) - counts
+    total = int(counts.sum())
+    keep = near_quantiles(before, len(values), total, groups)
+    return AttributeWeights(follows, values.filter(pa.array(keep)), before[keep], len(values), total)
+
+
+def boundaries(values: pa.Array, weights: np.ndarray, groups: int) -> list:
+    """Indices i of ``values`` (sorted, distinct) such that the cuts ``A < values[i]`` split the
+    weight (rows per value) at the dyadic quantiles j / ``groups`` (``split_points``)."""
+    counts = np.asarray(weights, dtype=np.int64)
+    return [i + 1 for i in split_points(np.cumsum(counts)[:-1], len(values), int(counts.sum()), groups)]
 
 
 def arrow_weights(dimensions: Callable[[str, Sequence[str]], pa.Table]) -> DimensionWeights:
     """``DimensionWeights`` from dimension tables in Arrow (``dimensions(table, columns)``)."""
-    def weights(dim: str, pk: str, attrs: Sequence[str], fact_keys: pa.Array) -> dict[str, AttributeWeights]:
+    def weights(dim: str, pk: str, attrs: Sequence[str], fact_keys: pa.Array,
+                groups: int) -> dict[str, AttributeWeights]:
         t = dimensions(dim, [pk, *attrs])
         keys = t.column(pk).combine_chunks()
         out = {}
         for a in attrs:
             column = t.column(a).combine_chunks()
-            out[a] = AttributeWeights(keys_follow(keys, column), *fact_weights(fact_keys, keys, column))
+            out[a] = candidates(keys_follow(keys, column), *fact_weights(fact_keys, keys, column), groups)
         return out
 
     return weights
@@ -181,7 +212,7 @@ def attribute_range_filters(filters: Sequence[TableFilter], fact_sample: pa.Tabl
     wanted: dict[tuple[str, str, str], dict[str, None]] = {}
     for _, j, pk, attr in found:
         wanted.setdefault((j.column, j.dim_table, pk), {})[attr] = None
-    read = {(fk, dim, pk): weights(dim, pk, list(attrs), fact_sample.column(names[fk]).combine_chunks())
+    read = {(fk, dim, pk): weights(dim, pk, list(attrs), fact_sample.column(names[fk]).combine_chunks(), groups)
             for (fk, dim, pk), attrs in wanted.items()}
     out: list[TableFilter] = []
     for fact, j, pk, attr in found:
@@ -192,7 +223,7 @@ def attribute_range_filters(filters: Sequence[TableFilter], fact_sample: pa.Tabl
         kind = arrow_kind(values.type)
         if kind is None:
             continue
-        for i in boundaries(values, w.weights, groups):
+        for i in split_points(w.below, w.count, w.total, groups):
             literal = render(typed_value(to_line(values[i].as_py(), kind[0]), kind[0]), compared_to_float=True)
             try:
                 cut = TableFilter(exp.LT(this=exp.column(attr, quoted=True), expression=literal),
@@ -204,4 +235,5 @@ def attribute_range_filters(filters: Sequence[TableFilter], fact_sample: pa.Tabl
 
 
 __all__ = ["MAX_GROUPS", "AttributeWeights", "DimensionWeights", "arrow_weights", "attribute_range_filters",
-           "attributes", "boundaries", "fact_weights", "group_count", "keys_follow", "sorted_weights"]
+           "attributes", "boundaries", "candidates", "fact_weights", "group_count", "keys_follow", "near_quantiles",
+           "split_points"]

@@ -19,9 +19,11 @@ from pando_iceberg.workload.attribute_ranges import (
     attribute_range_filters,
     attributes,
     boundaries,
+    candidates,
     fact_weights,
     group_count,
     keys_follow,
+    split_points,
 )
 
 NS = "s"
@@ -53,6 +55,24 @@ def test_boundaries_split_the_weight_at_dyadic_quantiles():
     assert boundaries(pa.array(["a", "b", "c"]), np.ones(3), 8) == [1, 2]  # fewer values: each alone
     assert boundaries(pa.array(["a"]), np.ones(1), 8) == []
     assert group_count(30) == 16 and group_count(3) == 4 and group_count(10_000) == 16 and group_count(0) == 2
+
+
+def test_the_values_near_quantiles_give_the_same_boundaries_as_every_value():
+    """Only the values next to a quantile reach the driver (``candidates``, as Spark keeps them):
+    the boundaries chosen from them are those chosen from every value, for skewed and even
+    weights, powers of two and other group counts, and few values."""
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        m = int(rng.integers(0, 400))
+        values = pa.array(np.sort(rng.choice(10_000, m, replace=False)), pa.int64())
+        kind = trial % 3
+        weights = (np.ones(m, np.int64) if kind == 0 else rng.integers(1, 5, m) if kind == 1
+                   else rng.zipf(1.6, m).clip(1, 10_000))
+        for groups in (2, 3, 4, 7, 16, 64):
+            c = candidates(False, values, weights, groups)
+            got = [c.values[i].as_py() for i in split_points(c.below, c.count, c.total, groups)]
+            assert got == [values[i].as_py() for i in boundaries(values, weights, groups)], (trial, m, groups)
+            assert len(c.values) <= (max(m - 1, 0) if m <= groups else 2 * (groups - 1) + 2), (trial, m, groups)
 
 
 def test_fact_weights_join_the_fact_keys_to_the_attribute():

@@ -192,6 +192,16 @@ class IncrementalMetrics(IncrementalFields, RewriteMetrics):
     of ``RewriteMetrics``, then those of ``spark.rewrite_common.IncrementalFields``."""
 
 
+def _refresh_advice(stale: Sequence[Any]) -> str:
+    """The recommendation of a healthy layout with stale literal cuts (``maintenance.cut_staleness``)."""
+    if not stale:
+        return "ok"
+    if any(c.from_snapshot != c.to_snapshot for c in stale):
+        return (f"refresh the key sets of {len(stale)} stale literal cut(s): optimize.refresh_literal_cuts() "
+                "(procedure refresh_literal_cuts)")
+    return f"{len(stale)} literal cut(s) hold keys a refresh kept stale: a re-layout regroups them"
+
+
 def _metrics(r: Any, notes: Sequence[str] = ()) -> RewriteMetrics:
     common = dict(rewritten_data_files=r.rewritten_data_files_count, added_data_files=r.added_data_files_count,
                   rewritten_bytes=r.rewritten_bytes_count, failed_data_files=r.failed_data_files_count,
@@ -307,6 +317,7 @@ class Health:
     workload_rows_fraction_now: float | None = None
     partitions: tuple[Any, ...] = ()  # maintenance.partition_health.PartitionHealth per partition
     partitions_where: str | None = None  # the degraded or new partitions, as a rewrite's `where`
+    stale_cuts: tuple[Any, ...] = ()  # maintenance.cut_staleness.StaleCut per stale literal cut
 
 
 @dataclass(frozen=True)
@@ -426,6 +437,7 @@ class PandoTable:
             return Health("no layout", (), "create one with optimize.rewrite (rewrite_data_files(strategy => 'pando'))")
         if not hasattr(sidecar, "load_layout"):
             return self._partitioned_health(table, sidecar, max_rows_outside, max_efficiency_loss)
+        from .maintenance.cut_staleness import stale_cuts
         from .planner.scan import changed_cut_columns
         from .storage.pointer import layout_pointer
 
@@ -447,18 +459,22 @@ class PandoTable:
                            f"(> {max_efficiency_loss:.0%})")
         if not inside:
             reasons.append("no live file belongs to the layout (rewritten by another tool)")
-        changed = changed_cut_columns(table, layout_pointer(table.properties), sidecar.load_layout())
+        layout = sidecar.load_layout()
+        changed = changed_cut_columns(table, layout_pointer(table.properties), layout)
         if changed:
             reasons.append(f"the layout's cuts on {', '.join(sorted(changed))} no longer apply (column renamed, "
                            "dropped or replaced since the layout)")
+        stale = tuple(stale_cuts(self.catalog, {None: layout.cuts}))
         snap = table.current_snapshot()
         return Health("degraded" if reasons else "ok", tuple(reasons),
-                      ("re-layout: " + "; ".join(reasons)) if reasons else "ok", sidecar.layout_id,
+                      ("re-layout: " + "; ".join(reasons)) if reasons else _refresh_advice(stale), sidecar.layout_id,
                       table.properties.get("pando.snapshot-id"), snap.snapshot_id if snap else None, len(inside),
-                      len(outside), rows_out, share_out, at_layout if at_layout == at_layout else None, now)
+                      len(outside), rows_out, share_out, at_layout if at_layout == at_layout else None, now,
+                      stale_cuts=stale)
 
     def _partitioned_health(self, table: Table, sidecar: Any, max_rows_outside: float,
                             max_efficiency_loss: float) -> Health:
+        from .maintenance.cut_staleness import stale_cuts
         from .maintenance.partition_health import partition_health
 
         recorded = json.loads(sidecar.properties.get("pando.workload", "[]"))
@@ -466,10 +482,11 @@ class PandoTable:
         rows, where = partition_health(table, sidecar, self.name, max_rows_outside, max_efficiency_loss, workload)
         degraded = [h for h in rows if h.reasons]
         reasons = tuple(f"partition {h.partition}: {'; '.join(h.reasons)}" for h in degraded)
+        stale = tuple(stale_cuts(self.catalog, {name: e.layout.cuts for name, e in sorted(sidecar.partitions.items())}))
         rec = (f"lay out {len(degraded)} degraded or new partition(s): optimize.rewrite(where={where!r})"
-               if degraded else "every partition layout is healthy")
+               if degraded else "every partition layout is healthy" if not stale else _refresh_advice(stale))
         return Health("degraded" if degraded else "ok", reasons, rec, sidecar.layout_id, partitions=tuple(rows),
-                      partitions_where=where if degraded else None)
+                      partitions_where=where if degraded else None, stale_cuts=stale)
 
     def _workload_fraction_now(self, table: Table, workload: list[Any]) -> float | None:
         """Weighted share of live rows the recorded workload reads now, by the real planner."""

@@ -410,6 +410,11 @@ def _partitioned_health(ctx, table: str, health, relayout: bool, options: dict[s
     from ..maintenance.partition_health import COLUMNS, relayout_call
 
     out = [h.row() for h in health.partitions]
+    if health.stale_cuts:  # before the recommendation, which stays the last row "*"
+        from ..maintenance.cut_staleness import refresh_call
+
+        out += [(c.partition, "stale_cut", None, None, None, None, None, None, c.describe()) for c in health.stale_cuts]
+        out.append(("*", "refresh", None, None, None, None, None, None, refresh_call(ctx.spark_name(ctx.table(table)))))
     degraded = [h for h in health.partitions if h.reasons]
     if degraded:
         call_sql = relayout_call(ctx.spark_name(ctx.table(table)), health.partitions_where)
@@ -463,6 +468,11 @@ def layout_health(ctx: ProcedureContext, table: str, max_rows_outside: float, ma
             ("workload_rows_fraction_now",
              f"{h.workload_rows_fraction_now:.4f}" if h.workload_rows_fraction_now is not None else "n/a"),
             ("recommendation", h.recommendation)]
+    if h.stale_cuts:  # pruning stays exact; a refresh makes the sets selective again (maintenance/cut_staleness.py)
+        from ..maintenance.cut_staleness import refresh_call
+
+        rows += [("stale_cut", c.describe()) for c in h.stale_cuts]
+        rows.append(("refresh", refresh_call(ctx.spark_name(ctx.table(table)))))
     if relayout and h.reasons:
         r = rewrite_data_files(ctx, table, "pando", options=options, relearn=True)
         rows.append(("action", f"re-laid out: layout {r.rows[0][4]}, {r.rows[0][1]} files written, "

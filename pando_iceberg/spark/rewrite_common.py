@@ -509,6 +509,7 @@ def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], que
     ``validate``: as many independent draws again, kept apart (``expected.validation``)."""
     from ..workload.attribute_ranges import attribute_range_filters, group_count
     from ..workload.templates import expected_workload
+    from .attribute_weights import spark_weights
 
     dims = dimension_samples(spark, [f for f, _ in queries], options) if options.template_draws else {}
     expected = expected_workload(queries, sample, options.template_draws, options.seed, dimensions=dims,
@@ -516,8 +517,8 @@ def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], que
     expected = keyed_draws(spark, wl, expected, schemas)
     filters = [f for f, _ in expected.queries]
     blocks = sample.num_rows / max(options.sample_rate, 1e-9) / max(1, options.min_block_rows)
-    groups = attribute_range_filters(filters, sample, lambda dim, cols: collect_arrow(spark.table(dim).selectExpr(
-        *[sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in cols])), group_count(blocks))
+    groups = attribute_range_filters(filters, sample, spark_weights(spark, collect_arrow),
+                                     group_count(blocks))
     return expected, table_cuts(spark, wl, target, schemas, filters + groups)
 
 

@@ -26,13 +26,17 @@ foreign key's range cuts already decide every value and no attribute-range cut i
 
 This module proposes the cuts as fact filters (one join each) that
 ``Workload.join_induced_cuts`` turns into literal cuts; it reads no data itself: the caller
-supplies a dimension's (key, attribute) columns.
+supplies, per dimension, each attribute's aggregate (``AttributeWeights``: do the keys follow
+it, and the fact sample's rows before each value a boundary may fall on), at most a few rows per
+quantile and never the dimension's rows (``spark/attribute_weights.py`` aggregates in Spark;
+``arrow_weights`` is the same on Arrow tables).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -51,8 +55,25 @@ from pando_iceberg.workload.templates import literal_columns, to_line, typed_val
 MAX_GROUPS = 16
 _ORDERED_KINDS = ("int", "decimal", "float", "date", "timestamp", "timestamp_ntz", "string")
 
-# (dimension table, [pk, attribute]) -> that dimension's columns, every row (e.g. one Spark job)
-DimensionColumns = Callable[[str, Sequence[str]], pa.Table]
+
+@dataclass(frozen=True)
+class AttributeWeights:
+    """What the cuts of one dimension attribute A are chosen from: do the dimension's keys follow
+    A (``keys_follow``), and, of A's ``count`` distinct values joined by the fact's sample (sorted
+    in Spark's order, no NULL or NaN; ``total`` sample rows), the ones a boundary may fall on —
+    every value but the smallest, or only those next to a quantile (``near_quantiles``) — with
+    ``below``, the sample's rows of the values before each."""
+
+    follows: bool
+    values: pa.Array
+    below: np.ndarray
+    count: int
+    total: int
+
+
+# (dimension table, its pk as its schema spells it, attributes, the fact sample's foreign keys,
+# groups) -> each attribute's AttributeWeights
+DimensionWeights = Callable[[str, str, Sequence[str], pa.Array, int], dict[str, AttributeWeights]]
 
 
 def group_count(blocks: float) -> int:
@@ -111,51 +132,98 @@ def keys_follow(dim_keys: pa.Array, values: pa.Array) -> bool:
     return changes <= 2 * pc.count_distinct(ordered).as_py()
 
 
-def boundaries(values: pa.Array, weights: np.ndarray, groups: int) -> list:
-    """Indices i of ``values`` (sorted, distinct) such that the cuts ``A < values[i]`` split the
-    weight at the dyadic quantiles j / ``groups`` (each the nearest split point; the same one
-    once). Fewer values than groups: every value on its own."""
-    m = len(values)
-    if m < 2:
+def split_points(below: np.ndarray, count: int, total: float, groups: int) -> list[int]:
+    """Positions in ``below`` (the weight before each of a sorted attribute's values but the
+    first, or before some of them: those ``near_quantiles``) of the cuts ``A < value`` that split
+    the weight at the dyadic quantiles j / ``groups`` (each the nearest split point; the same one
+    once). ``count``: the attribute's distinct values; fewer than groups: every value on its own."""
+    if count < 2:
         return []
-    if m <= groups:
-        return list(range(1, m))
-    before = np.concatenate([[0.0], np.cumsum(weights, dtype=np.float64)])[1:m]  # weight below values[i], i=1..m-1
-    total = float(weights.sum())
+    if count <= groups:
+        return list(range(len(below)))
     if total <= 0:
         return []
     wanted = np.arange(1, groups) / groups * total
-    pick = np.abs(before[None, :] - wanted[:, None]).argmin(axis=1) + 1
+    pick = np.abs(np.asarray(below, dtype=np.float64)[None, :] - wanted[:, None]).argmin(axis=1)
     return sorted(set(int(i) for i in pick))
 
 
-def attribute_range_filters(filters: Sequence[TableFilter], fact_sample: pa.Table, columns: DimensionColumns,
+def near_quantiles(before: np.ndarray, count: int, total: int, groups: int) -> np.ndarray:
+    """Which of a sorted attribute's values (``before``: the weight of the values before each,
+    ``count`` of them) a boundary may fall on (``split_points``): every one but the smallest when
+    there are at most ``groups``; else, ``before`` being strictly increasing, the nearest split
+    point to a quantile j / groups is the last value at or below it or the next one: the values
+    where ``before * groups // total`` steps and their neighbours, and the second and the last.
+    The same test runs in Spark (``spark/attribute_weights.py``), so only these reach the driver."""
+    idx = np.arange(len(before))
+    if count <= groups or total <= 0:
+        return idx >= 1
+    q = np.asarray(before, dtype=np.int64) * groups // total
+    step = np.zeros(len(before), dtype=bool)
+    step[1:] |= q[1:] != q[:-1]
+    step[:-1] |= q[:-1] != q[1:]
+    return (idx >= 1) & (step | (idx == 1) | (idx == count - 1))
+
+
+def candidates(follows: bool, values: pa.Array, weights: np.ndarray, groups: int) -> AttributeWeights:
+    """``AttributeWeights`` from every distinct value (sorted) and the sample's rows of each."""
+    counts = np.asarray(weights, dtype=np.int64)
+    before = np.cumsum(counts) - counts
+    total = int(counts.sum())
+    keep = near_quantiles(before, len(values), total, groups)
+    return AttributeWeights(follows, values.filter(pa.array(keep)), before[keep], len(values), total)
+
+
+def boundaries(values: pa.Array, weights: np.ndarray, groups: int) -> list:
+    """Indices i of ``values`` (sorted, distinct) such that the cuts ``A < values[i]`` split the
+    weight (rows per value) at the dyadic quantiles j / ``groups`` (``split_points``)."""
+    counts = np.asarray(weights, dtype=np.int64)
+    return [i + 1 for i in split_points(np.cumsum(counts)[:-1], len(values), int(counts.sum()), groups)]
+
+
+def arrow_weights(dimensions: Callable[[str, Sequence[str]], pa.Table]) -> DimensionWeights:
+    """``DimensionWeights`` from dimension tables in Arrow (``dimensions(table, columns)``)."""
+    def weights(dim: str, pk: str, attrs: Sequence[str], fact_keys: pa.Array,
+                groups: int) -> dict[str, AttributeWeights]:
+        t = dimensions(dim, [pk, *attrs])
+        keys = t.column(pk).combine_chunks()
+        out = {}
+        for a in attrs:
+            column = t.column(a).combine_chunks()
+            out[a] = candidates(keys_follow(keys, column), *fact_weights(fact_keys, keys, column), groups)
+        return out
+
+    return weights
+
+
+def attribute_range_filters(filters: Sequence[TableFilter], fact_sample: pa.Table, weights: DimensionWeights,
                             groups: int) -> list[TableFilter]:
     """The attribute-range cuts of ``filters`` (the fact's training and synthetic filters), each as
     a filter of the fact with one join ``fk IN (SELECT pk FROM dim WHERE A < c)``; a filter's
     join-induced cut is that cut (``Workload.join_induced_cuts``). ``fact_sample``: the fact's
-    sample (its foreign keys weigh the values); ``columns``: reads a dimension's columns."""
+    sample (its foreign keys weigh the values); ``weights``: aggregates a dimension's attributes."""
     names = {n.lower(): n for n in fact_sample.schema.names}
     found = []  # (fact filter, join, the dimension's pk as its schema spells it, attribute)
     for fact, j, attr in attributes(filters):
         pk = next((n for n in j.dim_filter.schema.names if n.lower() == j.dim_pk), None)  # type: ignore[union-attr]
         if j.column in names and pk is not None:
             found.append((fact, j, pk, attr))
-    wanted: dict[tuple[str, str], dict[str, None]] = {}  # (dimension, pk) → its attributes, read at once
+    # (fk, dimension, pk) → its attributes, aggregated at once
+    wanted: dict[tuple[str, str, str], dict[str, None]] = {}
     for _, j, pk, attr in found:
-        wanted.setdefault((j.dim_table, pk), {pk: None})[attr] = None
-    read = {dim_pk: columns(dim_pk[0], list(cols)) for dim_pk, cols in wanted.items()}
+        wanted.setdefault((j.column, j.dim_table, pk), {})[attr] = None
+    read = {(fk, dim, pk): weights(dim, pk, list(attrs), fact_sample.column(names[fk]).combine_chunks(), groups)
+            for (fk, dim, pk), attrs in wanted.items()}
     out: list[TableFilter] = []
     for fact, j, pk, attr in found:
-        dim = read[(j.dim_table, pk)]
-        if keys_follow(dim.column(pk).combine_chunks(), dim.column(attr).combine_chunks()):
+        w = read[(j.column, j.dim_table, pk)][attr]
+        if w.follows:
             continue
-        values, weights = fact_weights(fact_sample.column(names[j.column]).combine_chunks(),
-                                       dim.column(pk).combine_chunks(), dim.column(attr).combine_chunks())
+        values = w.values
         kind = arrow_kind(values.type)
         if kind is None:
             continue
-        for i in boundaries(values, weights, groups):
+        for i in split_points(w.below, w.count, w.total, groups):
             literal = render(typed_value(to_line(values[i].as_py(), kind[0]), kind[0]), compared_to_float=True)
             try:
                 cut = TableFilter(exp.LT(this=exp.column(attr, quoted=True), expression=literal),
@@ -166,5 +234,6 @@ def attribute_range_filters(filters: Sequence[TableFilter], fact_sample: pa.Tabl
     return out
 
 
-__all__ = ["MAX_GROUPS", "attribute_range_filters", "attributes", "boundaries", "fact_weights", "group_count",
-           "keys_follow"]
+__all__ = ["MAX_GROUPS", "AttributeWeights", "DimensionWeights", "arrow_weights", "attribute_range_filters",
+           "attributes", "boundaries", "candidates", "fact_weights", "group_count", "keys_follow", "near_quantiles",
+           "split_points"]

@@ -69,6 +69,15 @@ def test_new_urgent_orders_are_added_in_every_partition_layout(spark, catalog, c
               f"l_receiptdate, l_shipinstruct, l_shipmode, l_comment FROM {T} WHERE l_orderkey IN "
               f"(SELECT o_orderkey - 100000000 FROM {D} WHERE o_orderkey > 100000000 AND o_orderkey < 200000000)")
     snapshot = catalog.load_table(T).current_snapshot().snapshot_id
+    # layout_health lists the cut of every partition layout as stale, and the CALL that refreshes it
+    health = call(ctx, f"CALL pando.system.layout_health(table => '{T}')").rows
+    stale = [r for r in health if r[1] == "stale_cut"]
+    assert {r[0] for r in stale if f"WHERE {PRED})" in r[-1]} == set(cuts), stale
+    assert all("50 key(s) added, 0 removed" in r[-1] and "lacks 40 key(s)" in r[-1]
+               for r in stale if f"WHERE {PRED})" in r[-1]), stale
+    refresh = [r for r in health if r[:2] == ("*", "refresh")]
+    assert len(refresh) == 1 and refresh[0][-1] == f"CALL pando.system.refresh_literal_cuts(table => '{T}')"
+    assert health[-1][0] == "*" and health[-1][1] in ("ok", "recommendation")  # the last row stays the advice
     res = call(ctx, f"CALL pando.system.refresh_literal_cuts(table => '{T}')")
     rows = [dict(zip(res.names, r)) for r in res.rows]
     rows = [r for r in rows if r["cut"].endswith(f"WHERE {PRED})")]
@@ -89,6 +98,7 @@ def test_new_urgent_orders_are_added_in_every_partition_layout(spark, catalog, c
         old = cuts[name]
         assert cut.origin.snapshot_id == now and len(cut.keys) == len(old.keys) + 40, name
         assert new <= _set(cut) and _set(old) <= _set(cut), name
+    assert not any(r[1] == "stale_cut" for r in call(ctx, f"CALL pando.system.layout_health(table => '{T}')").rows)
     # Nothing changed since: a no-op (same layout).
     again = refresh_literal_cuts(spark, T, laid_out)
     assert not again.changed and {c.mode for c in again.cuts} == {"unchanged"}

@@ -15,12 +15,15 @@ from pando_iceberg.bench.workloads import star_split
 from pando_iceberg.expr import JoinFilter, TableFilter
 from pando_iceberg.workload import arrow_key_provider, parse_workload
 from pando_iceberg.workload.attribute_ranges import (
+    arrow_weights,
     attribute_range_filters,
     attributes,
     boundaries,
+    candidates,
     fact_weights,
     group_count,
     keys_follow,
+    split_points,
 )
 
 NS = "s"
@@ -54,6 +57,24 @@ def test_boundaries_split_the_weight_at_dyadic_quantiles():
     assert group_count(30) == 16 and group_count(3) == 4 and group_count(10_000) == 16 and group_count(0) == 2
 
 
+def test_the_values_near_quantiles_give_the_same_boundaries_as_every_value():
+    """Only the values next to a quantile reach the driver (``candidates``, as Spark keeps them):
+    the boundaries chosen from them are those chosen from every value, for skewed and even
+    weights, powers of two and other group counts, and few values."""
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        m = int(rng.integers(0, 400))
+        values = pa.array(np.sort(rng.choice(10_000, m, replace=False)), pa.int64())
+        kind = trial % 3
+        weights = (np.ones(m, np.int64) if kind == 0 else rng.integers(1, 5, m) if kind == 1
+                   else rng.zipf(1.6, m).clip(1, 10_000))
+        for groups in (2, 3, 4, 7, 16, 64):
+            c = candidates(False, values, weights, groups)
+            got = [c.values[i].as_py() for i in split_points(c.below, c.count, c.total, groups)]
+            assert got == [values[i].as_py() for i in boundaries(values, weights, groups)], (trial, m, groups)
+            assert len(c.values) <= (max(m - 1, 0) if m <= groups else 2 * (groups - 1) + 2), (trial, m, groups)
+
+
 def test_fact_weights_join_the_fact_keys_to_the_attribute():
     fact = pa.array([1, 1, 2, 3, 9, None], pa.int64())  # 9: no such dimension row; NULL: no key
     dim_keys = pa.array([3, 1, 2, 4], pa.int32())
@@ -70,7 +91,7 @@ def test_every_brand_trained_or_not_is_decided_by_every_range_cut():
     assert {(j.dim_table, a) for _, j, a in attributes(filters)} == {
         (f"{NS}.products", "p_brand"), (f"{NS}.customers", "c_region_key"), (f"{NS}.customers", "c_segment")}
     fact = tables[f"{NS}.sales"]
-    groups = attribute_range_filters(filters, fact, _columns(tables), 16)
+    groups = attribute_range_filters(filters, fact, arrow_weights(_columns(tables)), 16)
     cuts = [c for c in wl.join_induced_cuts(f"{NS}.sales", provider, filters=groups)]
     brand_cuts = [c for c in cuts if "p_brand <" in c.origin.predicate]
     assert len(brand_cuts) == 15 and len(cuts) == 15 + 4 + 4  # 5 regions, 5 segments: every value alone
@@ -100,7 +121,7 @@ def test_groups_hold_similar_shares_of_the_fact():
     tables = _star()
     _, _, filters = _workload(tables, [1])
     fact = tables[f"{NS}.sales"]
-    groups = attribute_range_filters(filters, fact, _columns(tables), 8)
+    groups = attribute_range_filters(filters, fact, arrow_weights(_columns(tables)), 8)
     brand_keys = arrow_key_provider(tables)
     masks = [pc.is_in(fact["product_key"], value_set=pa.array(brand_keys(
         f"{NS}.products", "product_key", g.joins[0].dim_filter))).to_numpy(zero_copy_only=False) for g in groups]
@@ -119,5 +140,5 @@ def test_no_range_cuts_where_the_keys_follow_the_attribute():
     provider = arrow_key_provider(tables)
     wl = parse_workload([s for _, s in train], {k: v.schema for k, v in tables.items()}, unique=provider.is_unique)
     filters = [q.filters[f"{NS}.sales"] for q in wl.queries]
-    groups = attribute_range_filters(filters, tables[f"{NS}.sales"], _columns(tables), 16)
+    groups = attribute_range_filters(filters, tables[f"{NS}.sales"], arrow_weights(_columns(tables)), 16)
     assert {g.joins[0].dim_filter.to_sql().split(" <")[0] for g in groups} == {"c_segment"}

@@ -23,7 +23,9 @@ def pt(spark, catalog, lakehouse_cfg):
     spark.sql(f"CREATE TABLE {T} USING iceberg AS SELECT CAST(id * 7919 % 4000 AS INT) AS a, id AS b "
               "FROM range(4000)")
     spark.sql(f"ALTER TABLE {T} SET TBLPROPERTIES ('pando.layout.k' = '1', 'pando.layout.min-block-rows' = '500', "
-              "'pando.layout.sample-rate' = '1.0', 'pando.layout.k-selection' = 'fixed')")
+              "'pando.layout.sample-rate' = '1.0', 'pando.layout.k-selection' = 'fixed', "
+              # each rewrite here changes the block size on purpose: no per-template guard
+              "'pando.layout.max-template-regression' = 'off')")
     return PandoTable(catalog, T, spark=spark, io_properties=lakehouse_cfg.pyiceberg_properties())
 
 

@@ -208,6 +208,7 @@ def rewrite_data_files(ctx: ProcedureContext, table: str, strategy: str = "binpa
 
 def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workload_log, since, until, relearn,
                    force=False) -> Result:
+    from ..maintenance.pending import P_PENDING_ID
     from ..spark.incremental import incremental_options, parse_mode
     from ..table import LayoutOptions
 
@@ -231,7 +232,10 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
         else:
             request = {"workload": workload, "workload_log": workload_log, "since": since, "until": until}
             sources = _workload_sources(ctx, workload, workload_log, since, until)
-            reused = recorded_options(tbl, options) if sources is None else {}
+            # from the recorded workload, the current layout's options; not when a pending layout
+            # (optimize_layout's) is to be applied: it is applied only if learned with the options given
+            reused = recorded_options(tbl, options) if sources is None and (relearn or P_PENDING_ID not in
+                                                                             tbl.properties) else {}
             r = ctx.pando_table(tbl).optimize.rewrite(sources, options=LayoutOptions.from_map({**reused, **options}),
                                                       where=where, relearn=relearn, request=request, force=force)
     notes = [f"options of the current layout reused: {', '.join(f'{k}={v}' for k, v in reused.items())}"] \

@@ -71,3 +71,32 @@ def test_a_malformed_property_names_itself(pt, spark):
             pt.optimize.rewrite(WL, relearn=True)
     finally:
         spark.sql(f"ALTER TABLE {T} SET TBLPROPERTIES ('pando.layout.k' = '1')")
+
+
+def test_a_relayout_from_the_recorded_workload_learns_with_the_current_layouts_options(spark, catalog, lakehouse_cfg):
+    """Without a workload, rewrite_data_files learns from the recorded one with the options the
+    current layout was learned with (not the built-in defaults: 100,000 rows per block would make
+    this table one block); a pending layout of optimize_layout is still applied as it was learned."""
+    name = "tdefaults.relayout"
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(f"CREATE TABLE {name} USING iceberg TBLPROPERTIES ('pando.layout.max-template-regression' = 'off') "
+              "AS SELECT CAST(id * 7919 % 4000 AS INT) AS a, id AS b FROM range(4000)")
+    ctx = ProcedureContext(lakehouse_cfg, catalog, lambda: spark)
+    workload = "; ".join(WL).replace(T, name)
+
+    def blocks(result) -> int:
+        return int(dict(zip(result.names, result.rows[0], strict=True))["block_count"])
+
+    first = call(ctx, f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', "
+                      f"workload => \"{workload}\", options => map('k', '1', 'min-block-rows', '500', "
+                      "'sample-rate', '1.0', 'k-selection', 'fixed'))")
+    assert blocks(first) > 1
+    again = call(ctx, f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando', relearn => true)")
+    reused = [n for n in again.notes if n.startswith("options of the current layout reused: ")]
+    assert reused and "min-block-rows=500" in reused[0] and "k=1" in reused[0], again.notes
+    assert "max-template-regression" not in reused[0]  # a table property: it decides, not the record
+    assert blocks(again) > 1
+    call(ctx, f"CALL pando.system.optimize_layout(table => '{name}', workload => \"{workload}\")")
+    applied = call(ctx, f"CALL pando.system.rewrite_data_files(table => '{name}', strategy => 'pando')")
+    assert any(n.startswith("applied pending layout") for n in applied.notes), applied.notes
+    assert not any(n.startswith("options of the current layout reused") for n in applied.notes)

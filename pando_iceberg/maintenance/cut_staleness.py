@@ -32,7 +32,7 @@ from sqlglot import exp
 from ..expr import JoinFilter, LiteralCut, TableFilter, semantics
 from ..expr import keys as keyset
 from ..planner.joins import dimension_columns, dimension_keys, dimension_rows, predicates_decide
-from ..settings import from_environment
+from ..settings import value as setting
 
 #: How many of an attribute's new values a report names.
 EXAMPLES = 3
@@ -118,7 +118,7 @@ def _origin_join(catalog, cut: LiteralCut, tables: dict[str, Any]) -> JoinFilter
 def attribute_change(dim, pk: str, attribute: str, since: int) -> AttributeChange | None:
     """``attribute`` of the dimension at snapshot ``since`` against now (None when that snapshot
     is gone, the table is above the planner's row limit, or the columns are not both there)."""
-    if dim.snapshot_by_id(since) is None or dimension_rows(dim) > from_environment("joinKeys.maxDimensionRows"):
+    if dim.snapshot_by_id(since) is None or dimension_rows(dim) > setting("joinKeys.maxDimensionRows"):
         return None
     names = {f.name.lower(): f.name for f in dim.schema().fields}
     if pk.lower() not in names or attribute.lower() not in names:

@@ -292,7 +292,7 @@ def test_fuzz(spark, catalog, lake, batch):
             spark.conf.set(k, v)
         for seed in seeds:
             q = MANUAL[seed] if MANUAL else make_query(lake, seed)
-            _log({"running": seed})  # a case that kills the JVM (out of memory) is named by the last such line
+            _log({"running": seed, "sql": q})  # a case that kills the JVM (out of memory) is the last such line
             res = run_case(spark, catalog, q)
             STATS["cases"] += 1
             STATS[res["outcome"]] += 1

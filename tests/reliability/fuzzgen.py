@@ -531,7 +531,16 @@ def edge_condition(r: random.Random, a: Rel, b: Rel) -> str:
         return f"CAST({t.alias}.pickup_ts AS DATE) = {d.alias}.d_date"
     ia = [c for c, k in a.columns.items() if k in ("i", "l")]
     ib = [c for c, k in b.columns.items() if k in ("i", "l")]
+    if a.base in FACTS and b.base in FACTS:  # two facts: a coarse column would join each row to thousands
+        ia = [c for c in ia if c in FINE_JOIN_COLUMNS]
+        ib = [c for c in ib if c in FINE_JOIN_COLUMNS]
     return f"{a.alias}.{r.choice(ia)} = {b.alias}.{r.choice(ib)}"
+
+
+FACTS = ("sales", "taxi")
+# The facts' integer columns a fact-to-fact equi-join may use: at most ~120 matching rows per row
+# (a self-join on taxi.passengers or sales.qty makes 10^8 rows and exhausts the driver's heap).
+FINE_JOIN_COLUMNS = {"sale_id", "date_key", "amount", "small", "trip_id", "zone"}
 
 
 JOIN_TYPES = ["JOIN", "INNER JOIN", "LEFT JOIN", "LEFT OUTER JOIN", "RIGHT JOIN", "FULL OUTER JOIN", "FULL JOIN",

@@ -18,7 +18,16 @@ from pyiceberg.conversions import to_bytes
 from pyiceberg.expressions import AlwaysTrue, GreaterThan
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.schema import Schema
-from pyiceberg.types import DateType, DecimalType, DoubleType, LongType, NestedField, StringType
+from pyiceberg.types import (
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestamptzType,
+)
 
 import pando_iceberg
 from pando_iceberg.expr import TableFilter, to_pyiceberg
@@ -26,7 +35,9 @@ from pando_iceberg.planner.limit import fully_matching, limit_tasks
 
 SCHEMA = Schema(NestedField(1, "i", LongType(), required=False), NestedField(2, "x", DoubleType(), required=False),
                 NestedField(3, "s", StringType(), required=False), NestedField(4, "d", DateType(), required=False),
-                NestedField(5, "m", DecimalType(10, 2), required=False))
+                NestedField(5, "m", DecimalType(10, 2), required=False),
+                NestedField(6, "ts", TimestamptzType(), required=False),
+                NestedField(7, "b", BooleanType(), required=False))
 TYPES = {f.field_id: f.field_type for f in SCHEMA.fields}
 IDS = {f.name: f.field_id for f in SCHEMA.fields}
 
@@ -106,6 +117,18 @@ def test_dates_and_decimals():
     assert _full("d >= date '2024-01-01' AND d < date '2024-02-01'", t)
     assert not _full("d > date '2024-01-01'", t)
     assert _full("m > 1.49 AND m <= 2", t) and not _full("m > 1.5", t)
+
+
+def test_timestamps_booleans_and_what_is_not_decided():
+    day = 1_704_067_200_000_000  # 2024-01-01 00:00:00 UTC in microseconds
+    t = _task(ts=(day, day + 3_600_000_000), b=(True, True), i=(0, 5))
+    assert _full("ts >= timestamp '2024-01-01 00:00:00' AND ts <= timestamp '2024-01-01 01:00:00'", t)
+    assert not _full("ts < timestamp '2024-01-01 01:00:00'", t)
+    assert _full("b", t) and _full("b = true", t) and not _full("NOT b", t)
+    assert not _full("b", _task(ts=(day, day), b=(False, True)))
+    # computed terms and column-to-column comparisons: no claim, whatever the bounds
+    assert not _full("i + 1 > 0", t) and not _full("i < 6 + 0 * i", t) and not _full("abs(i) >= 0", t)
+    assert not _full("i <= m", _task(i=(0, 1), m=(Decimal("5.00"), Decimal("6.00"))))
 
 
 def test_missing_metrics_and_delete_files_never_fully_match():
@@ -211,6 +234,7 @@ def test_limit_plans_the_fewest_fully_matching_files(catalog):
     scan = pando_iceberg.scan(table, "a >= 100", limit=50)
     assert sorted(int(t.file.record_count) for t in scan.plan_files()) == [30, 40]
     assert scan.explain().limit_files_pruned == 1 and scan.to_arrow().num_rows == 50
+    assert scan.explain().as_dict()["limit_files_pruned"] == 1 and scan.explain().pando_rows == 70
     every = pando_iceberg.scan(table, limit=35)  # no filter: record counts alone
     assert [int(t.file.record_count) for t in every.plan_files()] == [40] and every.to_arrow().num_rows == 35
     assert every.explain().limit_files_pruned == 3

@@ -193,6 +193,8 @@ def bounds_domain(kind: str, lower: Any, upper: Any, null: bool, nan: bool) -> D
         return key_of(TypedValue(base, v), kind)
 
     lo, hi = key(lower), key(upper)
+    if lo is not None and hi is not None and lo > hi:  # not bounds of any value: no claim from them
+        lo = hi = None
     spans = [Span(lo, lo is not None, hi, hi is not None)]
     if kind == "float" and nan and hi is not None:
         spans.append(Span((3, 0), True, (3, 0), True))

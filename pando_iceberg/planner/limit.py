@@ -102,17 +102,18 @@ def fully_matching(tf: Any, tasks: Sequence[Any], schema: Any) -> np.ndarray:
 
 def limit_tasks(tasks: Sequence[Any], matching: np.ndarray, k: int) -> list[Any] | None:
     """The fewest fully matching tasks (``matching``) holding at least ``k`` rows, largest first
-    (ties in plan order), kept in plan order; None when all of them hold fewer."""
-    if k <= 0:
+    (ties in plan order), kept in plan order; None when all of them hold fewer (or ``k`` < 0)."""
+    if k < 0:
+        return None
+    if k == 0:
         return []
     index = np.flatnonzero(matching)
     rows = np.fromiter((int(tasks[int(i)].file.record_count) for i in index), dtype=np.int64, count=len(index))
     if rows.sum() < k:
         return None
-    order = index[np.lexsort((index, -rows))]
-    reach = np.cumsum(rows[np.lexsort((index, -rows))])
-    need = int(np.searchsorted(reach, k, side="left")) + 1
-    return [tasks[int(i)] for i in np.sort(order[:need])]
+    largest_first = np.lexsort((index, -rows))
+    need = int(np.searchsorted(np.cumsum(rows[largest_first]), k, side="left")) + 1
+    return [tasks[int(i)] for i in np.sort(index[largest_first[:need]])]
 
 
 __all__ = ["STRING_TRUNCATION", "column_kind", "column_ranges", "fully_matching", "limit_tasks"]

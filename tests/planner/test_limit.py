@@ -136,6 +136,7 @@ def test_missing_metrics_and_delete_files_never_fully_match():
     assert not _full("i >= 10", _task(i=(10, 20), deletes=("d.parquet",)))
     assert not _full("TRUE", _task(deletes=("d.parquet",)))
     assert not _full("TRUE", _task(rows=-1))
+    assert not _full("i = 3", _task(i=(20, 10)))  # bounds no value can lie in prove nothing
     assert _full("i >= 10", _task(i=(10, 20))) and not _full("i >= 10 AND s IS NULL", _task(i=(10, 20)))
 
 
@@ -144,7 +145,9 @@ def test_fewest_files_largest_first():
     every = np.ones(len(tasks), dtype=bool)
     assert [t.file.record_count for t in limit_tasks(tasks, every, 60)] == [30, 50]  # 50, then the first 30
     assert [t.file.record_count for t in limit_tasks(tasks, every, 50)] == [50]
-    assert limit_tasks(tasks, every, 0) == []
+    assert limit_tasks(tasks, every, 0) == [] and limit_tasks(tasks, every, -1) is None
+    assert [t.file.record_count for t in limit_tasks(tasks, every, 31)] == [50]
+    assert sorted(t.file.record_count for t in limit_tasks(tasks, every, 81)) == [30, 30, 50]
     assert limit_tasks(tasks, every, 126) is None
     some = np.array([True, False, False, True, False])
     assert limit_tasks(tasks, some, 16) is None and len(limit_tasks(tasks, some, 15)) == 2
@@ -247,7 +250,8 @@ def test_limit_plans_the_fewest_fully_matching_files(catalog):
     # a pyiceberg expression is read with pyiceberg's semantics: not pruned by LIMIT
     expr = pando_iceberg.scan(table, GreaterThan("a", 99), limit=5)
     assert expr.explain().limit_files_pruned == 0 and expr.to_arrow().num_rows == 5
-    assert pando_iceberg.scan(table, "a >= 100", limit=0).plan_files() == []
+    none = pando_iceberg.scan(table, "a >= 100", limit=0)
+    assert none.plan_files() == [] and none.to_arrow().num_rows == 0
 
 
 def test_without_limit_nothing_changes(catalog):

@@ -3,14 +3,17 @@
     scan = pando_iceberg.scan(table, row_filter="l_shipdate >= date '1995-01-01' AND l_quantity < 24",
                               selected_fields=("l_orderkey", "l_quantity"))
     scan.to_arrow(); scan.to_pandas(); scan.to_polars(); scan.to_duckdb("t"); scan.count()
-    scan.explain()          # files/bytes/rows after Iceberg's pruning, each tree, join pruning
+    scan.explain()          # files/bytes/rows after Iceberg's pruning, each tree, join pruning, LIMIT pruning
 
 pyiceberg's readers (``to_arrow``, ``to_arrow_batch_reader``, ``count``; ``to_pandas``,
 ``to_duckdb``, ``to_polars`` and ``to_ray`` through ``to_arrow``) all read ``self.plan_files()``,
 so overriding it is enough to make them read only the files the trees keep
 (``planner.scan.plan_scan``: Iceberg's partition and min/max pruning, then every tree, then join
 pruning). The plan only removes files that cannot hold a matching row (ARCHITECTURE invariant
-1), so every reader returns exactly the rows of the unpruned scan.
+1), so every reader returns exactly the rows of the unpruned scan. With ``limit=k`` it may also
+keep only the fewest files every row of which matches, when they hold k rows
+(``planner.limit``): the readers then return k matching rows, as an unpruned ``limit=k`` scan
+returns some k of them.
 
 Two kinds of ``row_filter``, each read with one semantics:
 
@@ -127,9 +130,11 @@ class PandoDataScan(DataScan):
     def _planned(self) -> ScanPlan:
         given = self.pando_filter
         if isinstance(given, str):
-            return plan_scan(self.table, given, snapshot_id=self.snapshot_id, use_layout=self.use_layout)
+            return plan_scan(self.table, given, snapshot_id=self.snapshot_id, use_layout=self.use_layout,
+                             limit=self.limit)
         return plan_scan(self.table, pruning_sql(given, self.table), snapshot_id=self.snapshot_id,
-                         use_layout=self.use_layout, iceberg_filter=given, case_sensitive=self.case_sensitive)
+                         use_layout=self.use_layout, iceberg_filter=given, case_sensitive=self.case_sensitive,
+                         limit=self.limit)
 
     def plan_files(self) -> Iterable[FileScanTask]:
         return list(self.plan().tasks)
@@ -217,6 +222,8 @@ class PandoDataScan(DataScan):
         """Rows of the scan (``limit`` ignored, as pyiceberg does). pyiceberg's own ``count``
         trusts each task's residual, which here is the residual of the planning filter, so
         files are counted from metadata only when nothing filters their rows."""
+        if self.limit is not None:  # its plan may hold only the files the LIMIT needs
+            return self.update(limit=None).count()
         tf = self._exact_filter()
         if tf is None and self.row_filter == AlwaysTrue():
             tasks = list(self.plan_files())

@@ -162,6 +162,45 @@ class Domain:
         return Domain(tuple(out), not self.null)
 
 
+@dataclass(frozen=True)
+class ColumnRange:
+    """What a data file's metadata proves about a column of ``kind``: its non-NULL, non-NaN
+    values lie in [``lower``, ``upper``] (None: unbounded on that side; a NaN bound is no
+    bound), it holds NULL only if ``null`` and NaN only if ``nan``, and nothing but NULL if
+    ``only_null``. Bounds are values as typed literals hold them (ints, days, microseconds,
+    Decimal, float, str, bool)."""
+
+    kind: str
+    lower: Any
+    upper: Any
+    null: bool
+    nan: bool
+    only_null: bool = False
+
+    def domain(self) -> Domain:
+        if self.only_null:
+            return Domain.only_null()
+        return bounds_domain(self.kind, self.lower, self.upper, self.null, self.nan)
+
+
+def bounds_domain(kind: str, lower: Any, upper: Any, null: bool, nan: bool) -> Domain:
+    """The domain of a :class:`ColumnRange` (NaN is the float universe's top element)."""
+    base = "decimal" if kind.startswith("decimal:") else kind
+
+    def key(v: Any) -> Any:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return None
+        return key_of(TypedValue(base, v), kind)
+
+    lo, hi = key(lower), key(upper)
+    if lo is not None and hi is not None and lo > hi:  # not bounds of any value: no claim from them
+        lo = hi = None
+    spans = [Span(lo, lo is not None, hi, hi is not None)]
+    if kind == "float" and nan and hi is not None:
+        spans.append(Span((3, 0), True, (3, 0), True))
+    return Domain(tuple(spans), null)
+
+
 _ALL = (Span(),)
 _EVERYTHING = Domain(_ALL, True)
 _NON_NULL = Domain(_ALL, False)

@@ -16,7 +16,7 @@ from pando_iceberg.expr import keys as keyset
 from pando_iceberg.expr import semantics
 from pando_iceberg.expr.bind import DIALECT, bind, parse_predicate
 from pando_iceberg.expr.cuts import Cut, ExprCut, LiteralCut
-from pando_iceberg.expr.domain import Domain, Span
+from pando_iceberg.expr.domain import ColumnRange, Domain, Span
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.evaluate import evaluate_predicate
 from pando_iceberg.expr.sides import (
@@ -90,6 +90,7 @@ class TableFilter:
         self._atoms: AtomTable | None = None
         self._dnf: Any = False
         self._compiled: tuple[AtomTable, CompiledDnf | None] | None = None
+        self._not_true: tuple[AtomTable, CompiledDnf | None] | None = None
         self._extra: tuple[AtomTable, list[tuple[str, str, Domain]]] | None = None
         self._sat_with: dict[frozenset[str], bool] = {}
         self._filter_sides: dict[tuple, Sides] = {}
@@ -259,6 +260,39 @@ class TableFilter:
         except (PandoExprError, TooComplex):
             return UNKNOWN
         return UNKNOWN
+
+    def all_rows_satisfy(self, ranges: dict[str, ColumnRange]) -> bool:
+        """Does every row whose columns (lower-case name → range) lie in ``ranges`` satisfy this
+        filter? The other direction of ``sides``: True only when no such row can be on the
+        filter's NOT-TRUE side (its NOT-TRUE DNF is unsatisfiable with the ranges' domains, NaN
+        and NULL included). A column missing from ``ranges``, or whose kind differs from the
+        term's, is unconstrained; a filter with joins is never proven (a row may not join)."""
+        if self.joins:
+            return False
+        if self.is_true_expr():
+            return True
+        atoms = self._atom_table()
+        if atoms is None:
+            return False
+        not_true = self._not_true_compiled(atoms)
+        if not_true is None:
+            return False
+        extra = []
+        for name, r in ranges.items():
+            if name in atoms.names:
+                term, kind = atoms.column_term(name)
+                if kind == r.kind:
+                    extra.append((term, kind, r.domain()))
+        return not dnf_satisfiable(atoms, not_true, [[]], extra)
+
+    def _not_true_compiled(self, atoms: AtomTable) -> CompiledDnf | None:
+        if self._not_true is None or self._not_true[0] is not atoms:
+            try:
+                kd = keyed_dnf(to_dnf(self.expr, NT))
+            except TooComplex:
+                kd = None
+            self._not_true = (atoms, None if kd is None else atoms.compile(kd))
+        return self._not_true[1]
 
     def constrained_columns(self) -> frozenset[str]:
         """The columns (lower case) the single-table part references and the join columns: a

@@ -50,6 +50,7 @@ class ExplainRecord:
     notes: list[str] = field(default_factory=list)  # e.g. cuts ignored because their column changed
     join_files_pruned: int = 0  # files removed by join pruning (FK bounds vs dimension keys, planner/joins.py)
     joins: list[dict] = field(default_factory=list)  # how each join filter was decided (JoinPruning.as_dict)
+    limit_files_pruned: int = 0  # planned files a LIMIT removed (fully matching files hold its rows, planner/limit.py)
 
     @property
     def used_layout(self) -> bool:
@@ -150,12 +151,14 @@ def _subquery_schemas(table, sql: str) -> dict[str, pa.Schema] | None:
 
 def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cache: LayoutCache | None = DEFAULT_CACHE,
               use_layout: bool = True, schemas: dict[str, pa.Schema] | None = None, iceberg_filter: Any = None,
-              case_sensitive: bool = True) -> ScanPlan:
+              case_sensitive: bool = True, limit: int | None = None) -> ScanPlan:
     """Plan the files a filter must read: Iceberg's partition + min/max pruning, then Pando.
 
     ``iceberg_filter``: the pyiceberg expression Iceberg's pruning plans with, as it is (a
     caller's own expression, read with pyiceberg's semantics; ``filter`` is then SQL that holds
-    on every row it keeps); None: one implied by ``filter`` (``expr.iceberg.to_pyiceberg``)."""
+    on every row it keeps); None: one implied by ``filter`` (``expr.iceberg.to_pyiceberg``).
+    ``limit``: the scan wants any ``limit`` matching rows (no order): LIMIT pruning
+    (``_prune_by_limit``) may keep only files every row of which matches."""
     from ..expr.iceberg import to_pyiceberg
     from .manifests import plan_files
 
@@ -189,6 +192,11 @@ def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cach
             log.warning("pando: %s: %s", ex.table, ex.fallback_reason)
             chosen = tasks
         chosen = _prune_by_joins(table, tf, chosen, ex)
+    if limit is not None:
+        from pyiceberg.expressions import AlwaysTrue
+
+        exact = iceberg_filter is None or isinstance(iceberg_filter, AlwaysTrue)
+        chosen = _prune_by_limit(table, tf, chosen, ex, limit, exact)
     ex.pando_files, ex.pando_bytes, ex.pando_rows = _sizes(chosen)
     ex.seconds = time.perf_counter() - t0
     return ScanPlan(chosen, ex, tf, sid)
@@ -207,6 +215,22 @@ def _prune_by_joins(table, tf, tasks, ex: ExplainRecord):
     ex.joins = [d.as_dict() for d in decisions]
     ex.join_files_pruned = len(tasks) - len(kept)
     ex.notes.extend(notes)
+    return kept
+
+
+def _prune_by_limit(table, tf, tasks, ex: ExplainRecord, limit: int, exact: bool):
+    """LIMIT pruning (planner/limit.py): the fewest fully matching files holding ``limit`` rows,
+    when there are enough; ``tasks`` otherwise. Only when ``tf`` is the filter the rows are read
+    with (``exact``: not the SQL standing for a caller's pyiceberg expression, which may keep
+    rows pyiceberg's reader drops)."""
+    from .limit import fully_matching, limit_tasks
+
+    if not exact:
+        return tasks
+    kept = limit_tasks(tasks, fully_matching(tf, tasks, table.schema()), limit)
+    if kept is None:
+        return tasks
+    ex.limit_files_pruned = len(tasks) - len(kept)
     return kept
 
 

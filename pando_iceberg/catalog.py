@@ -26,10 +26,17 @@ def catalog_named(name: str, cfg: PandoConfig | None = None):
     finds it."""
     from pyiceberg.catalog import load_catalog as _load
 
-    from .config import load_config
+    from .config import ConfigError, load_config
 
     cfg = load_config() if cfg is None else cfg
-    return load_catalog(cfg) if name == cfg.catalog.name else _load(name)
+    if name == cfg.catalog.name:
+        return load_catalog(cfg)
+    try:
+        return _load(name)
+    except ValueError as e:  # pyiceberg: no such catalog configured (no URI, no type)
+        raise ConfigError(f"catalog {name!r} is neither Pando's configured catalog ({cfg.catalog.name!r}) nor a "
+                          f"pyiceberg catalog of .pyiceberg.yaml or PYICEBERG_CATALOG__{name.upper()}__* ({e}); "
+                          "accepted: one of those names, or a pyiceberg Catalog") from None
 
 
 # Parsed table metadata by metadata file location: a metadata file never changes once written,

@@ -19,6 +19,7 @@ from pando_iceberg import (
     PandoTable,
     RewriteMetrics,
 )
+from pando_iceberg.config import ConfigError
 from pando_iceberg.spark.rewrite import TemplateGuardError
 
 pytestmark = pytest.mark.spark
@@ -137,7 +138,9 @@ def test_bad_input_names_what_is_accepted(pt, catalog):
     with pytest.raises(PandoApiError, match=r"table 'api\.nope' does not exist; tables in catalog"):
         PandoTable(catalog, "api.nope")
     with pytest.raises(TypeError, match=r"pyiceberg Catalog"):
-        PandoTable("catalog", "api.orders")  # type: ignore[arg-type]
+        PandoTable(42, "api.orders")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"catalog 'nowhere' is neither Pando's configured catalog .* accepted: "):
+        PandoTable("nowhere", "api.orders")
     with pytest.raises(PandoApiError, match=r"optimize\.rewrite: needs a Spark session"):
         PandoTable(catalog, "api.orders").optimize.rewrite(WL)
     with pytest.raises(ValueError, match=r"'k' must be between 1 and 8, got 0"):

@@ -180,6 +180,7 @@ class QueryPlan:
     unplanned: str | None = None  # why Spark reads the whole query as written (no table planned)
     skipped: dict[str, str] = field(default_factory=dict)  # table → why Spark's own plan reads it unpruned
     catalog_name: str | None = None  # the catalog a three-part name must start with to be planned
+    ansi: bool = False  # the session's spark.sql.ansi.enabled when it was planned
 
     @property
     def explains(self) -> dict[str, Any]:
@@ -370,7 +371,7 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
         timings["tables"] += t3 - t2
         timings["row_keys"] += time.perf_counter() - t3
     return QueryPlan(sql, tree, plans, {n: tables[n] for n in plans}, timings, filters, filter_notes,
-                     skipped=skipped, catalog_name=catalog_name)
+                     skipped=skipped, catalog_name=catalog_name, ansi=semantics.current().ansi)
 
 
 class PrunedScans:
@@ -539,11 +540,14 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
             later: dict[str, tuple[str, str]] = {}  # table → (task set id, view): its view not made yet
             staged: list[tuple[str, str, str]] = []  # (table uuid, metadata file, task set id)
             reads: dict[str, tuple[int, str]] = {}  # table → (its number, what the rewritten SQL reads)
+            residuals: dict[str, str] = {}  # table uuid → its pruning filter (Iceberg JSON), under ANSI
             for i, (name, plan) in enumerate(sorted(qp.plans.items())):
                 source = name  # Spark's own Iceberg scan: it plans the same files without staging them
                 table = qp.tables.get(name) or catalog.load_table(name)
                 if stages(plan, table, stage):
                     source = f"__pando_scan_{tag}_{i}"
+                    if qp.ansi:
+                        residuals[str(table.metadata.table_uuid)] = residual_filter(table, plan)
                     got = stack.enter_context(staged_plan(spark, table, name, plan, view=source, view_later=swap))
                     if swap and isinstance(got, str):
                         later[name] = (got, source)
@@ -564,6 +568,8 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                 # array first (three more py4j round trips and two JVM objects to release, ~0.8 ms)
                 jdf = spark._jsparkSession.sql(replace_tables(sql, qp.tree, sources, qp.catalog_name)
                                                if sources else sql)
+            if residuals:
+                jv.with_residuals(spark, jdf, residuals)
             timings.update(stage=t2 - t1, analyse=time.perf_counter() - t2)
         finally:
             jv.drop_temp_views(spark, views)
@@ -573,6 +579,27 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
     out = PrunedDataFrame(jdf, spark)
     out.pando = PrunedScans(qp, stack, time.perf_counter() - t0, timings)
     return out
+
+
+def residual_filter(table, plan) -> str:
+    """The plan's pruning filter as Iceberg expression JSON for ``iceberg_jvm.with_residuals``;
+    '' when there is none or the JSON cannot express it.
+
+    Under ANSI mode an expression of the query can raise on a row that Spark's own Iceberg scan
+    never reads: that scan skips row groups by their statistics and dictionaries with its pushed
+    filter, a staged task has no filter to skip them with. The pruning filter holds for every row
+    that can reach the result (the files were chosen with it), so skipping a row group with it is
+    as exact as skipping a file."""
+    from ..expr.iceberg import to_pyiceberg
+    from .jvm_filter import expression_json
+
+    if plan.filter is None or plan.filter.is_true_expr():
+        return ""
+    try:
+        return expression_json(to_pyiceberg(plan.filter, table.schema()), table.schema())
+    except Exception as e:  # UnsupportedFilter, or a term pyiceberg cannot express: Spark's filter only
+        log.debug("pando: %s: its pruning filter is no residual (%s: %s)", table, type(e).__name__, e)
+        return ""
 
 
 def _swapped(spark, ahead: Any, qp: QueryPlan, staged: list[tuple[str, str, str]]):

@@ -1,0 +1,86 @@
+"""Under ANSI mode a query read through Pando's staged tasks answers where plain Spark answers.
+
+Spark's own Iceberg scan gives Iceberg its pushed filter, with which Iceberg's Parquet reader
+skips row groups by their statistics and dictionaries before Spark's Filter sees a row. An ANSI
+expression of the query (``CAST('cmt' AS DATE)``) then never meets the rows of a skipped row
+group. Pando's staged tasks carry the same skipping (``iceberg_jvm.with_residuals``): the
+table's pruning filter and Spark's own filter of the relation as residuals; without them, the
+queries below raise through Pando and answer in a plain session.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import pando_iceberg.spark as pspark
+from pando_iceberg.spark import iceberg_jvm as jv
+
+pytestmark = pytest.mark.spark
+
+NS = "ansistaged"
+T = f"{NS}.trips"
+D = f"{NS}.days"
+
+# File A's vendors all start with '2026', file B's bounds ('2025-12-31'..'cmt') do not exclude
+# the prefix but its dictionary does; file B's flags (0, 2) span 1 in its bounds, not in its
+# dictionary. Every string of file A casts to a date and every note to an int; file B's do not.
+FILE_A = [(i, f"2026-01-{1 + i % 28:02d}", 1, str(i)) for i in range(200)]
+FILE_B = [(1000 + i, "cmt" if i % 2 else "2025-12-31", 0 if i % 2 else 2, "n/a") for i in range(200)]
+
+
+@pytest.fixture(scope="module")
+def trips(spark):
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NS}")
+    for t in (T, D):
+        spark.sql(f"DROP TABLE IF EXISTS {t}")
+    spark.sql(f"CREATE TABLE {T} (k INT, vendor STRING, flag INT, note STRING) USING iceberg "
+              "TBLPROPERTIES ('format-version'='2')")
+    for rows in (FILE_A, FILE_B):  # one file each
+        spark.createDataFrame(rows, "k INT, vendor STRING, flag INT, note STRING").coalesce(1).writeTo(T).append()
+    spark.sql(f"CREATE TABLE {D} USING iceberg AS SELECT id AS k FROM range(0, 50)")
+    assert spark.sql(f"SELECT count(*) FROM {T}.files").collect()[0][0] == 2
+    yield T
+    for t in (T, D):
+        spark.sql(f"DROP TABLE IF EXISTS {t}")
+
+
+QUERIES = {
+    # the table's pruning filter models the prefix: its residual skips file B's row group
+    "pruning_filter": f"SELECT count(*), sum(k) FROM {T} WHERE CAST(vendor AS DATE) >= DATE '2020-01-01' "
+                      "AND vendor LIKE '2026%'",
+    # under a FULL JOIN the pruning filter of the trips is TRUE; Spark makes the join a LEFT
+    # JOIN and filters the trips by flag = 1 itself: its own filter skips file B's row group
+    "spark_filter": f"SELECT count(*), sum(t.k) FROM {T} t FULL JOIN {D} d ON t.k = d.k "
+                    "WHERE CAST(t.note AS INT) >= 0 AND t.flag = 1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_an_ansi_query_answers_through_the_staged_tasks_as_in_a_plain_session(spark, catalog, trips, name):
+    q = QUERIES[name]
+    before = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        plain = [tuple(r) for r in spark.sql(q).collect()]
+        assert plain[0][0] == sum(1 for k, _, flag, _ in FILE_A if name == "pruning_filter" or flag == 1)
+        with pspark.sql(spark, q, catalog=catalog) as df:
+            assert df.pando.explains[T].pando_files == 2  # both files read: the row groups decide
+            assert [tuple(r) for r in df.collect()] == plain
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", before)
+
+
+def test_without_ansi_the_staged_tasks_carry_no_residual(spark, catalog, trips):
+    """Off ANSI a skipped row group changes no answer: no second optimization is spent on it
+    (the CASTs give NULL on file B's rows, which the prefix and flag filter out anyway)."""
+    q = QUERIES["pruning_filter"]
+    assert spark.conf.get("spark.sql.ansi.enabled") == "false"
+    calls = []
+    real = jv.with_residuals
+    jv.with_residuals = lambda *a, **k: calls.append(a) or real(*a, **k)
+    try:
+        with pspark.sql(spark, q, catalog=catalog) as df:
+            assert [tuple(r) for r in df.collect()] == [tuple(r) for r in spark.sql(q).collect()]
+    finally:
+        jv.with_residuals = real
+    assert calls == []

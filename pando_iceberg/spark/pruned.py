@@ -468,7 +468,7 @@ def one_row_group_each(plan) -> bool:
     return all(t.file.split_offsets is not None and len(t.file.split_offsets) == 1 for t in plan.tasks)
 
 
-def stages(plan, table, stage: str = "auto") -> bool:
+def stages(plan, table, stage: str = "auto", *, outer_joins: bool = False) -> bool:
     """Does :func:`pruned_sql` read this table through its staged tasks, not Spark's own scan?
 
     ``'always'``: yes. ``'auto'``: when the trees or join pruning removed files Iceberg's own
@@ -479,10 +479,13 @@ def stages(plan, table, stage: str = "auto") -> bool:
     join queries, about 4 ms of Spark's planning per such table against 1-2 ms of staging) or its
     chosen files hold at most the setting ``staging.maxBytes`` or one row group each
     (:func:`one_row_group_each`). A partitioned table keeps Spark's scan, whose runtime filtering
-    (dynamic partition pruning) a staged scan lacks."""
+    (dynamic partition pruning) a staged scan lacks. With ``outer_joins`` (the query has one),
+    only the first rule: the table's pruning filter leaves out the predicates an outer join
+    holds back, which Spark's optimizer often pushes to the scan once it finds the join inner
+    (a WHERE that rejects its NULL rows), so Spark's own scan may skip files the filter keeps."""
     if stage == "always" or prunes_beyond_iceberg(plan):
         return True
-    if not (in_task_cache(plan) and table is not None and table.spec().is_unpartitioned()):
+    if outer_joins or not (in_task_cache(plan) and table is not None and table.spec().is_unpartitioned()):
         return False
     return ((plan.filter is not None and plan.filter.is_true_expr())
             or plan.explain.pando_bytes <= settings.value("staging.maxBytes")
@@ -541,10 +544,11 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
             staged: list[tuple[str, str, str]] = []  # (table uuid, metadata file, task set id)
             reads: dict[str, tuple[int, str]] = {}  # table → (its number, what the rewritten SQL reads)
             residuals: dict[str, str] = {}  # table uuid → its pruning filter (Iceberg JSON), under ANSI
+            outer = any(j.side and j.kind not in ("SEMI", "ANTI") for j in qp.tree.find_all(exp.Join))
             for i, (name, plan) in enumerate(sorted(qp.plans.items())):
                 source = name  # Spark's own Iceberg scan: it plans the same files without staging them
                 table = qp.tables.get(name) or catalog.load_table(name)
-                if stages(plan, table, stage):
+                if stages(plan, table, stage, outer_joins=outer):
                     source = f"__pando_scan_{tag}_{i}"
                     if qp.ansi:
                         residuals[str(table.metadata.table_uuid)] = residual_filter(table, plan)

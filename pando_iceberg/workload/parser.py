@@ -53,7 +53,7 @@ from sqlglot.schema import MappingSchema
 from pando_iceberg.expr import Cut, CutOrigin, JoinFilter, LiteralCut, PandoExprError, TableFilter
 from pando_iceberg.expr import keys as keyset
 from pando_iceberg.expr.filters import split_conjuncts  # one definition of "split an AND"
-from pando_iceberg.planner.joins import BoundedCache
+from pando_iceberg.planner.caches import SHAPES
 
 from ..exceptions import WorkloadError
 
@@ -368,7 +368,6 @@ def _arrow_to_sql_type(t: pa.DataType) -> str:
 # Literals that qualify reads as positions or names, not values: they stay in a template's shape.
 _NOT_VALUES = (exp.Group, exp.Ordered, exp.Distinct, exp.Limit, exp.Offset, exp.Fetch, exp.DataTypeParam)
 _HOLE = "pando_value_"
-SHAPES = BoundedCache(256)  # (shape's hash, literals, schemas, dialect) → qualified shape, see _qualified
 
 
 def _value_literals(stmt: exp.Expr) -> list[exp.Literal]:

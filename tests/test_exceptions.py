@@ -30,7 +30,7 @@ from pando_iceberg.spark.session import SparkSetupError, SparkSqlError
 from pando_iceberg.storage import SidecarError
 from pando_iceberg.table import PandoApiError
 from pando_iceberg.tpch import TpchError
-from pando_iceberg.workload.parser import PandoWorkloadError
+from pando_iceberg.workload.model import PandoWorkloadError
 
 PACKAGE = Path(pando_iceberg.__file__).parent
 

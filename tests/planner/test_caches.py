@@ -58,9 +58,9 @@ def test_the_caches_are_the_ones_the_planner_uses():
     """The modules that read a cache use the instance of planner.caches (no second cache of the same thing)."""
     from pando_iceberg import catalog
     from pando_iceberg.planner import keysets, row_filters, uniqueness
-    from pando_iceberg.workload import parser
+    from pando_iceberg.workload import qualify
 
-    assert catalog.TABLE_METADATA is caches.TABLE_METADATA and parser.SHAPES is caches.SHAPES
+    assert catalog.TABLE_METADATA is caches.TABLE_METADATA and qualify.SHAPES is caches.SHAPES
     assert keysets.KEY_SETS is caches.KEY_SETS and keysets.DIMENSION_COLUMNS is caches.DIMENSION_COLUMNS
     assert uniqueness.UNIQUENESS is caches.UNIQUENESS and row_filters.TOO_MANY_KEYS is caches.TOO_MANY_KEYS
     with pytest.raises(ValueError, match="size="):

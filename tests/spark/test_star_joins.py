@@ -135,7 +135,7 @@ def test_outer_join_nullable_side_is_not_pruned(spark, catalog, undeclared):
 
 def test_correlated_subqueries_prune_the_fact_and_stay_exact(spark, catalog, undeclared):
     """``[NOT] EXISTS (SELECT .. FROM sales f WHERE f.store_key = s.store_key ..)`` reads only the
-    sales of the stores the outer query keeps (workload/parser.py, step 4): fewer fact files,
+    sales of the stores the outer query keeps (workload/extraction.py, step 4): fewer fact files,
     the same rows as the unpruned scan, for EXISTS and NOT EXISTS alike; and a correlated
     scalar subquery over the fact (TPC-H Q17's shape)."""
     ns = undeclared["ns"]

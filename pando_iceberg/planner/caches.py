@@ -16,28 +16,34 @@ DIMENSION_COLUMNS      (table uuid, snapshot) → the dimension's columns read  
 UNIQUENESS             (table uuid, snapshot, column) → unique and not NULL     1024 entries
 TOO_MANY_KEYS          a join's key-set key → the key limit a read stopped at   1024 entries
 SPARK_SCHEMAS          (table uuid, Iceberg schema id) → Spark's Arrow schema   256 entries
+MANIFEST_LISTS         a snapshot's manifest list path → its manifests          256 entries
 =====================  =======================================================  ==================================
 
-Decoded manifest entries have a cache of their own kind (``planner.manifests``: keyed by the
-manifest, bounded by ``manifestCache.maxBytes``, with hit and decode counts); :func:`clear`
-clears it too, with the shared atom tables of ``expr.sides`` and the decoded bounds of
-``planner.metrics``.
+Decoded manifest entries are kept by ``planner.manifests.DEFAULT_MANIFEST_CACHE``, a
+:class:`BoundedCache` too (bounded in bytes by ``manifestCache.maxBytes``) wrapped with the
+manifest as its key and hit and decode counts; :func:`clear` clears it too. It also clears two
+memos that keep a bound of their own: the shared atom tables of ``expr.sides`` (the expression
+layer, below the planner) and the decoded bound values of ``planner.metrics`` (a dict on the
+hot path of every file's statistics, emptied when full).
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from ..settings import value as setting
 
+_MADE: weakref.WeakSet[BoundedCache] = weakref.WeakSet()  # every BoundedCache alive, for clear()
+
 
 class BoundedCache:
     """A thread-safe LRU of at most ``max_entries`` values and, when ``max_bytes`` is given, at
     most that many bytes by ``size(value)``; a value larger than ``max_bytes`` on its own is not
-    kept."""
+    kept. Every BoundedCache is one that :func:`clear` clears."""
 
     def __init__(self, max_entries: int = 256, *, max_bytes: int | None = None,
                  size: Callable[[Any], int] | None = None):
@@ -49,6 +55,8 @@ class BoundedCache:
         self.max_bytes = max_bytes
         self._size = size
         self.bytes = 0
+        self.evictions = 0  # values dropped to keep the bounds
+        _MADE.add(self)
 
     def get(self, key):
         with self._lock:
@@ -70,11 +78,16 @@ class BoundedCache:
             while len(self._entries) > self.max_entries or (self.max_bytes is not None and self.bytes > self.max_bytes):
                 _, (_, dropped) = self._entries.popitem(last=False)
                 self.bytes -= dropped
+                self.evictions += 1
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
             self.bytes = 0
+
+    def __contains__(self, key) -> bool:
+        with self._lock:
+            return key in self._entries
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -101,20 +114,22 @@ UNIQUENESS = BoundedCache(1024)
 TOO_MANY_KEYS = BoundedCache(1024)
 # Spark's Arrow view of a table (``spark.pruned.spark_schema``): a function of its Iceberg schema.
 SPARK_SCHEMAS = BoundedCache(256)
+# A snapshot's manifests (``planner.manifests.snapshot_manifests``): pyiceberg reads the manifest
+# list's Avro file again on every plan, and a manifest list never changes once written.
+MANIFEST_LISTS = BoundedCache(256)
 
-BOUNDED = (TABLE_METADATA, SHAPES, KEY_SETS, DIMENSION_COLUMNS, UNIQUENESS, TOO_MANY_KEYS, SPARK_SCHEMAS)
+BOUNDED = (TABLE_METADATA, SHAPES, KEY_SETS, DIMENSION_COLUMNS, UNIQUENESS, TOO_MANY_KEYS, SPARK_SCHEMAS,
+           MANIFEST_LISTS)
 
 
 def clear() -> None:
     """Forget everything the planner cached in this process (memory back; the next plans read
     again what they need)."""
     from ..expr.sides import clear_caches as clear_atom_tables
-    from .manifests import DEFAULT_MANIFEST_CACHE
     from .metrics import DECODED
 
-    for cache in BOUNDED:
+    for cache in list(_MADE):  # BOUNDED, and the decoded manifests' (planner.manifests)
         cache.clear()
-    DEFAULT_MANIFEST_CACHE.clear()
     DECODED.clear()
     clear_atom_tables()
 
@@ -123,6 +138,7 @@ __all__ = [
     "BOUNDED",
     "DIMENSION_COLUMNS",
     "KEY_SETS",
+    "MANIFEST_LISTS",
     "SHAPES",
     "SPARK_SCHEMAS",
     "TABLE_METADATA",

@@ -1,7 +1,9 @@
-"""SQL workload → per-table filters, candidate cuts and join-induced cuts (§6.1, §7).
+"""Predicate extraction: SQL workload → per-table filters and FK→PK join filters (§6.1, §7), the
+input of the workload model (``workload.model``: candidate cuts and join-induced cuts).
 
 Pipeline per statement (sqlglot's optimizer does the name resolution):
-1. parse; rename tables to their schema keys; `qualify` (every column gets its source);
+1. parse; rename tables to their schema keys; `qualify` (every column gets its source,
+   ``workload.qualify``);
    `merge_subqueries` (CTEs and derived tables that are plain filters are inlined, so
    `WITH x AS (SELECT .. FROM t WHERE p) SELECT .. FROM x WHERE q` reads t with p AND q).
 2. for every scope (root, subqueries, derived tables): split WHERE and inner-join ON into
@@ -31,7 +33,6 @@ side; an outer join's ON: the null-supplying input's own non-nullable tables); n
 made for or through an occurrence under an outer join. Parenthesised joins are read as the
 trees they are (``workload.qualify``).
 """
-
 
 from __future__ import annotations
 

@@ -38,15 +38,22 @@ def test_bounded_cache_keeps_its_byte_bound():
         BoundedCache(2, max_bytes=1)
 
 
-def test_clear_empties_every_cache_of_the_planner():
+def test_clear_empties_every_cache_of_the_planner(tmp_path):
     """``caches.clear()`` forgets every process-wide cache the planner reads: the bounded ones,
     the decoded manifests, the decoded bounds and the shared atom tables."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    cat = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}/wh")
+    cat.create_namespace("d")
+    table = cat.create_table("d.t", schema=pa.schema([("a", pa.int64())]))
+    table.append(pa.table({"a": pa.array([1, 2], pa.int64())}))
+    manifests.plan_files(table)  # through the process-wide manifest cache
+    assert len(manifests.DEFAULT_MANIFEST_CACHE) >= 1 and manifests.DEFAULT_MANIFEST_CACHE.bytes > 0
     for i, cache in enumerate(caches.BOUNDED):
         cache.put(("test", i), pa.table({"a": [i]}))  # a value DIMENSION_COLUMNS can size
         assert len(cache) >= 1
     metrics.DECODED[("long", b"test")] = 1
     atoms = sides.AtomTable.shared(pa.schema([("a", pa.int64())]))
-    manifests.DEFAULT_MANIFEST_CACHE.stats.bytes = 1  # as if an entry were kept
     caches.clear()
     assert all(len(c) == 0 and c.bytes == 0 for c in caches.BOUNDED)
     assert not metrics.DECODED and len(manifests.DEFAULT_MANIFEST_CACHE) == 0
@@ -65,3 +72,20 @@ def test_the_caches_are_the_ones_the_planner_uses():
     assert uniqueness.UNIQUENESS is caches.UNIQUENESS and row_filters.TOO_MANY_KEYS is caches.TOO_MANY_KEYS
     with pytest.raises(ValueError, match="size="):
         BoundedCache(1, max_bytes=1)
+
+
+def test_no_cache_is_made_outside_the_home():
+    """Every process-wide BoundedCache of the package is made in planner/caches.py (one home: one
+    place to see what the process keeps); planner/manifests.py wraps one per ManifestEntryCache."""
+    import ast
+    from pathlib import Path
+
+    import pando_iceberg
+
+    root = Path(pando_iceberg.__file__).parent
+    made = sorted(str(path.relative_to(root)) for path in root.rglob("*.py")
+                  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                  if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None))
+                  == "BoundedCache")
+    assert made.count("planner/caches.py") == len(caches.BOUNDED) and made.count("planner/manifests.py") == 1, made
+    assert set(made) == {"planner/caches.py", "planner/manifests.py"}, made

@@ -60,7 +60,7 @@ def _median(xs):
 
 def measure(spark, catalog, sql: str, runs: int, stage: str = "auto") -> dict:
     from pando_iceberg.expr.iceberg import to_pyiceberg
-    from pando_iceberg.planner.joins import KEY_SETS
+    from pando_iceberg.planner.caches import KEY_SETS
     from pando_iceberg.planner.manifests import ManifestEntryCache, plan_files
     from pando_iceberg.spark import iceberg_jvm as jv
     from pando_iceberg.spark import sql as pando_sql

@@ -46,7 +46,7 @@ def main() -> int:
     args = ap.parse_args()
     from pando_iceberg.bench.harness import BenchOptions, prepare_dataset, split_for
     from pando_iceberg.bench.workloads import qualify
-    from pando_iceberg.planner.joins import KEY_SETS
+    from pando_iceberg.planner.caches import KEY_SETS
     from pando_iceberg.spark import iceberg_jvm as jv
     from pando_iceberg.spark import pruned
     from pando_iceberg.spark import sql as pando_sql

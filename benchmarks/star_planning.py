@@ -30,7 +30,7 @@ def main() -> None:
     from pando_iceberg.catalog import load_catalog
     from pando_iceberg.config import load_config
     from pando_iceberg.planner import plan_scan
-    from pando_iceberg.planner.joins import uniqueness_oracle
+    from pando_iceberg.planner.uniqueness import uniqueness_oracle
     from pando_iceberg.workload import parse_workload
 
     catalog = load_catalog(load_config(home=a.home))

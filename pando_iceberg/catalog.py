@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from .config import PandoConfig, prepare_embedded_catalog
-from .planner.joins import BoundedCache
+from .planner.caches import TABLE_METADATA
 
 
 def load_catalog(cfg: PandoConfig):
@@ -39,10 +39,6 @@ def catalog_named(name: str, cfg: PandoConfig | None = None):
                           "accepted: one of those names, or a pyiceberg Catalog") from None
 
 
-# Parsed table metadata by metadata file location: a metadata file never changes once written,
-# so a table whose catalog still points at it needs no new read and parse (~1–2.5 ms
-# per table per query, four tables per TPC-H join query).
-TABLE_METADATA = BoundedCache(256)
 _LOCATION_QUERY = None  # SELECT the metadata locations of some tables, with bind parameters (load_tables)
 
 

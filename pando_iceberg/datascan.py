@@ -49,7 +49,7 @@ from sqlglot import exp
 from . import settings
 from .expr import TableFilter
 from .expr.iceberg import to_pyiceberg
-from .planner.joins import dimension_keys
+from .planner.keysets import dimension_keys
 from .planner.pyiceberg_sql import pyiceberg_to_sql
 from .planner.scan import ExplainRecord, ScanPlan, plan_scan, table_filter, with_dim_keys
 

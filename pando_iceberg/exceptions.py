@@ -29,7 +29,7 @@ kind                                    raised as
 :class:`LayoutError`                    ``storage.SidecarError``, ``layout.serialize.LayoutFormatError``,
                                         ``spark.rewrite_common.PandoRewriteError``
 :class:`TemplateRegressionError`        ``spark.rewrite_common.TemplateGuardError``
-:class:`WorkloadError`                  ``workload.parser.PandoWorkloadError``
+:class:`WorkloadError`                  ``workload.model.PandoWorkloadError``
 :class:`PlanningError`                  ``expr.PandoExprError``, ``planner.pyiceberg_sql.UnsupportedFilter``
 :class:`UsageError`                     ``procedures.ProcedureError``, ``runner.RunbookError``,
                                         ``table.PandoApiError``, the CLI's and the benchmarks' errors

@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from .exceptions import UsageError
 from .procedures import ProcedureContext, Result, call, is_call, parse_call
-from .workload.parser import split_statements
+from .workload.sources import split_statements
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 

@@ -30,7 +30,7 @@ from pando_iceberg.spark.session import SparkSetupError, SparkSqlError
 from pando_iceberg.storage import SidecarError
 from pando_iceberg.table import PandoApiError
 from pando_iceberg.tpch import TpchError
-from pando_iceberg.workload.parser import PandoWorkloadError
+from pando_iceberg.workload.model import PandoWorkloadError
 
 PACKAGE = Path(pando_iceberg.__file__).parent
 
@@ -59,7 +59,7 @@ RAISED = {
 # Signals between the planner's own functions, caught where they are raised (never reach a caller):
 # "this expression is beyond the exact model, prune nothing" and "stop reading keys".
 INTERNAL = {"pando_iceberg.planner.metrics.Unsupported", "pando_iceberg.expr.sides.TooComplex",
-            "pando_iceberg.planner.joins.TooManyKeys", "pando_iceberg.spark.jvm_filter.UnsupportedFilter"}
+            "pando_iceberg.planner.keysets.TooManyKeys", "pando_iceberg.spark.jvm_filter.UnsupportedFilter"}
 
 
 @pytest.mark.parametrize("cls", list(RAISED), ids=lambda c: c.__name__)

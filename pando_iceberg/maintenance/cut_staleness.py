@@ -4,13 +4,13 @@ for ``layout_health`` (through pyiceberg, no Spark).
 A literal cut ``fk IN (SELECT pk FROM dim WHERE p)`` stores the keys ``p`` selected when it was
 made (or last refreshed). Pruning stays exact whatever the dimension did since: the planner
 compares predicates only while every table of the cut's chain holds the rows the keys were
-read from (``CutOrigin.exact_at``, ``planner.joins.predicates_decide``) and compares key sets
+read from (``CutOrigin.exact_at``, ``planner.literal_cuts.predicates_decide``) and compares key sets
 otherwise. A stale set only costs reads: the rows whose keys moved are read on both sides, and
 rows laid out later are routed by the old membership. ``refresh_literal_cuts`` updates the sets
 (keys that laid-out fact rows hold stay until a re-layout).
 
 A cut is stale when predicates cannot decide it and the key set ``p`` selects now (read as the
-planner reads it, ``planner.joins.dimension_keys``) differs from the stored one; when the keys
+planner reads it, ``planner.keysets.dimension_keys``) differs from the stored one; when the keys
 cannot be read here (a dimension above the planner's row limit, a predicate that no longer
 binds), when the dimension changed since the cut's snapshot. For a cut over one attribute of
 the dimension (an attribute-range cut ``A < c``, or a workload literal on A), what changed is
@@ -31,7 +31,8 @@ from sqlglot import exp
 
 from ..expr import JoinFilter, LiteralCut, TableFilter, semantics
 from ..expr import keys as keyset
-from ..planner.joins import dimension_columns, dimension_keys, dimension_rows, predicates_decide
+from ..planner.keysets import dimension_columns, dimension_keys, dimension_rows
+from ..planner.literal_cuts import predicates_decide
 from ..settings import value as setting
 
 #: How many of an attribute's new values a report names.

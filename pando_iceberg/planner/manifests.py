@@ -18,7 +18,8 @@ a spec without partition fields builds neither partition evaluator (see
 closures (``planner.metrics.compiled``).
 
 The cache is bounded in bytes (the process setting ``manifestCache.maxBytes``, ``pando_iceberg.settings``,
-for the process-wide :data:`DEFAULT_MANIFEST_CACHE`) and evicts the least recently used manifest.
+for the process-wide :data:`DEFAULT_MANIFEST_CACHE`) and evicts the least recently used manifest, as
+every cache of the planner does (``planner.caches``).
 Sizes are estimates of the Python objects' memory (see :func:`estimate_entries_bytes`).
 """
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -38,6 +38,7 @@ from pyiceberg.table import ManifestGroupPlanner
 from pyiceberg.utils.concurrent import ExecutorFactory
 
 from ..settings import value as setting
+from .caches import MANIFEST_LISTS, BoundedCache
 from .metrics import compiled
 
 INITIAL_SEQUENCE_NUMBER = 0  # the spec's default for v1 manifests (pyiceberg uses the same)
@@ -64,9 +65,10 @@ class CacheStats:
 
 class ManifestEntryCache:
     """LRU cache of a manifest's decoded live entries (``fetch_manifest_entry(io,
-    discard_deleted=True)``), bounded by the estimated bytes the entries occupy. Thread-safe
-    (pyiceberg opens manifests from a thread pool). A manifest whose entries alone exceed the
-    bound is returned but not kept."""
+    discard_deleted=True)``), bounded by the estimated bytes the entries occupy: a
+    :class:`~pando_iceberg.planner.caches.BoundedCache` keyed by :func:`manifest_key`, with hit and
+    decode counts. Thread-safe (pyiceberg opens manifests from a thread pool). A manifest whose
+    entries alone exceed the bound is returned but not kept."""
 
     def __init__(self, max_bytes: int | None = None):
         if max_bytes is None:
@@ -74,31 +76,31 @@ class ManifestEntryCache:
         if int(max_bytes) < 0:
             raise ValueError(f"ManifestEntryCache max_bytes must be >= 0 (0 disables caching), got {max_bytes}")
         self.max_bytes = int(max_bytes)
+        # any number of manifests: only their bytes are bounded
+        self._entries = BoundedCache(sys.maxsize, max_bytes=self.max_bytes, size=estimate_entries_bytes)
         self._lock = threading.Lock()
-        self._entries: OrderedDict[ManifestKey, tuple[list[ManifestEntry], int]] = OrderedDict()
-        self.stats = CacheStats()
+        self._hits = self._decodes = 0
+
+    @property
+    def stats(self) -> CacheStats:
+        return CacheStats(self._hits, self._decodes, self._entries.evictions, self._entries.bytes, len(self._entries))
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
+        return len(self._entries)
 
     @property
     def bytes(self) -> int:
-        return self.stats.bytes
+        return self._entries.bytes
 
     def __contains__(self, manifest: ManifestFile) -> bool:
-        with self._lock:
-            return manifest_key(manifest) in self._entries
+        return manifest_key(manifest) in self._entries
 
     def get(self, manifest: ManifestFile) -> list[ManifestEntry] | None:
-        key = manifest_key(manifest)
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is None:
-                return None
-            self._entries.move_to_end(key)
-            self.stats.hits += 1
-            return hit[0]
+        hit = self._entries.get(manifest_key(manifest))
+        if hit is not None:
+            with self._lock:
+                self._hits += 1
+        return hit
 
     def entries(self, io, manifest: ManifestFile) -> list[ManifestEntry]:
         """The manifest's live entries, decoded once and then served from the cache. The list and
@@ -107,29 +109,13 @@ class ManifestEntryCache:
         if hit is not None:
             return hit
         decoded = manifest.fetch_manifest_entry(io, discard_deleted=True)
-        size = estimate_entries_bytes(decoded)
         with self._lock:
-            self.stats.decodes += 1
-            key = manifest_key(manifest)
-            if key in self._entries or size > self.max_bytes:
-                return decoded  # decoded concurrently by another plan, or too big to keep
-            self._entries[key] = (decoded, size)
-            self.stats.bytes += size
-            self.stats.manifests += 1
-            while self.stats.bytes > self.max_bytes:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self.stats.bytes -= dropped
-                self.stats.manifests -= 1
-                self.stats.evictions += 1
+            self._decodes += 1
+        self._entries.put(manifest_key(manifest), decoded)
         return decoded
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self.stats.bytes = self.stats.manifests = 0
-
-
-DEFAULT_MANIFEST_CACHE = ManifestEntryCache()
+        self._entries.clear()
 
 
 # --- size estimates ------------------------------------------------------------------------
@@ -190,6 +176,9 @@ def estimate_entries_bytes(entries: list[ManifestEntry]) -> int:
     sample = entries[::step][:_SAMPLE]
     fixed = sum(deep_size(e) - _variable_bytes(e) for e in sample) / len(sample)
     return int(sys.getsizeof(entries) + fixed * len(entries) + sum(_variable_bytes(e) for e in entries))
+
+
+DEFAULT_MANIFEST_CACHE = ManifestEntryCache()
 
 
 # --- planning ------------------------------------------------------------------------------
@@ -271,27 +260,17 @@ def _min_data_sequence_number(manifests: list[ManifestFile]) -> int:
     return min(seqs) if seqs else INITIAL_SEQUENCE_NUMBER
 
 
-MANIFEST_LISTS_KEPT = 256
-_MANIFEST_LISTS: OrderedDict[str, tuple[ManifestFile, ...]] = OrderedDict()
-_MANIFEST_LISTS_LOCK = threading.Lock()
-
-
 def snapshot_manifests(io, snapshot) -> tuple[ManifestFile, ...]:
     """``snapshot.manifests(io)`` read once per manifest list: pyiceberg re-reads the list's Avro
     file on every call (its cache keeps the ``ManifestFile`` objects, not the list), and a
-    snapshot's manifest list never changes once written. The last ``MANIFEST_LISTS_KEPT`` lists
-    are kept (a few hundred bytes per manifest)."""
+    snapshot's manifest list never changes once written. The last lists read are kept
+    (``planner.caches.MANIFEST_LISTS``; a few hundred bytes per manifest)."""
     path = snapshot.manifest_list
-    with _MANIFEST_LISTS_LOCK:
-        hit = _MANIFEST_LISTS.get(path)
-        if hit is not None:
-            _MANIFEST_LISTS.move_to_end(path)
-            return hit
+    hit = MANIFEST_LISTS.get(path)
+    if hit is not None:
+        return hit
     manifests = tuple(snapshot.manifests(io))
-    with _MANIFEST_LISTS_LOCK:
-        _MANIFEST_LISTS[path] = manifests
-        while len(_MANIFEST_LISTS) > MANIFEST_LISTS_KEPT:
-            _MANIFEST_LISTS.popitem(last=False)
+    MANIFEST_LISTS.put(path, manifests)
     return manifests
 
 

@@ -266,9 +266,9 @@ def layout_of(table, cache: LayoutCache | None = DEFAULT_CACHE):
 
 def needs_keys(table, tf, layout, memo: dict | None = None) -> list:
     """The filter's join filters that meet a literal cut of ``layout`` which predicates cannot
-    decide, and have no key set yet (``planner.joins.joins_needing_keys``): these get key sets
+    decide, and have no key set yet (``planner.literal_cuts.joins_needing_keys``): these get key sets
     before the trees are walked."""
-    from .joins import joins_needing_keys
+    from .literal_cuts import joins_needing_keys
 
     if layout is None or not getattr(tf, "joins", None):
         return []
@@ -299,9 +299,9 @@ def with_dim_keys(tf, key_of, only: list | None = None):
 
 def _pyiceberg_keys(table, join) -> Any:
     """SELECT DISTINCT pk FROM dim WHERE p (nested join filters applied) through pyiceberg, from
-    the process-wide key-set cache (planner/joins.py; whatever the dimension's size: the
+    the process-wide key-set cache (planner/keysets.py; whatever the dimension's size: the
     pyiceberg planner has no Spark to hand it to)."""
-    from .joins import dimension_keys
+    from .keysets import dimension_keys
 
     catalog = getattr(table, "catalog", None)
     if catalog is None:
@@ -328,7 +328,7 @@ def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord,
                 "since the layout (its name no longer denotes the same field id)")
         if note not in ex.notes:
             ex.notes.append(note)
-    from .joins import non_unique_literal_joins
+    from .literal_cuts import non_unique_literal_joins
 
     joined = {(j.dim_table, j.dim_pk) for j in getattr(tf, "joins", None) or ()}
     # a dimension column no longer unique

@@ -106,7 +106,7 @@ def _workload_sources(ctx: ProcedureContext, workload: str | list[str] | None, w
                       since: str | None = None, until: str | None = None) -> list | None:
     """Sources for ``parse_workload``: SQL texts and files, and (text, weight) pairs of query logs."""
     from ..workload.log import read_query_log
-    from ..workload.parser import classify_workload_source
+    from ..workload.sources import classify_workload_source
 
     items = [] if workload is None else (workload if isinstance(workload, list) else [workload])
     logs = [workload_log] if workload_log is not None else []
@@ -217,7 +217,7 @@ def _rewrite_pando(ctx, tbl, name, sort_order, options, where, workload, workloa
                              f"{name} is not partitioned (its layout covers the whole table): omit 'where'")
     if sort_order is not None:
         raise ProcedureError("rewrite_data_files: argument 'sort_order' applies to strategy 'sort' only")
-    from ..workload.parser import classify_workload_source
+    from ..workload.sources import classify_workload_source
 
     for item in [] if workload is None else (workload if isinstance(workload, list) else [workload]):
         classify_workload_source(item)  # a workload path that names nothing fails before Spark starts

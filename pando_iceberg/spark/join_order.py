@@ -1,5 +1,5 @@
 """Which table Spark joins each base table with first, and Spark's size estimate of a dimension's
-scan: what tells whether a row filter (``planner.joins.row_filters``) would only repeat a join the
+scan: what tells whether a row filter (``planner.row_filters.row_filters``) would only repeat a join the
 query's own plan makes anyway.
 
 A row filter semi-joins a table's rows with a dimension's keys before Spark's joins. That pays when
@@ -32,7 +32,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
 from ..expr.filters import split_conjuncts
-from ..planner.joins import constrains
+from ..planner.row_filters import constrains
 from ..workload import has_subquery, qualify_query
 
 

@@ -41,7 +41,7 @@ from sqlglot import exp, parse_one
 from .. import settings
 from ..catalog import load_table, load_tables
 from ..expr import semantics
-from ..planner.joins import BoundedCache
+from ..planner.caches import SPARK_SCHEMAS
 from . import iceberg_jvm as jv
 from .join_order import RepeatedJoins
 from .rewrite import SparkKeyProvider, arrow_schema_of, collect_arrow
@@ -144,7 +144,7 @@ def with_join_keys(spark, table, tf, schemas: dict[str, pa.Schema], *, row_limit
     Through pyiceberg and the process-wide cache when the chain has at most ``row_limit`` rows
     (default setting ``joinKeys.maxDimensionRows``), else one Spark job. The other joins keep
     none: the trees compare predicates, and join pruning is not tried (explain says so)."""
-    from ..planner.joins import chain_within, with_key_sets
+    from ..planner.keysets import chain_within, with_key_sets
     from ..planner.scan import keys_for_layout
 
     if not tf.joins:
@@ -175,7 +175,7 @@ class QueryPlan:
     # seconds: parse (SQL, schemas, workload parser), join_keys (Spark key sets), tables (plan_scan),
     # row_keys (the key sets of row filters not read before)
     timings: dict[str, float] = field(default_factory=dict)
-    row_filters: dict[str, list[Any]] = field(default_factory=dict)  # table → planner.joins.RowFilter
+    row_filters: dict[str, list[Any]] = field(default_factory=dict)  # table → planner.row_filters.RowFilter
     row_filter_notes: dict[str, list[str]] = field(default_factory=dict)  # table → joins left unfiltered, why
     unplanned: str | None = None  # why Spark reads the whole query as written (no table planned)
     skipped: dict[str, str] = field(default_factory=dict)  # table → why Spark's own plan reads it unpruned
@@ -215,9 +215,6 @@ class PlanCatalog:
 
     def __getattr__(self, attr):
         return getattr(self.catalog, attr)
-
-
-SPARK_SCHEMAS = BoundedCache(256)  # (table uuid, Iceberg schema id) → Spark's Arrow view of the table
 
 
 def spark_schema(spark, name: str, table=None) -> pa.Schema:
@@ -317,7 +314,9 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
                              unplanned=f"the columns of {written[n]} are not known to Pando ({type(e).__name__}): "
                                        "Spark reads the query as written, unpruned")
     pks = {n: [t.schema().find_column_name(i) for i in t.schema().identifier_field_ids] for n, t in tables.items()}
-    from ..planner.joins import dimension_rows, row_filters, uniqueness_oracle
+    from ..planner.keysets import dimension_rows
+    from ..planner.row_filters import row_filters
+    from ..planner.uniqueness import uniqueness_oracle
 
     oracle = uniqueness_oracle(catalog, fallback=SparkKeyProvider(spark, schemas).is_unique)
 
@@ -782,7 +781,6 @@ def replace_tables(sql: str, tree: exp.Expression, sources: dict[str, str], cata
 __all__ = [
     "ANALYSE_AHEAD",
     "KEY_COLUMN",
-    "SPARK_SCHEMAS",
     "PlanCatalog",
     "PrunedDataFrame",
     "PrunedQuery",

@@ -1,6 +1,8 @@
 """SQL workload → per-table filters, candidate cuts, join graph and join-induced cuts (§6.1, §7)."""
 
-from pando_iceberg.workload.parser import (
+from pando_iceberg.workload.extraction import parse_query, parse_workload
+from pando_iceberg.workload.join_scopes import has_subquery
+from pando_iceberg.workload.model import (
     ArrowKeyProvider,
     JoinEdge,
     PandoWorkloadError,
@@ -9,11 +11,8 @@ from pando_iceberg.workload.parser import (
     WorkloadQuery,
     arrow_key_provider,
     dimension_atoms,
-    has_subquery,
-    parse_query,
-    parse_workload,
-    qualify_query,
 )
+from pando_iceberg.workload.qualify import qualify_query
 
 __all__ = [
     "ArrowKeyProvider",

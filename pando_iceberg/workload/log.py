@@ -29,7 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .parser import QUERY_LOG_SUFFIXES, PandoWorkloadError
+from .model import PandoWorkloadError
+from .sources import QUERY_LOG_SUFFIXES
 
 __all__ = ["LOG_COLUMNS", "LOG_FILE_SUFFIXES", "is_log_file", "parse_instant", "read_query_log"]
 

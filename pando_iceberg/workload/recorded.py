@@ -15,7 +15,8 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from .parser import PandoWorkloadError, parse_workload
+from .extraction import parse_workload
+from .model import PandoWorkloadError
 
 __all__ = ["current_recorded_workload", "renamed_columns"]
 

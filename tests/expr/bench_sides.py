@@ -16,8 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pando_iceberg.workload import arrow_key_provider
-from pando_iceberg.workload.parser import parse_workload
+from pando_iceberg.workload import arrow_key_provider, parse_workload
 from pando_iceberg.workload.tpch_queries import TPCH_PRIMARY_KEYS, TPCH_SCHEMAS, tpch_workload
 
 

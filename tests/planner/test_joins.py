@@ -15,7 +15,7 @@ from pyiceberg.conversions import to_bytes
 from pyiceberg.types import DateType, DecimalType, IntegerType, LongType, NestedField, StringType, TimestampType
 
 from pando_iceberg.expr import keys as keyset
-from pando_iceberg.planner.joins import BoundedCache, bounds_may_contain, file_bounds, iceberg_key_values
+from pando_iceberg.planner.joins import bounds_may_contain, file_bounds, iceberg_key_values
 
 
 def _tasks(field: NestedField, ranges: list[tuple]) -> list:
@@ -104,31 +104,3 @@ def test_vectorized_over_many_files_equals_a_direct_check():
     want = np.array([bool(((keys >= a) & (keys <= b)).any()) for a, b in zip(lo[:2000], hi[:2000])])
     assert np.array_equal(got[:2000], want)
     assert 0 < got.sum() < len(got)
-
-
-def test_bounded_cache_evicts_least_recently_used():
-    c = BoundedCache(2)
-    c.put("a", 1)
-    c.put("b", 2)
-    assert c.get("a") == 1  # a is now the most recent
-    c.put("c", 3)
-    assert c.get("b") is None and c.get("a") == 1 and c.get("c") == 3 and len(c) == 2
-
-
-def test_bounded_cache_keeps_its_byte_bound():
-    """Evicts least recently used values until the bytes fit; a value above the bound is not
-    kept; replacing a key counts its bytes once."""
-    c = BoundedCache(100, max_bytes=10, size=len)
-    c.put("a", "xxxx")
-    c.put("b", "yyyy")
-    assert c.get("a") == "xxxx"
-    c.put("c", "zzzz")  # 12 bytes: b, the least recently used, goes
-    assert c.get("b") is None and c.bytes == 8 and len(c) == 2
-    c.put("a", "xxxxxx")
-    assert c.bytes == 10 and c.get("a") == "xxxxxx" and c.get("c") == "zzzz"
-    c.put("big", "w" * 11)
-    assert c.get("big") is None and c.bytes == 10
-    c.clear()
-    assert c.bytes == 0 and len(c) == 0
-    with pytest.raises(ValueError, match="size="):
-        BoundedCache(2, max_bytes=1)

@@ -217,8 +217,10 @@ def test_bound_from_the_environment(monkeypatch):
 
 def test_manifest_list_read_once_per_snapshot_and_bounded(table, monkeypatch):
     """A snapshot's manifest list is read once (pyiceberg re-reads it on every plan); a new
-    snapshot's list is read anew, and at most MANIFEST_LISTS_KEPT lists are kept."""
+    snapshot's list is read anew, and at most MANIFEST_LISTS' bound of lists are kept."""
     from pyiceberg.table.snapshots import Snapshot
+
+    from pando_iceberg.planner.caches import MANIFEST_LISTS
 
     reads = []
     original = Snapshot.manifests
@@ -228,7 +230,7 @@ def test_manifest_list_read_once_per_snapshot_and_bounded(table, monkeypatch):
         return original(self, io)
 
     monkeypatch.setattr(Snapshot, "manifests", counting)
-    monkeypatch.setattr(manifests_module, "_MANIFEST_LISTS", type(manifests_module._MANIFEST_LISTS)())
+    MANIFEST_LISTS.clear()
     snap = table.current_snapshot()
     first = snapshot_manifests(table.io, snap)
     assert snapshot_manifests(table.io, snap) is first and reads == [snap.manifest_list]
@@ -241,10 +243,10 @@ def test_manifest_list_read_once_per_snapshot_and_bounded(table, monkeypatch):
     planned = plan_files(table, AlwaysTrue())
     assert reads[before:] == [table.current_snapshot().manifest_list]
     assert _signature(planned) == _signature(table.scan().plan_files())
-    monkeypatch.setattr(manifests_module, "MANIFEST_LISTS_KEPT", 1)
+    monkeypatch.setattr(MANIFEST_LISTS, "max_entries", 1)
     table.append(pa.table({"id": [7_001], "region": ["us"], "note": ["newer"]}, schema=ARROW))
     snapshot_manifests(table.io, table.current_snapshot())
-    assert list(manifests_module._MANIFEST_LISTS) == [table.current_snapshot().manifest_list]
+    assert len(MANIFEST_LISTS) == 1 and table.current_snapshot().manifest_list in MANIFEST_LISTS
 
 
 def test_load_table_reuses_parsed_metadata_until_the_table_changes(table):

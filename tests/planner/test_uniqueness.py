@@ -1,4 +1,4 @@
-"""Uniqueness of a dimension column per snapshot (planner/joins.py, issue 14) on a real
+"""Uniqueness of a dimension column per snapshot (planner/uniqueness.py) on a real
 pyiceberg table (SQLite catalog, local files; no Spark): manifest statistics refute it without
 reading data, otherwise the column is read once and the answer cached per snapshot."""
 
@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from pando_iceberg.planner.joins import UNIQUENESS, is_unique, key_basis, stats_refute_uniqueness
+from pando_iceberg.planner.caches import UNIQUENESS
+from pando_iceberg.planner.uniqueness import is_unique, key_basis, stats_refute_uniqueness
 
 
 @pytest.fixture
@@ -47,7 +48,9 @@ def test_dimension_columns_read_once_per_snapshot_and_new_literals_filter_them(c
     only the columns a join needs are read, a join needing another column reads again (and keeps
     both), a new snapshot is read again, and columns above the byte bound are not kept."""
     from pando_iceberg.expr import TableFilter
-    from pando_iceberg.planner import joins
+    from pando_iceberg.expr import keys as keyset
+    from pando_iceberg.planner import caches
+    from pando_iceberg.planner.keysets import dimension_columns, dimension_keys
 
     schema = pa.schema([("k", pa.int64()), ("a", pa.string()), ("b", pa.int64()), ("wide", pa.string())])
     t = catalog.create_table("d.small", schema=schema)
@@ -57,19 +60,19 @@ def test_dimension_columns_read_once_per_snapshot_and_new_literals_filter_them(c
     fact = pa.schema([("fk", pa.int64())])
     join = lambda where: TableFilter.from_sql(f"fk IN (SELECT k FROM d.small WHERE {where})", fact, "d.f",
                                               schemas={"d.small": schema}).joins[0]
-    keys = lambda where: sorted(joins.keyset.keys_array(joins.dimension_keys(catalog, join(where)).keys))
-    joins.KEY_SETS.clear()
-    joins.DIMENSION_COLUMNS.clear()
+    keys = lambda where: sorted(keyset.keys_array(dimension_keys(catalog, join(where)).keys))
+    caches.KEY_SETS.clear()
+    caches.DIMENSION_COLUMNS.clear()
     reads = []
     real_scan = type(t).scan
     monkeypatch.setattr(type(t), "scan", lambda self, *a, **kw: reads.append(kw) or real_scan(self, *a, **kw))
-    joins.UNIQUENESS.clear()
-    assert joins.is_unique(catalog.load_table("d.small"), "k")  # reads k (and plans its stats), kept for key sets
-    assert all(r["selected_fields"] == ("k",) for r in reads) and len(joins.DIMENSION_COLUMNS) == 1
+    caches.UNIQUENESS.clear()
+    assert is_unique(catalog.load_table("d.small"), "k")  # reads k (and plans its stats), kept for key sets
+    assert all(r["selected_fields"] == ("k",) for r in reads) and len(caches.DIMENSION_COLUMNS) == 1
     reads.clear()
     assert keys("a = 'v0'") == [0, 3, 6, 9]
     assert keys("a = 'v1'") == [1, 4, 7]
-    assert len(reads) == 1 and len(joins.DIMENSION_COLUMNS) == 1  # one read, two literals
+    assert len(reads) == 1 and len(caches.DIMENSION_COLUMNS) == 1  # one read, two literals
     assert set(reads[0]["selected_fields"]) == {"k", "a"}  # not the wide column
     assert keys("a = 'v1' AND b = 0") == [4]
     assert len(reads) == 2 and set(reads[1]["selected_fields"]) == {"k", "a", "b"}
@@ -78,11 +81,12 @@ def test_dimension_columns_read_once_per_snapshot_and_new_literals_filter_them(c
                        "wide": ["y"]}))
     assert keys("a = 'v1'") == [1, 4, 7, 10]
     assert len(reads) == 3
-    kept = joins.dimension_columns(catalog.load_table("d.small"), ["a"])  # two data files, kept as one chunk
+    kept = dimension_columns(catalog.load_table("d.small"), ["a"])  # two data files, kept as one chunk
     assert len(reads) == 3 and {c.num_chunks for c in kept.columns} == {1}
     assert kept.schema.field("a").type == pa.large_string() and kept.num_rows == 11
-    small = joins.BoundedCache(8, max_bytes=10, size=lambda a: a.nbytes)
-    monkeypatch.setattr(joins, "DIMENSION_COLUMNS", small)  # columns above the bound are read, not kept
+    small = caches.DIMENSION_COLUMNS
+    small.clear()
+    monkeypatch.setattr(small, "max_bytes", 10)  # columns above the bound are read, not kept
     assert keys("a = 'v2'") == [2, 5, 8] and keys("a = 'v0'") == [0, 3, 6, 9]
     assert len(reads) == 5 and len(small) == 0 and small.bytes == 0
 
@@ -91,7 +95,7 @@ def test_predicates_decide_only_while_the_chain_holds_the_same_rows(catalog):
     """``holds_rows_of``: the snapshot itself, not an append after it, not a dropped table and
     not another schema; ``predicates_decide`` needs every table of ``exact_at`` to hold."""
     from pando_iceberg.expr import CutOrigin
-    from pando_iceberg.planner.joins import holds_rows_of, predicates_decide
+    from pando_iceberg.planner.literal_cuts import holds_rows_of, predicates_decide
 
     t = catalog.create_table("d.dim2", schema=pa.schema([("k", pa.int64()), ("a", pa.string())]))
     t.append(pa.table({"k": pa.array([1, 2], pa.int64()), "a": ["x", "y"]}))

@@ -85,7 +85,7 @@ def lay_out(catalog, case):
     from pando_iceberg.storage import LayoutPointer, LayoutSidecar
     from pando_iceberg.storage.sidecar import DataFileRef, new_layout_id
     from pando_iceberg.workload import parse_workload
-    from pando_iceberg.workload.parser import ArrowKeyProvider
+    from pando_iceberg.workload.model import ArrowKeyProvider
 
     fact_name, dim_name = f"{NS}.f{case.seed}", f"{NS}.d{case.seed}"
     dim, fact = fresh_tables(catalog, case, NS, fact_name, dim_name)

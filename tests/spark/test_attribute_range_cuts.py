@@ -54,7 +54,7 @@ def star(spark, catalog, lakehouse_cfg):
 
 
 def test_held_out_brands_are_decided_by_range_cuts(spark, catalog, star, monkeypatch):
-    from pando_iceberg.planner import joins
+    from pando_iceberg.planner import caches
 
     monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")  # only the trees decide (no FK-bound pruning)
     monkeypatch.setenv("PANDO_ROW_FILTER_MAX_KEYS", "0")
@@ -67,7 +67,7 @@ def test_held_out_brands_are_decided_by_range_cuts(spark, catalog, star, monkeyp
     held_out = sorted(set(re.findall(r"p_brand = '([^']+)'", " ".join(s for _, s in star["test"]))) - trained)
     assert len(held_out) >= 2
     assert not any(f"'{b}'" in c.origin.predicate for c in cuts for b in held_out)  # no cut names them
-    joins.KEY_SETS.clear()
+    caches.KEY_SETS.clear()
     read = total = 0
     for brand in held_out:
         pruned = assert_spark_exact(spark, catalog, _brand_sql(ns, brand))
@@ -76,7 +76,7 @@ def test_held_out_brands_are_decided_by_range_cuts(spark, catalog, star, monkeyp
         assert any("decided by comparing predicates" in n for n in ex.notes), ex.notes
         read, total = read + ex.pando_files, total + ex.total_files
         assert ex.pando_files < ex.total_files, (brand, ex.notes)
-    assert len(joins.KEY_SETS) == 0, "no key set may be read while predicates decide"
+    assert len(caches.KEY_SETS) == 0, "no key set may be read while predicates decide"
     assert read <= 0.5 * total, (read, total)
     for brand in held_out:
         assert_pyiceberg_exact(catalog, f"{ns}.sales", _brand_filter(ns, brand))

@@ -385,7 +385,7 @@ def test_a_statement_that_is_not_a_query_is_not_run_ahead(spark, catalog, laid_o
     """Spark runs a command as it analyses it: only queries are analysed ahead. An INSERT given
     to ``pando_iceberg.spark.sql`` is refused, and no row was added behind the refusal."""
     from pando_iceberg.spark.pruned import analysis_ahead, parse_sql
-    from pando_iceberg.workload.parser import PandoWorkloadError
+    from pando_iceberg.workload.model import PandoWorkloadError
 
     insert = "INSERT INTO lazyq.once SELECT * FROM tpch.orders WHERE o_orderkey < 200"
     assert analysis_ahead(spark, insert, parse_sql(insert)) is None

@@ -1,4 +1,4 @@
-"""Row filters (``planner.joins.row_filters``, ``spark.pruned.semi_join_sql``): a join filter's key
+"""Row filters (``planner.row_filters.row_filters``, ``spark.pruned.semi_join_sql``): a join filter's key
 set drops the fact's rows whose foreign key is not in it before Spark's joins and aggregates.
 
 Differential: every result equals the unpruned one (``use_layout=False`` applies no row filter),
@@ -17,7 +17,9 @@ import pytest
 from pando_iceberg.bench.datasets import load_star, star_brand
 from pando_iceberg.expr import JoinFilter, TableFilter
 from pando_iceberg.expr.keys import keys_array
-from pando_iceberg.planner import joins
+from pando_iceberg.planner import caches, keysets, row_filters
+from pando_iceberg.planner.keysets import TooManyKeys
+from pando_iceberg.planner.row_filters import estimated_key_share
 from pando_iceberg.spark import pruned
 from pando_iceberg.spark.pruned import pruned_sql, run_sql
 from pando_iceberg.spark.rewrite import SparkKeyProvider, arrow_schema_of
@@ -80,7 +82,7 @@ def test_row_filter_semi_joins_the_fact_and_stays_exact(spark, catalog, star, co
     brand = star_brand(2, 3)
     sql = brand_query(star, brand, correlated)
     products = spark.sql(f"SELECT product_key FROM {star}.products WHERE p_brand = '{brand}'").collect()
-    joins.KEY_SETS.clear()
+    caches.KEY_SETS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         rows = df.collect()
         plan = executed(df)
@@ -106,7 +108,7 @@ def test_a_row_filter_that_would_repeat_a_first_broadcast_join_is_left_out(spark
     brand = star_brand(2, 3)
     sql = brand_query(star, brand)
     full = run_sql(spark, catalog, sql, use_layout=False).rows
-    joins.KEY_SETS.clear()
+    caches.KEY_SETS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         assert not df.pando.plan.row_filters
         notes = df.pando.notes()
@@ -135,32 +137,32 @@ def test_too_many_keys_or_too_large_a_dimension_leave_the_rows_alone(spark, cata
     full = run_sql(spark, catalog, sql, use_layout=False).rows
 
     monkeypatch.setenv("PANDO_ROW_FILTER_MAX_KEYS", str(n - 1))
-    joins.KEY_SETS.clear()
+    caches.KEY_SETS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         assert f"{star}.sales" not in df.pando.plan.row_filters
         assert any(f"{n:,} keys (more than {n - 1:,}: at most {n - 1:,}" in x for x in df.pando.notes()), df.pando.notes()
         assert_same(df.collect(), full)
 
     monkeypatch.setenv("PANDO_ROW_FILTER_MAX_KEYS", str(n))
-    monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", (n - 1) / 1600)  # the brand keeps more of the products
-    joins.KEY_SETS.clear()
+    monkeypatch.setattr(row_filters, "ROW_FILTER_KEY_SHARE", (n - 1) / 1600)  # the brand keeps more of the products
+    caches.KEY_SETS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         assert f"{star}.sales" not in df.pando.plan.row_filters
         assert any(f"{n:,} keys (more than {n - 1:,}" in x and "1,600 rows" in x for x in df.pando.notes()), \
             df.pando.notes()
         assert_same(df.collect(), full)
-    monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", 0.1)
+    monkeypatch.setattr(row_filters, "ROW_FILTER_KEY_SHARE", 0.1)
 
     monkeypatch.setenv("PANDO_ROW_FILTER_MAX_KEYS", str(n))
-    monkeypatch.setattr(joins, "ROW_FILTER_DIMENSION_SHARE", 0.01)  # products (1,600) > 1 % of 30,000
+    monkeypatch.setattr(row_filters, "ROW_FILTER_DIMENSION_SHARE", 0.01)  # products (1,600) > 1 % of 30,000
     monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")  # keys already read for join pruning would be used
-    joins.KEY_SETS.clear()
+    caches.KEY_SETS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         assert f"{star}.sales" not in df.pando.plan.row_filters
         assert any("above 1% of this table's rows" in x for x in df.pando.notes()), df.pando.notes()
         assert_same(df.collect(), full)
 
-    monkeypatch.setattr(joins, "ROW_FILTER_DIMENSION_SHARE", 0.1)
+    monkeypatch.setattr(row_filters, "ROW_FILTER_DIMENSION_SHARE", 0.1)
     monkeypatch.setenv("PANDO_ROW_FILTER_MIN_ROWS", "30001")  # the default is 1,000,000 (conftest: 0)
     with pruned_sql(spark, catalog, sql) as df:
         assert f"{star}.sales" not in df.pando.plan.row_filters
@@ -192,7 +194,7 @@ def test_bounded_key_reader_never_returns_a_truncated_set(spark):
     join = JoinFilter("fk", f"{NS}.dim_nulls", "k", TableFilter("a = 'x'", schema, table=f"{NS}.dim_nulls"))
     provider = SparkKeyProvider(spark, {})
     assert np.array_equal(provider.at_most(2)(join), [1, 2])  # the NULL keys do not count against the limit
-    with pytest.raises(joins.TooManyKeys, match="more than 1 keys"):
+    with pytest.raises(TooManyKeys, match="more than 1 keys"):
         provider.at_most(1)(join)
 
 
@@ -204,22 +206,22 @@ def test_keys_of_a_large_dimension_read_by_spark_and_bounded(spark, catalog, sta
     full = run_sql(spark, catalog, sql, use_layout=False).rows
     monkeypatch.setenv("PANDO_JOIN_KEYS_MAX_DIMENSION_ROWS", "0")
     monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")
-    joins.KEY_SETS.clear()
+    caches.KEY_SETS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         (f,) = df.pando.plan.row_filters[f"{star}.sales"]
         assert f.source == "spark" and len(keys_array(f.keys)) == n
         assert_same(df.collect(), full)
-    monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", (n - 1) / 1600)
-    joins.KEY_SETS.clear()
-    joins.TOO_MANY_KEYS.clear()
+    monkeypatch.setattr(row_filters, "ROW_FILTER_KEY_SHARE", (n - 1) / 1600)
+    caches.KEY_SETS.clear()
+    caches.TOO_MANY_KEYS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         assert f"{star}.sales" not in df.pando.plan.row_filters
         assert any(f"more than {n - 1:,} keys" in x for x in df.pando.notes()), df.pando.notes()
         assert_same(df.collect(), full)
-    assert len(joins.KEY_SETS) == 0  # the stopped read left no key set in the cache
+    assert len(caches.KEY_SETS) == 0  # the stopped read left no key set in the cache
     with pruned_sql(spark, catalog, sql) as df:  # the same literals again: not read a second time
         assert any(f"more than {n - 1:,} keys (an earlier read" in x for x in df.pando.notes()), df.pando.notes()
-    monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", 0.1)  # a larger limit reads again
+    monkeypatch.setattr(row_filters, "ROW_FILTER_KEY_SHARE", 0.1)  # a larger limit reads again
     with pruned_sql(spark, catalog, sql) as df:
         assert [f.join.column for f in df.pando.plan.row_filters[f"{star}.sales"]] == ["product_key"]
 
@@ -335,7 +337,7 @@ def test_semi_join_sql_quotes_the_column_and_an_empty_set_keeps_no_row(spark):
 
 
 def test_a_key_set_estimated_far_above_the_limit_is_not_read(spark, catalog, star, monkeypatch):
-    """``joins.estimated_key_share``: every ``ESTIMATE_EVERY``-th row of the dimension's columns
+    """``planner.row_filters.estimated_key_share``: every ``ESTIMATE_EVERY``-th row of the dimension's columns
     gives the share of keys a join keeps (within sampling error of the true share); a row filter
     whose estimate is past ``ESTIMATE_MARGIN`` × its limit reads no key set and says why, and one
     estimated near the limit is still read and decided on its exact count. Results stay exact."""
@@ -343,19 +345,19 @@ def test_a_key_set_estimated_far_above_the_limit_is_not_read(spark, catalog, sta
     sql = brand_query(star, brand)
     n = spark.sql(f"SELECT count(*) FROM {star}.products WHERE p_brand = '{brand}'").first()[0]
     full = run_sql(spark, catalog, sql, use_layout=False).rows
-    monkeypatch.setattr(joins, "ESTIMATE_MIN_ROWS", 1_000)  # products: 1,600 rows
-    monkeypatch.setattr(joins, "ESTIMATE_EVERY", 2)
+    monkeypatch.setattr(row_filters, "ESTIMATE_MIN_ROWS", 1_000)  # products: 1,600 rows
+    monkeypatch.setattr(row_filters, "ESTIMATE_EVERY", 2)
     monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")  # no key set read for join pruning first
     with pruned_sql(spark, catalog, sql) as df:  # the estimate is within the limit: read, filtered
         assert [f.join.column for f in df.pando.plan.row_filters[f"{star}.sales"]] == ["product_key"]
         join = df.pando.plan.row_filters[f"{star}.sales"][0].join
-    share = joins.estimated_key_share(catalog, join)
+    share = estimated_key_share(catalog, join)
     assert share is not None and abs(share - n / 1600) < 4 * math.sqrt(0.25 / 800), (share, n)
 
-    monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", n / 1600 / 4)  # a quarter of what the brand keeps
-    joins.KEY_SETS.clear()
+    monkeypatch.setattr(row_filters, "ROW_FILTER_KEY_SHARE", n / 1600 / 4)  # a quarter of what the brand keeps
+    caches.KEY_SETS.clear()
     read = []
-    monkeypatch.setattr(joins, "_read_keys", lambda *a: read.append(a) or pytest.fail("a key set was read"))
+    monkeypatch.setattr(keysets, "_read_keys", lambda *a: read.append(a) or pytest.fail("a key set was read"))
     with pruned_sql(spark, catalog, sql) as df:
         assert f"{star}.sales" not in df.pando.plan.row_filters
         assert any("estimated on one row in 2 " in x for x in df.pando.notes()), df.pando.notes()
@@ -363,10 +365,11 @@ def test_a_key_set_estimated_far_above_the_limit_is_not_read(spark, catalog, sta
     assert not read
 
     monkeypatch.undo()
-    monkeypatch.setattr(joins, "ESTIMATE_MIN_ROWS", 1_000)
+    monkeypatch.setattr(row_filters, "ESTIMATE_MIN_ROWS", 1_000)
     monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "0")
-    monkeypatch.setattr(joins, "ROW_FILTER_KEY_SHARE", (n - 1) / 1600)  # just under: estimated near, read, refused
-    joins.KEY_SETS.clear()
+    # just under: estimated near, read, refused
+    monkeypatch.setattr(row_filters, "ROW_FILTER_KEY_SHARE", (n - 1) / 1600)
+    caches.KEY_SETS.clear()
     with pruned_sql(spark, catalog, sql) as df:
         assert f"{star}.sales" not in df.pando.plan.row_filters
         assert any(f"{n:,} keys (more than {n - 1:,}" in x for x in df.pando.notes()), df.pando.notes()
@@ -429,12 +432,12 @@ def test_join_pruning_limit_as_a_session_setting_and_a_scan_option(spark, catalo
     sql = f"SELECT count(*) FROM {star}.sales WHERE {joined}"
 
     def spark_joins() -> list:
-        joins.KEY_SETS.clear()
+        caches.KEY_SETS.clear()
         with pruned_sql(spark, catalog, sql) as df:
             return df.pando.explains[f"{star}.sales"].joins
 
     def scan_joins(**options: str) -> list:
-        joins.KEY_SETS.clear()
+        caches.KEY_SETS.clear()
         scan = pando_iceberg.scan(catalog.load_table(f"{star}.sales"), joined, options=options)
         return scan.explain().joins
 

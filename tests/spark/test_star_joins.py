@@ -135,7 +135,7 @@ def test_outer_join_nullable_side_is_not_pruned(spark, catalog, undeclared):
 
 def test_correlated_subqueries_prune_the_fact_and_stay_exact(spark, catalog, undeclared):
     """``[NOT] EXISTS (SELECT .. FROM sales f WHERE f.store_key = s.store_key ..)`` reads only the
-    sales of the stores the outer query keeps (workload/parser.py, step 4): fewer fact files,
+    sales of the stores the outer query keeps (workload/extraction.py, step 4): fewer fact files,
     the same rows as the unpruned scan, for EXISTS and NOT EXISTS alike; and a correlated
     scalar subquery over the fact (TPC-H Q17's shape)."""
     ns = undeclared["ns"]
@@ -260,7 +260,7 @@ def test_literal_cuts_decided_by_predicates_until_the_dimension_changes(spark, c
     `replace` snapshots after it), the trees compare the query's dimension predicate with the
     cut's own and read no key set; after an update they compare key sets. Here a product moves
     from an uncut brand into a cut brand: deciding by predicates then would miss its fact rows."""
-    from pando_iceberg.planner import joins
+    from pando_iceberg.planner import caches
 
     # No key set for join pruning, nor for the draws' foreign-key ranges (spark.rewrite_common.keyed_draws):
     # the layout cuts by literal cuts only, and only the trees decide.
@@ -273,7 +273,7 @@ def test_literal_cuts_decided_by_predicates_until_the_dimension_changes(spark, c
     assert any(dict(c.origin.exact_at).keys() == {f"{ns}.stores", f"{ns}.regions"} for c in cuts)  # the chain
 
     def run_all(expect: str):
-        joins.KEY_SETS.clear()
+        caches.KEY_SETS.clear()
         read = total = decided = 0
         for _, sql in d["test"]:
             pruned = assert_spark_exact(spark, catalog, qualify(sql, ns))
@@ -286,7 +286,7 @@ def test_literal_cuts_decided_by_predicates_until_the_dimension_changes(spark, c
         return read, total
 
     read, total = run_all("by comparing predicates")
-    assert len(joins.KEY_SETS) == 0, "no key set may be read while predicates decide"
+    assert len(caches.KEY_SETS) == 0, "no key set may be read while predicates decide"
     assert read < 0.8 * total, (read, total)
 
     # a single-table cut `col = value` (e.g. d_year = 2024) and a dimension row with fact rows outside it
@@ -316,7 +316,8 @@ def test_key_sets_above_the_row_limit_go_to_spark_or_stay_undecided(spark, catal
     """A dimension above the row limit: run_sql's key reader hands it to Spark (same keys as
     pyiceberg's); the pyiceberg planner alone leaves that join undecided, reads every file and
     says why. Cached key sets are per dimension snapshot."""
-    from pando_iceberg.planner.joins import KEY_SETS, dimension_keys
+    from pando_iceberg.planner.caches import KEY_SETS
+    from pando_iceberg.planner.keysets import dimension_keys
     from pando_iceberg.spark.pruned import with_join_keys
     from pando_iceberg.spark.rewrite import namespace_schemas
 

@@ -1,4 +1,4 @@
-"""Which predicates constrain which table under outer joins (``workload.parser.join_scopes``).
+"""Which predicates constrain which table under outer joins (``workload.join_scopes``).
 
 Each predicate of a query names its own literal (``a.x = 1``, ``b.x = 2`` ...): a table's filter
 holds the literals of the predicates that may prune it. The expected sets follow SQL's

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from pando_iceberg.workload import PandoWorkloadError, parse_workload
-from pando_iceberg.workload.parser import classify_workload_source
+from pando_iceberg.workload.sources import classify_workload_source
 
 SCHEMAS = {"ns.t": pa.schema([("a", pa.int64()), ("s", pa.string())])}
 RULES = r"existing directory → its \.sql files; an existing file → its SQL statements"

@@ -105,7 +105,7 @@ def test_right_join_on_a_derived_tables_column():
 
 def test_correlated_exists_is_a_semi_join_of_the_subquery_table_only():
     """TPC-H Q4's shape: the subquery's table reads only the rows of the outer rows its filter
-    keeps (workload/parser.py, step 4), for EXISTS and NOT EXISTS; the outer table is not
+    keeps (workload/extraction.py, step 4), for EXISTS and NOT EXISTS; the outer table is not
     filtered by the subquery, and the correlation is no 'unsupported' predicate."""
     for neg in ("", "not "):
         sql = (f"select o_custkey from orders o where o_date >= date '1995-01-01' and {neg}exists "

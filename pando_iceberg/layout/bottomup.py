@@ -426,10 +426,12 @@ def assign_blocks(
     candidates: int = 8,
     tie_break: str = "tree",
     progress: Any = None,
+    masks: dict[str, np.ndarray] | None = None,
 ) -> BlockAssignment:
     """§6.2 on ``sample``; ``min_block_rows`` is b already scaled to the sample.
 
-    ``sides``, if given, is over ``cut_table(trees)``'s cut order. ``tie_break``: "tree"
+    ``sides``, if given, is over ``cut_table(trees)``'s cut order; ``masks``, if given, the TRUE
+    rows of those cuts on ``sample`` by key (``route_ktuples``). ``tie_break``: "tree"
     (equal-Δ merges by tree proximity, see ``_Merger``) or "id" (block ids only)."""
     if tie_break not in ("tree", "id"):
         raise ValueError(f"tie_break must be 'tree' or 'id', got {tie_break!r}")
@@ -438,7 +440,7 @@ def assign_blocks(
     cuts, cut_column = cut_table(trees)
     if sides is None:
         sides = side_matrix(filters, cuts)
-    kt = route_ktuples(trees, sample)
+    kt = route_ktuples(trees, sample, masks)
     uniq, inv = distinct_ktuples(kt, radices_of(trees))
     kt_rows = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
     returned = ktuple_returns(trees, uniq, sides, cut_column)

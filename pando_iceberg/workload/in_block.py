@@ -43,6 +43,7 @@ from sqlglot import exp
 from pando_iceberg.expr import ExprCut, TableFilter
 from pando_iceberg.expr.evaluate import arrow_kind
 from pando_iceberg.expr.values import render
+from pando_iceberg.layout.evaluations import Evaluations
 from pando_iceberg.workload.templates import range_columns, template_key, typed_value
 
 __all__ = [
@@ -274,7 +275,8 @@ def zone_columns(queries: Sequence[tuple[TableFilter, float]], sample: pa.Table)
 
 
 def files_read(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilter, float]], b_sample: float,
-               order: str | None, *, zones: Sequence[tuple[str, str]] | None = None) -> np.ndarray:
+               order: str | None, *, zones: Sequence[tuple[str, str]] | None = None,
+               evaluations: Evaluations | None = None) -> np.ndarray:
     """Per query, the fraction of the sample's rows it reads when every block is written as
     ``files_per_block`` files cut along ``order`` (None: the sample's own order) and a block the
     trees scan is read file by file, skipping the files the planner skips by their statistics:
@@ -282,15 +284,20 @@ def files_read(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilte
     file's statistics as Iceberg would record them (``_file_stats``, over the ``zones``
     columns). As the sample's rows stand for the table's, this estimates the fraction of the
     table's rows in the data files the query opens — what ``spark/rewrite_common.reads_now``
-    measures of the files the table has now."""
+    measures of the files the table has now. ``evaluations``: the cut masks and side answers on
+    ``sample`` shared by the layouts learned on it (``layout.Evaluations``); same result."""
     queries = [(f, float(w)) for f, w in queries]
     out = np.zeros(len(queries), dtype=np.float64)
     if not queries or sample.num_rows == 0:
         return out
     zones = zone_columns(queries, sample) if zones is None else list(zones)
-    blocks = np.asarray(layout.route(sample), dtype=np.int64)
+    if evaluations is None:
+        blocks = np.asarray(layout.route(sample), dtype=np.int64)
+        scanned = layout.scanned(queries)  # Q × B
+    else:
+        blocks = np.asarray(layout.route(sample, evaluations.mask_map(layout.cuts)), dtype=np.int64)
+        scanned = layout.scanned(queries, sides=evaluations.sides([f for f, _ in queries], layout.cuts))
     counts = files_per_block(np.bincount(blocks, minlength=int(layout.num_blocks)), b_sample)
-    scanned = layout.scanned(queries)  # Q × B
     if order is None:
         rows_order = np.arange(sample.num_rows)
     else:
@@ -311,19 +318,22 @@ def files_read(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilte
 
 
 def files_cost(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilter, float]], b_sample: float,
-               order: str | None, *, zones: Sequence[tuple[str, str]] | None = None) -> float:
+               order: str | None, *, zones: Sequence[tuple[str, str]] | None = None,
+               evaluations: Evaluations | None = None) -> float:
     """Fraction of the sample's rows ``queries`` read (weighted as in ``layout/cost.py``): the
     weighted mean of ``files_read``."""
     queries = [(f, float(w)) for f, w in queries if float(w) > 0]
     if not queries or sample.num_rows == 0:
         return 0.0
     weights = np.array([w for _, w in queries])
-    return float(files_read(layout, sample, queries, b_sample, order, zones=zones) @ weights / weights.sum())
+    read = files_read(layout, sample, queries, b_sample, order, zones=zones, evaluations=evaluations)
+    return float(read @ weights / weights.sum())
 
 
 def choose_in_block_order(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilter, float]], b_sample: float,
-                          max_candidates: int = 4) -> InBlockOrder:
-    """The in-block order of ``layout`` for ``queries`` (module docstring), on ``sample``."""
+                          max_candidates: int = 4, *, evaluations: Evaluations | None = None) -> InBlockOrder:
+    """The in-block order of ``layout`` for ``queries`` (module docstring), on ``sample``
+    (``evaluations``: as ``files_read`` takes them)."""
     queries = [(f, float(w)) for f, w in queries if float(w) > 0]
     if not queries or sample.num_rows == 0:
         return InBlockOrder(None)
@@ -331,9 +341,9 @@ def choose_in_block_order(layout: Any, sample: pa.Table, queries: Sequence[tuple
     zones = zone_columns(queries, sample)
     candidates = [names[c] for c, _ in range_columns(queries)
                   if c in names and any(z == names[c] for z, _ in zones)][:max_candidates]
-    costs = {"(none)": files_cost(layout, sample, queries, b_sample, None, zones=zones)}
+    costs = {"(none)": files_cost(layout, sample, queries, b_sample, None, zones=zones, evaluations=evaluations)}
     for c in candidates:
-        costs[c] = files_cost(layout, sample, queries, b_sample, c, zones=zones)
+        costs[c] = files_cost(layout, sample, queries, b_sample, c, zones=zones, evaluations=evaluations)
     best = min(candidates, key=lambda c: costs[c], default=None)
     if best is None or costs[best] > (1.0 - MIN_GAIN) * costs["(none)"]:
         return InBlockOrder(None, costs)
@@ -479,7 +489,8 @@ def _k_of(label: Any) -> int:
 def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
                   validation: Sequence[tuple[TableFilter, float]], b_sample: float, *,
                   now: np.ndarray | None = None, bound: float | None = None, file_fraction: float = 0.0,
-                  now_bytes: np.ndarray | None = None, measured: list[np.ndarray] | None = None) -> LayoutChoice:
+                  now_bytes: np.ndarray | None = None, measured: list[np.ndarray] | None = None,
+                  evaluations: Evaluations | None = None) -> LayoutChoice:
     """Among ``(layout, in-block order)`` pairs in order of preference (fewer trees first), the
     one whose files the validation draws read least of (``files_cost``); a later one replaces
     the kept one only when it reads ``MIN_GAIN`` less (more trees cost planning time and sidecar
@@ -494,14 +505,15 @@ def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
     slack of small templates) are eligible; among them the same rule picks. When none is, the
     unconstrained choice is returned with its guard broken (the caller refuses or forces).
     ``measured``: the ``files_read`` of the first layouts, from an earlier call on the same
-    validation draws; extended in place with those of the others."""
+    validation draws; extended in place with those of the others. ``evaluations``: as
+    ``files_read`` takes them."""
     if not layouts:
         raise ValueError("select_layout needs at least one layout")
     validation = [(f, float(w)) for f, w in validation]
     zones = zone_columns(validation, sample)
     weights = np.array([w for _, w in validation]) if validation else np.zeros(0)
     reads = measured if measured is not None else []
-    reads += [files_read(layout, sample, validation, b_sample, order, zones=zones)
+    reads += [files_read(layout, sample, validation, b_sample, order, zones=zones, evaluations=evaluations)
               for layout, order in layouts[len(reads):]]
     costs = [float(r @ weights / weights.sum()) if weights.sum() > 0 else 0.0 for r in reads]
 

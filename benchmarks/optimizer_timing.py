@@ -157,35 +157,43 @@ def main() -> None:
         return {k: v for k, v in shared_kw.items() if k in inspect.signature(fn).parameters}
 
     prof = cProfile.Profile() if args.profile else None
-    timings: dict[str, float] = {}
+    timings: dict[str, tuple[float, float]] = {}  # phase → (wall s, CPU s of the process)
     result: dict = {"layouts": []}
     learned = []
-    t_all = time.perf_counter()
+
+    def clock() -> tuple[float, float]:
+        return time.perf_counter(), time.process_time()
+
+    def lap(name: str, since: tuple[float, float]) -> tuple[float, float]:
+        now = clock()
+        timings[name] = (now[0] - since[0], now[1] - since[1])
+        return now
+
+    start = clock()
     if prof:
         prof.enable()
     for k in range(1, args.k + 1):
-        t0 = time.perf_counter()
+        t0 = clock()
         lay = build_layout(sample, cut_list, expected.queries, k, args.b, **kw(build_layout))
-        t1 = time.perf_counter()
+        t1 = lap(f"build_layout k={k}", t0)
         order = in_block.choose_in_block_order(lay, sample, expected.queries, args.b,
                                                **kw(in_block.choose_in_block_order))
-        t2 = time.perf_counter()
-        timings[f"build_layout k={k}"] = t1 - t0
-        timings[f"in-block order k={k}"] = t2 - t1
+        lap(f"in-block order k={k}", t1)
         learned.append((lay, order.column))
         result["layouts"].append({**fingerprint(lay), "order": order.column,
                                   "order_costs": {c: round(v, 12) for c, v in order.costs.items()}})
-    t0 = time.perf_counter()
+    t0 = clock()
     choice = in_block.select_layout(learned, sample, expected.validation, args.b, **kw(in_block.select_layout))
-    timings["select_layout"] = time.perf_counter() - t0
+    lap("select_layout", t0)
     if prof:
         prof.disable()
-    timings["total"] = time.perf_counter() - t_all
+    lap("total", start)
     result["kept"] = choice.index + 1
     result["validation_costs"] = [round(c, 12) for c in choice.costs]
-    result["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
-    for name, s in timings.items():
-        print(f"{name:24s} {s:8.2f} s")
+    result["timings_s"] = {k: {"wall": round(w, 2), "cpu": round(c, 2)} for k, (w, c) in timings.items()}
+    print(f"{'phase':24s} {'wall s':>8s} {'CPU s':>8s}")
+    for name, (w, c) in timings.items():
+        print(f"{name:24s} {w:8.2f} {c:8.2f}")
     print(json.dumps({k: v for k, v in result.items() if k != "timings_s"}, indent=1))
     if prof:
         s = io.StringIO()

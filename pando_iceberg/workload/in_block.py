@@ -287,34 +287,64 @@ def files_read(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilte
     measures of the files the table has now. ``evaluations``: the cut masks and side answers on
     ``sample`` shared by the layouts learned on it (``layout.Evaluations``); same result."""
     queries = [(f, float(w)) for f, w in queries]
-    out = np.zeros(len(queries), dtype=np.float64)
     if not queries or sample.num_rows == 0:
-        return out
-    zones = zone_columns(queries, sample) if zones is None else list(zones)
-    if evaluations is None:
-        blocks = np.asarray(layout.route(sample), dtype=np.int64)
-        scanned = layout.scanned(queries)  # Q × B
-    else:
-        blocks = np.asarray(layout.route(sample, evaluations.mask_map(layout.cuts)), dtype=np.int64)
-        scanned = layout.scanned(queries, sides=evaluations.sides([f for f, _ in queries], layout.cuts))
-    counts = files_per_block(np.bincount(blocks, minlength=int(layout.num_blocks)), b_sample)
-    if order is None:
-        rows_order = np.arange(sample.num_rows)
-    else:
-        rows_order = pc.array_sort_indices(sample.column(order).combine_chunks(), null_placement="at_end").to_numpy()
-    runs = _runs(rows_order, blocks, counts)
-    of_block = np.array([b for b, _ in runs], dtype=np.int64)
-    sizes = np.array([len(r) for _, r in runs], dtype=np.float64)
-    read = scanned[:, of_block]  # Q × files: the trees open the file's block
-    if zones:
-        schema, fields = _iceberg_columns(sample, zones)
-        stats = _file_stats(sample, [r for _, r in runs], fields)
-        for q, may_hold in enumerate(_file_checks(queries, schema, fields)):
-            opened = np.flatnonzero(read[q])
-            if len(opened):
-                read[q, opened] = may_hold([stats[i] for i in opened])
-    out = read.astype(np.float64) @ sizes
-    return out / float(sample.num_rows)
+        return np.zeros(len(queries), dtype=np.float64)
+    return _Reads(sample, queries, zones, evaluations)(layout, b_sample, order)
+
+
+class _Reads:
+    """``files_read`` of several (layout, order) pairs on one sample for one list of queries:
+    what does not change between them made once — the zone columns' Iceberg schema and each
+    query's file checks, each layout's blocks of the sample and scan matrix."""
+
+    def __init__(self, sample: pa.Table, queries: list[tuple[TableFilter, float]],
+                 zones: Sequence[tuple[str, str]] | None, evaluations: Evaluations | None):
+        self.sample, self.queries, self.evaluations = sample, queries, evaluations
+        zones = zone_columns(queries, sample) if zones is None else list(zones)
+        self.fields: dict[str, Any] = {}
+        self.checks: list = []
+        if zones and queries:
+            schema, self.fields = _iceberg_columns(sample, zones)
+            self.checks = _file_checks(queries, schema, self.fields)
+        self._placed: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
+
+    def _placement(self, layout: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The block of every sample row and the Q × B scan matrix of ``layout``."""
+        got = self._placed.get(id(layout))
+        if got is None:
+            ev, sample = self.evaluations, self.sample
+            if ev is None:
+                blocks = np.asarray(layout.route(sample), dtype=np.int64)
+                scanned = layout.scanned(self.queries)
+            else:
+                blocks = np.asarray(layout.route(sample, ev.mask_map(layout.cuts)), dtype=np.int64)
+                scanned = layout.scanned(self.queries, sides=ev.sides([f for f, _ in self.queries], layout.cuts))
+            got = self._placed[id(layout)] = (layout, blocks, scanned)  # the layout keeps its id taken
+        return got[1], got[2]
+
+    def __call__(self, layout: Any, b_sample: float, order: str | None) -> np.ndarray:
+        sample = self.sample
+        if not self.queries or sample.num_rows == 0:
+            return np.zeros(len(self.queries), dtype=np.float64)
+        blocks, scanned = self._placement(layout)
+        counts = files_per_block(np.bincount(blocks, minlength=int(layout.num_blocks)), b_sample)
+        if order is None:
+            rows_order = np.arange(sample.num_rows)
+        else:
+            column = sample.column(order).combine_chunks()
+            rows_order = pc.array_sort_indices(column, null_placement="at_end").to_numpy()
+        runs = _runs(rows_order, blocks, counts)
+        of_block = np.array([b for b, _ in runs], dtype=np.int64)
+        sizes = np.array([len(r) for _, r in runs], dtype=np.float64)
+        read = scanned[:, of_block]  # Q × files: the trees open the file's block
+        if self.fields:
+            stats = _file_stats(sample, [r for _, r in runs], self.fields)
+            for q, may_hold in enumerate(self.checks):
+                opened = np.flatnonzero(read[q])
+                if len(opened):
+                    read[q, opened] = may_hold([stats[i] for i in opened])
+        out = read.astype(np.float64) @ sizes
+        return out / float(sample.num_rows)
 
 
 def files_cost(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilter, float]], b_sample: float,
@@ -341,9 +371,15 @@ def choose_in_block_order(layout: Any, sample: pa.Table, queries: Sequence[tuple
     zones = zone_columns(queries, sample)
     candidates = [names[c] for c, _ in range_columns(queries)
                   if c in names and any(z == names[c] for z, _ in zones)][:max_candidates]
-    costs = {"(none)": files_cost(layout, sample, queries, b_sample, None, zones=zones, evaluations=evaluations)}
+    reads = _Reads(sample, queries, zones, evaluations)
+    weights = np.array([w for _, w in queries])
+
+    def cost(order: str | None) -> float:  # files_cost, with what the orders share made once
+        return float(reads(layout, b_sample, order) @ weights / weights.sum())
+
+    costs = {"(none)": cost(None)}
     for c in candidates:
-        costs[c] = files_cost(layout, sample, queries, b_sample, c, zones=zones, evaluations=evaluations)
+        costs[c] = cost(c)
     best = min(candidates, key=lambda c: costs[c], default=None)
     if best is None or costs[best] > (1.0 - MIN_GAIN) * costs["(none)"]:
         return InBlockOrder(None, costs)
@@ -513,8 +549,8 @@ def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
     zones = zone_columns(validation, sample)
     weights = np.array([w for _, w in validation]) if validation else np.zeros(0)
     reads = measured if measured is not None else []
-    reads += [files_read(layout, sample, validation, b_sample, order, zones=zones, evaluations=evaluations)
-              for layout, order in layouts[len(reads):]]
+    measure = _Reads(sample, validation, zones, evaluations)
+    reads += [measure(layout, b_sample, order) for layout, order in layouts[len(reads):]]
     costs = [float(r @ weights / weights.sum()) if weights.sum() > 0 else 0.0 for r in reads]
 
     def pick(eligible: list[int]) -> int:

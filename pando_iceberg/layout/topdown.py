@@ -202,8 +202,10 @@ class TopDown:
             assert parent.S is not None and parent.N is not None  # set together with A (_score)
             sub = self.masks_t[rows_s]
             scan = self.scan[:, rows_s]
-            a_s = scan.astype(np.float32) @ sub
             s_s = scan.sum(axis=1).astype(np.float64)
+            live = np.flatnonzero(s_s)  # the queries scanning none of these rows count zero
+            a_s = np.zeros((len(s_s), self.c), dtype=np.float32)
+            a_s[live] = scan[live].astype(np.float32) @ sub
             n_s = sub.sum(axis=0).astype(np.int64)
             a_l, s_l, n_l = parent.A - a_s, parent.S - s_s, parent.N - n_s
             (a_t, s_t, n_t), (a_f, s_f, n_f) = ((a_s, s_s, n_s), (a_l, s_l, n_l)) if small_true \
@@ -220,14 +222,20 @@ class TopDown:
         if d_not is not None:
             self.scan[np.ix_(skip_not, rows_f)] = False
 
-        # Other trees: subtract the delta from the caches of the leaves holding those rows.
+        # Other trees: subtract the delta from the caches of the leaves holding those rows. Only
+        # the queries and rows where the delta has a row are counted (the rest subtract zero).
+        changes = []
+        for qs, rows, delta in ((skip_true, rows_t, d_true), (skip_not, rows_f, d_not)):
+            if delta is None:
+                continue
+            live_q, live_r = delta.any(axis=1), delta.any(axis=0)
+            if live_q.any():
+                changes.append((qs[live_q], rows[live_r], delta[np.ix_(live_q, live_r)]))
         for t2 in range(self.k):
             if t2 == t:
                 continue
             touched: set[int] = set()
-            for qs, rows, delta in ((skip_true, rows_t, d_true), (skip_not, rows_f, d_not)):
-                if delta is None or not delta.any():
-                    continue
+            for qs, rows, delta in changes:
                 lf = self.leaf_of[t2, rows]
                 order = np.argsort(lf, kind="stable")
                 ids, starts = np.unique(lf[order], return_index=True)

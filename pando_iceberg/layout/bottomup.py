@@ -161,13 +161,15 @@ class _Merger:
         return out
 
     def _deltas(self, ids: np.ndarray) -> np.ndarray:
-        """len(ids) × N: Δ of merging each block in ``ids`` with every block (inf if invalid)."""
-        acc = self.bits[0][ids][:, None, :] | self.bits[0][None, :, :]
+        """len(ids) × N: Δ of merging each block in ``ids`` with every block (inf if invalid).
+        Computed for the live blocks only (merges leave fewer and fewer), each the same number."""
+        live = np.flatnonzero(self.alive)
+        acc = self.bits[0][ids][:, None, :] | self.bits[0][live][None, :, :]
         for t in range(1, self.bits.shape[0]):
-            acc &= self.bits[t][ids][:, None, :] | self.bits[t][None, :, :]
-        size = self.rows[ids][:, None] + self.rows[None, :]
-        d = size * self.weigh(acc) - self.cost[ids][:, None] - self.cost[None, :]
-        d[:, ~self.alive] = np.inf
+            acc &= self.bits[t][ids][:, None, :] | self.bits[t][live][None, :, :]
+        size = self.rows[ids][:, None] + self.rows[live][None, :]
+        d = np.full((len(ids), self.n), np.inf)
+        d[:, live] = size * self.weigh(acc) - self.cost[ids][:, None] - self.cost[live][None, :]
         d[np.arange(len(ids)), ids] = np.inf
         return d
 

@@ -27,6 +27,7 @@ from .cost import (
     side_matrix,
     workload_cost,
 )
+from .evaluations import Evaluations
 from .layout import Layout, ObservedKTuples, ScanExplanation, TreeScan
 from .serialize import FORMAT_VERSION, SUPPORTED_VERSIONS, LayoutFormatError
 from .topdown import build_trees, evaluate_cuts
@@ -40,6 +41,7 @@ __all__ = [
     "Block",
     "BlockAssignment",
     "Decision",
+    "Evaluations",
     "KTuple",
     "Layout",
     "LayoutFormatError",
@@ -89,12 +91,26 @@ def build_layout(
     min_leaf_rows: int | None = None,
     max_ktuples: int | None = 10_000,
     progress: Any = None,
+    evaluations: Evaluations | None = None,
 ) -> Layout:
     """Both phases on a sample. ``min_block_rows`` is b scaled to the sample; the top-down
     threshold defaults to ``top_down_threshold`` (b, for every k). Not finalized.
-    ``progress``: a ``pando_iceberg.progress`` reporter (counted steps for splits and merges)."""
+    ``progress``: a ``pando_iceberg.progress`` reporter (counted steps for splits and merges).
+    ``evaluations``: the cut masks and side answers on ``sample`` shared by the layouts learned
+    on it (``Evaluations``); the layout is the same with or without."""
     queries = list(queries)
+    cuts = list(cuts)
     if min_leaf_rows is None:
         min_leaf_rows = top_down_threshold(min_block_rows, k)
-    trees = build_trees(sample, cuts, queries, k, min_leaf_rows, max_ktuples, progress=progress)
-    return Layout.from_assignment(assign_blocks(trees, sample, queries, min_block_rows, progress=progress))
+    if evaluations is None:
+        trees = build_trees(sample, cuts, queries, k, min_leaf_rows, max_ktuples, progress=progress)
+        return Layout.from_assignment(assign_blocks(trees, sample, queries, min_block_rows, progress=progress))
+    if evaluations.sample is not sample:
+        raise ValueError("build_layout: the evaluations were made on another sample")
+    filters, _ = normalize_queries(queries)
+    trees = build_trees(sample, cuts, queries, k, min_leaf_rows, max_ktuples, progress=progress,
+                        masks=evaluations.masks(cuts), sides=evaluations.sides(filters, cuts))
+    used, _ = cut_table(trees)
+    masks = evaluations.mask_map(used)
+    return Layout.from_assignment(assign_blocks(trees, sample, queries, min_block_rows, progress=progress,
+                                                sides=evaluations.sides(filters, used), masks=masks))

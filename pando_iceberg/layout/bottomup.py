@@ -161,13 +161,15 @@ class _Merger:
         return out
 
     def _deltas(self, ids: np.ndarray) -> np.ndarray:
-        """len(ids) × N: Δ of merging each block in ``ids`` with every block (inf if invalid)."""
-        acc = self.bits[0][ids][:, None, :] | self.bits[0][None, :, :]
+        """len(ids) × N: Δ of merging each block in ``ids`` with every block (inf if invalid).
+        Computed for the live blocks only (merges leave fewer and fewer), each the same number."""
+        live = np.flatnonzero(self.alive)
+        acc = self.bits[0][ids][:, None, :] | self.bits[0][live][None, :, :]
         for t in range(1, self.bits.shape[0]):
-            acc &= self.bits[t][ids][:, None, :] | self.bits[t][None, :, :]
-        size = self.rows[ids][:, None] + self.rows[None, :]
-        d = size * self.weigh(acc) - self.cost[ids][:, None] - self.cost[None, :]
-        d[:, ~self.alive] = np.inf
+            acc &= self.bits[t][ids][:, None, :] | self.bits[t][live][None, :, :]
+        size = self.rows[ids][:, None] + self.rows[live][None, :]
+        d = np.full((len(ids), self.n), np.inf)
+        d[:, live] = size * self.weigh(acc) - self.cost[ids][:, None] - self.cost[live][None, :]
         d[np.arange(len(ids)), ids] = np.inf
         return d
 
@@ -426,10 +428,12 @@ def assign_blocks(
     candidates: int = 8,
     tie_break: str = "tree",
     progress: Any = None,
+    masks: dict[str, np.ndarray] | None = None,
 ) -> BlockAssignment:
     """§6.2 on ``sample``; ``min_block_rows`` is b already scaled to the sample.
 
-    ``sides``, if given, is over ``cut_table(trees)``'s cut order. ``tie_break``: "tree"
+    ``sides``, if given, is over ``cut_table(trees)``'s cut order; ``masks``, if given, the TRUE
+    rows of those cuts on ``sample`` by key (``route_ktuples``). ``tie_break``: "tree"
     (equal-Δ merges by tree proximity, see ``_Merger``) or "id" (block ids only)."""
     if tie_break not in ("tree", "id"):
         raise ValueError(f"tie_break must be 'tree' or 'id', got {tie_break!r}")
@@ -438,7 +442,7 @@ def assign_blocks(
     cuts, cut_column = cut_table(trees)
     if sides is None:
         sides = side_matrix(filters, cuts)
-    kt = route_ktuples(trees, sample)
+    kt = route_ktuples(trees, sample, masks)
     uniq, inv = distinct_ktuples(kt, radices_of(trees))
     kt_rows = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
     returned = ktuple_returns(trees, uniq, sides, cut_column)

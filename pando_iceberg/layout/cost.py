@@ -359,12 +359,17 @@ class WeightedPopcount:
         self.num_queries = len(weights)
         self.words = max(1, (len(weights) + 63) // 64)
         distinct = np.unique(weights[weights != 0])
-        self._groups: list[tuple[float, np.ndarray]] | None = None
+        self._groups: list[tuple[float, np.ndarray, slice]] | None = None
         self._table: np.ndarray | None = None
         if len(distinct) <= self.MAX_GROUPS:
-            self._groups = [
-                (float(v), pack_query_bits((weights == v)[None, :])[0]) for v in distinct
-            ]
+            # Each group's mask with the span of words it has bits in: the words outside count
+            # nothing (queries of one weight, e.g. one template's draws, are often adjacent).
+            self._groups = []
+            for v in distinct:
+                mask = pack_query_bits((weights == v)[None, :])[0]
+                used = np.flatnonzero(mask)
+                span = slice(int(used[0]), int(used[-1]) + 1)
+                self._groups.append((float(v), mask[span], span))
         else:
             nbytes = self.words * 8
             padded = np.zeros(nbytes * 8)
@@ -378,8 +383,8 @@ class WeightedPopcount:
         """bits: (..., W) uint64 → (...) float64."""
         if self._groups is not None:
             out = np.zeros(bits.shape[:-1], dtype=np.float64)
-            for value, mask in self._groups:
-                out += value * np.bitwise_count(bits & mask).sum(axis=-1, dtype=np.int64)
+            for value, mask, span in self._groups:
+                out += value * np.bitwise_count(bits[..., span] & mask).sum(axis=-1, dtype=np.int64)
             return out
         assert self._table is not None
         b = np.ascontiguousarray(bits).view(np.uint8).reshape(bits.shape[:-1] + (self.words * 8,))

@@ -27,7 +27,7 @@ blocks many queries then read (held-out queries read 0.695 of the rows, 0.567 by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,10 +202,12 @@ class Layout:
 
     # --- routing (§7) ----------------------------------------------------------------------
 
-    def route_ktuples(self, table: Any) -> np.ndarray:
-        """n × k leaf node ids in the non-truncated trees."""
-        masks = {c.key: np.asarray(c.evaluate(table), dtype=bool) for c in self.cuts}
-        return route_ktuples(self.trees, table, masks)
+    def route_ktuples(self, table: Any, masks: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """n × k leaf node ids in the non-truncated trees. ``masks``: the cuts' TRUE rows on
+        ``table`` by key, when already evaluated (``Evaluations.mask_map``)."""
+        if masks is None:
+            masks = {c.key: np.asarray(c.evaluate(table), dtype=bool) for c in self.cuts}
+        return route_ktuples(self.trees, table, dict(masks))
 
     def _blocks_of(self, kt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Distinct k-tuples of kt, their block, and the inverse index (vectorized)."""
@@ -225,11 +227,12 @@ class Layout:
             self._ktuple_index = KTupleIndex(self.ktuples, radices_of(self.trees))
         return self._ktuple_index.lookup(kts)
 
-    def route(self, table: Any) -> np.ndarray:
-        """Block id per row (int32), vectorized; unseen k-tuples by the nearest-k-tuple rule."""
+    def route(self, table: Any, masks: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """Block id per row (int32), vectorized; unseen k-tuples by the nearest-k-tuple rule.
+        ``masks``: as ``route_ktuples`` takes them."""
         if table.num_rows == 0:
             return np.zeros(0, dtype=np.int32)
-        _, blocks, inv = self._blocks_of(self.route_ktuples(table))
+        _, blocks, inv = self._blocks_of(self.route_ktuples(table, masks))
         return blocks[inv]
 
     def observed_ktuples(self, table: Any) -> ObservedKTuples:
@@ -457,10 +460,13 @@ class Layout:
             got = self._forests[truncated] = Forest.of(trees, lb, self.num_blocks, self.cut_index)
         return got
 
-    def scanned(self, queries: Iterable[Any], *, truncated: bool = True) -> np.ndarray:
-        """Q × B bool: the blocks each query scans (cost.py's §5 traversal)."""
+    def scanned(self, queries: Iterable[Any], *, truncated: bool = True, sides: SideMatrix | None = None) -> np.ndarray:
+        """Q × B bool: the blocks each query scans (cost.py's §5 traversal). ``sides``: the
+        queries' side matrix over ``self.cuts`` when already known (``Evaluations.sides``)."""
         filters, _ = normalize_queries(queries)
-        return traverse(self.forest(truncated), side_matrix(filters, self.cuts)).scanned
+        if sides is None:
+            sides = side_matrix(filters, self.cuts)
+        return traverse(self.forest(truncated), sides).scanned
 
     def cost(self, queries: Iterable[Any], *, truncated: bool = True, per_query: bool = False) -> Any:
         """The workload's I/O cost on this layout (cost.py), in rows of ``block_rows``."""

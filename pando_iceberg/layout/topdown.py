@@ -20,7 +20,8 @@ over the leaf's rows) and S[q] = |Scan_q ∧ rows(l)|; then
     benefit = Σ_q w_q (¬may_true[q,c] · A[q,c] + ¬may_not_true[q,c] · (S[q] − A[q,c])).
 After a split only the rows of l and the decisive queries change Scan, so the caches of the
 other trees' leaves are corrected by the delta (D @ masksᵀ over those rows), and the split
-leaf's two children are computed fresh from their rows.
+leaf's two children get theirs from one product over the smaller child's rows (the larger
+child's counts are the leaf's minus the smaller's; the queries that skip a child count zero there).
 """
 
 from __future__ import annotations
@@ -135,17 +136,6 @@ class TopDown:
         else:
             leaf.best_cut, leaf.best_benefit = -1, 0.0
 
-    def _fill(self, rows: np.ndarray) -> _Leaf:
-        leaf = _Leaf(rows)
-        if len(self.w) and self._splittable(len(rows)):
-            sub = self.masks_t[rows]
-            scan = self.scan[:, rows]
-            leaf.A = scan.astype(np.float32) @ sub
-            leaf.S = scan.sum(axis=1).astype(np.float64)
-            leaf.N = sub.sum(axis=0).astype(np.int64)
-            self._score(leaf)
-        return leaf
-
     def current_cost(self) -> float:
         return float(self.w @ self.scan.sum(axis=1))
 
@@ -198,9 +188,33 @@ class TopDown:
         return self.trees
 
     def _apply(self, t: int, node: int, c: int, rows_t: np.ndarray, rows_f: np.ndarray) -> None:
-        # Scan delta: decisive queries stop scanning the skipped side's rows of this leaf.
         skip_true = np.flatnonzero(~self.may_true[:, c])
         skip_not = np.flatnonzero(~self.may_not[:, c])
+        # The children's caches (module docstring): the smaller child's counts under the scan as
+        # it is before this split, the larger one's as the leaf's minus them, then the rows of the
+        # queries that stop scanning a child are zero. Every count is an integer below 2^24, so
+        # float32 holds them exactly and the caches equal those counted afresh.
+        parent = self.leaves[t][node]
+        small_true = len(rows_t) <= len(rows_f)
+        rows_s = rows_t if small_true else rows_f
+        children = None
+        if parent.A is not None and (self._splittable(len(rows_t)) or self._splittable(len(rows_f))):
+            assert parent.S is not None and parent.N is not None  # set together with A (_score)
+            sub = self.masks_t[rows_s]
+            scan = self.scan[:, rows_s]
+            s_s = scan.sum(axis=1).astype(np.float64)
+            live = np.flatnonzero(s_s)  # the queries scanning none of these rows count zero
+            a_s = np.zeros((len(s_s), self.c), dtype=np.float32)
+            a_s[live] = scan[live].astype(np.float32) @ sub
+            n_s = sub.sum(axis=0).astype(np.int64)
+            a_l, s_l, n_l = parent.A - a_s, parent.S - s_s, parent.N - n_s
+            (a_t, s_t, n_t), (a_f, s_f, n_f) = ((a_s, s_s, n_s), (a_l, s_l, n_l)) if small_true \
+                else ((a_l, s_l, n_l), (a_s, s_s, n_s))
+            a_t[skip_true], s_t[skip_true] = 0.0, 0.0
+            a_f[skip_not], s_f[skip_not] = 0.0, 0.0
+            children = ((a_t, s_t, n_t), (a_f, s_f, n_f))
+
+        # Scan delta: decisive queries stop scanning the skipped side's rows of this leaf.
         d_true = self.scan[np.ix_(skip_true, rows_t)] if len(skip_true) else None
         d_not = self.scan[np.ix_(skip_not, rows_f)] if len(skip_not) else None
         if d_true is not None:
@@ -208,14 +222,20 @@ class TopDown:
         if d_not is not None:
             self.scan[np.ix_(skip_not, rows_f)] = False
 
-        # Other trees: subtract the delta from the caches of the leaves holding those rows.
+        # Other trees: subtract the delta from the caches of the leaves holding those rows. Only
+        # the queries and rows where the delta has a row are counted (the rest subtract zero).
+        changes = []
+        for qs, rows, delta in ((skip_true, rows_t, d_true), (skip_not, rows_f, d_not)):
+            if delta is None:
+                continue
+            live_q, live_r = delta.any(axis=1), delta.any(axis=0)
+            if live_q.any():
+                changes.append((qs[live_q], rows[live_r], delta[np.ix_(live_q, live_r)]))
         for t2 in range(self.k):
             if t2 == t:
                 continue
             touched: set[int] = set()
-            for qs, rows, delta in ((skip_true, rows_t, d_true), (skip_not, rows_f, d_not)):
-                if delta is None or not delta.any():
-                    continue
+            for qs, rows, delta in changes:
                 lf = self.leaf_of[t2, rows]
                 order = np.argsort(lf, kind="stable")
                 ids, starts = np.unique(lf[order], return_index=True)
@@ -241,8 +261,11 @@ class TopDown:
         del self.leaves[t][node]
         self.leaf_of[t, rows_t] = tn
         self.leaf_of[t, rows_f] = fn
-        self.leaves[t][tn] = self._fill(rows_t)
-        self.leaves[t][fn] = self._fill(rows_f)
+        for i, (child, rows) in enumerate(((tn, rows_t), (fn, rows_f))):
+            leaf = self.leaves[t][child] = _Leaf(rows)
+            if children is not None and self._splittable(len(rows)):
+                leaf.A, leaf.S, leaf.N = children[i]
+                self._score(leaf)
 
 
 @dataclass(frozen=True)

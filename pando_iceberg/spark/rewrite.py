@@ -149,7 +149,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     ``GUARD_WEIGHTS`` times more (k trees, then one), until one holds it — after the most
     constrained one (one tree, the heaviest weight) has shown that one can. ``LearnedLayout.guard`` says whether the
     kept layout holds the guard: ``rewrite_table`` refuses one that does not, unless forced."""
-    from ..layout import build_layout
+    from ..layout import Evaluations, build_layout
 
     t0 = time.time()
     df = jv.read_snapshot(spark, table_name, snapshot_id)
@@ -173,14 +173,15 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     scale = sample.num_rows / total_rows
     b_sample = max(1.0, options.min_block_rows * scale)
     learned = []
+    evaluations = Evaluations(sample)  # cut masks and sides, shared by every candidate layout
     test_pause("OPTIMIZING")
 
     def learn(k: int, with_cuts: list, workload: list) -> None:
         progress(f"optimizing k={k} trees on {sample.num_rows:,} sample rows, {len(with_cuts)} candidate cuts, "
                  f"{len(queries)} queries + {len(expected.queries) - len(queries)} synthetic draws of their templates")
         layout = build_layout(sample, with_cuts, workload, k, b_sample, max_ktuples=options.max_ktuples,
-                              progress=progress)
-        learned.append((layout, in_block_order(layout, sample, workload, b_sample, options)))
+                              progress=progress, evaluations=evaluations)
+        learned.append((layout, in_block_order(layout, sample, workload, b_sample, options, evaluations)))
 
     for k in ks:
         learn(k, cuts, expected.queries)
@@ -198,7 +199,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
 
     def choose():
         return select_layout([(lay, getattr(o, "column", None)) for lay, o in learned], sample,
-                             expected.validation, b_sample, measured=measured, **guard)
+                             expected.validation, b_sample, measured=measured, evaluations=evaluations, **guard)
 
     choice = choose() if len(learned) > 1 or guard else None
     if choice is not None and choice.guard is not None and not choice.guard.holds:
@@ -248,14 +249,16 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
                          list(expected.validation), options.to_map())
 
 
-def in_block_order(layout, sample: pa.Table, queries: list, b_sample: float, options: RewriteOptions):
-    """The in-block order option resolved: 'auto' → measured (``workload/in_block.py``),
-    'none' → None, else the named column (checked against the table)."""
+def in_block_order(layout, sample: pa.Table, queries: list, b_sample: float, options: RewriteOptions,
+                   evaluations=None):
+    """The in-block order option resolved: 'auto' → measured (``workload/in_block.py``, with the
+    ``layout.Evaluations`` of ``sample`` when given), 'none' → None, else the named column
+    (checked against the table)."""
     choice = options.in_block_order
     if choice == "none":
         return None
     if choice == "auto":
-        order = choose_in_block_order(layout, sample, queries, b_sample)
+        order = choose_in_block_order(layout, sample, queries, b_sample, evaluations=evaluations)
         return order if order.column is not None else None
     names = {n.lower() for n in sample.schema.names}
     if choice not in names:

@@ -43,6 +43,7 @@ from sqlglot import exp
 from pando_iceberg.expr import ExprCut, TableFilter
 from pando_iceberg.expr.evaluate import arrow_kind
 from pando_iceberg.expr.values import render
+from pando_iceberg.layout.evaluations import Evaluations
 from pando_iceberg.workload.templates import range_columns, template_key, typed_value
 
 __all__ = [
@@ -274,7 +275,8 @@ def zone_columns(queries: Sequence[tuple[TableFilter, float]], sample: pa.Table)
 
 
 def files_read(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilter, float]], b_sample: float,
-               order: str | None, *, zones: Sequence[tuple[str, str]] | None = None) -> np.ndarray:
+               order: str | None, *, zones: Sequence[tuple[str, str]] | None = None,
+               evaluations: Evaluations | None = None) -> np.ndarray:
     """Per query, the fraction of the sample's rows it reads when every block is written as
     ``files_per_block`` files cut along ``order`` (None: the sample's own order) and a block the
     trees scan is read file by file, skipping the files the planner skips by their statistics:
@@ -282,48 +284,86 @@ def files_read(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilte
     file's statistics as Iceberg would record them (``_file_stats``, over the ``zones``
     columns). As the sample's rows stand for the table's, this estimates the fraction of the
     table's rows in the data files the query opens — what ``spark/rewrite_common.reads_now``
-    measures of the files the table has now."""
+    measures of the files the table has now. ``evaluations``: the cut masks and side answers on
+    ``sample`` shared by the layouts learned on it (``layout.Evaluations``); same result."""
     queries = [(f, float(w)) for f, w in queries]
-    out = np.zeros(len(queries), dtype=np.float64)
     if not queries or sample.num_rows == 0:
-        return out
-    zones = zone_columns(queries, sample) if zones is None else list(zones)
-    blocks = np.asarray(layout.route(sample), dtype=np.int64)
-    counts = files_per_block(np.bincount(blocks, minlength=int(layout.num_blocks)), b_sample)
-    scanned = layout.scanned(queries)  # Q × B
-    if order is None:
-        rows_order = np.arange(sample.num_rows)
-    else:
-        rows_order = pc.array_sort_indices(sample.column(order).combine_chunks(), null_placement="at_end").to_numpy()
-    runs = _runs(rows_order, blocks, counts)
-    of_block = np.array([b for b, _ in runs], dtype=np.int64)
-    sizes = np.array([len(r) for _, r in runs], dtype=np.float64)
-    read = scanned[:, of_block]  # Q × files: the trees open the file's block
-    if zones:
-        schema, fields = _iceberg_columns(sample, zones)
-        stats = _file_stats(sample, [r for _, r in runs], fields)
-        for q, may_hold in enumerate(_file_checks(queries, schema, fields)):
-            opened = np.flatnonzero(read[q])
-            if len(opened):
-                read[q, opened] = may_hold([stats[i] for i in opened])
-    out = read.astype(np.float64) @ sizes
-    return out / float(sample.num_rows)
+        return np.zeros(len(queries), dtype=np.float64)
+    return _Reads(sample, queries, zones, evaluations)(layout, b_sample, order)
+
+
+class _Reads:
+    """``files_read`` of several (layout, order) pairs on one sample for one list of queries:
+    what does not change between them made once — the zone columns' Iceberg schema and each
+    query's file checks, each layout's blocks of the sample and scan matrix."""
+
+    def __init__(self, sample: pa.Table, queries: list[tuple[TableFilter, float]],
+                 zones: Sequence[tuple[str, str]] | None, evaluations: Evaluations | None):
+        self.sample, self.queries, self.evaluations = sample, queries, evaluations
+        zones = zone_columns(queries, sample) if zones is None else list(zones)
+        self.fields: dict[str, Any] = {}
+        self.checks: list = []
+        if zones and queries:
+            schema, self.fields = _iceberg_columns(sample, zones)
+            self.checks = _file_checks(queries, schema, self.fields)
+        self._placed: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
+
+    def _placement(self, layout: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The block of every sample row and the Q × B scan matrix of ``layout``."""
+        got = self._placed.get(id(layout))
+        if got is None:
+            ev, sample = self.evaluations, self.sample
+            if ev is None:
+                blocks = np.asarray(layout.route(sample), dtype=np.int64)
+                scanned = layout.scanned(self.queries)
+            else:
+                blocks = np.asarray(layout.route(sample, ev.mask_map(layout.cuts)), dtype=np.int64)
+                scanned = layout.scanned(self.queries, sides=ev.sides([f for f, _ in self.queries], layout.cuts))
+            got = self._placed[id(layout)] = (layout, blocks, scanned)  # the layout keeps its id taken
+        return got[1], got[2]
+
+    def __call__(self, layout: Any, b_sample: float, order: str | None) -> np.ndarray:
+        sample = self.sample
+        if not self.queries or sample.num_rows == 0:
+            return np.zeros(len(self.queries), dtype=np.float64)
+        blocks, scanned = self._placement(layout)
+        counts = files_per_block(np.bincount(blocks, minlength=int(layout.num_blocks)), b_sample)
+        if order is None:
+            rows_order = np.arange(sample.num_rows)
+        else:
+            column = sample.column(order).combine_chunks()
+            rows_order = pc.array_sort_indices(column, null_placement="at_end").to_numpy()
+        runs = _runs(rows_order, blocks, counts)
+        of_block = np.array([b for b, _ in runs], dtype=np.int64)
+        sizes = np.array([len(r) for _, r in runs], dtype=np.float64)
+        read = scanned[:, of_block]  # Q × files: the trees open the file's block
+        if self.fields:
+            stats = _file_stats(sample, [r for _, r in runs], self.fields)
+            for q, may_hold in enumerate(self.checks):
+                opened = np.flatnonzero(read[q])
+                if len(opened):
+                    read[q, opened] = may_hold([stats[i] for i in opened])
+        out = read.astype(np.float64) @ sizes
+        return out / float(sample.num_rows)
 
 
 def files_cost(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilter, float]], b_sample: float,
-               order: str | None, *, zones: Sequence[tuple[str, str]] | None = None) -> float:
+               order: str | None, *, zones: Sequence[tuple[str, str]] | None = None,
+               evaluations: Evaluations | None = None) -> float:
     """Fraction of the sample's rows ``queries`` read (weighted as in ``layout/cost.py``): the
     weighted mean of ``files_read``."""
     queries = [(f, float(w)) for f, w in queries if float(w) > 0]
     if not queries or sample.num_rows == 0:
         return 0.0
     weights = np.array([w for _, w in queries])
-    return float(files_read(layout, sample, queries, b_sample, order, zones=zones) @ weights / weights.sum())
+    read = files_read(layout, sample, queries, b_sample, order, zones=zones, evaluations=evaluations)
+    return float(read @ weights / weights.sum())
 
 
 def choose_in_block_order(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilter, float]], b_sample: float,
-                          max_candidates: int = 4) -> InBlockOrder:
-    """The in-block order of ``layout`` for ``queries`` (module docstring), on ``sample``."""
+                          max_candidates: int = 4, *, evaluations: Evaluations | None = None) -> InBlockOrder:
+    """The in-block order of ``layout`` for ``queries`` (module docstring), on ``sample``
+    (``evaluations``: as ``files_read`` takes them)."""
     queries = [(f, float(w)) for f, w in queries if float(w) > 0]
     if not queries or sample.num_rows == 0:
         return InBlockOrder(None)
@@ -331,9 +371,15 @@ def choose_in_block_order(layout: Any, sample: pa.Table, queries: Sequence[tuple
     zones = zone_columns(queries, sample)
     candidates = [names[c] for c, _ in range_columns(queries)
                   if c in names and any(z == names[c] for z, _ in zones)][:max_candidates]
-    costs = {"(none)": files_cost(layout, sample, queries, b_sample, None, zones=zones)}
+    reads = _Reads(sample, queries, zones, evaluations)
+    weights = np.array([w for _, w in queries])
+
+    def cost(order: str | None) -> float:  # files_cost, with what the orders share made once
+        return float(reads(layout, b_sample, order) @ weights / weights.sum())
+
+    costs = {"(none)": cost(None)}
     for c in candidates:
-        costs[c] = files_cost(layout, sample, queries, b_sample, c, zones=zones)
+        costs[c] = cost(c)
     best = min(candidates, key=lambda c: costs[c], default=None)
     if best is None or costs[best] > (1.0 - MIN_GAIN) * costs["(none)"]:
         return InBlockOrder(None, costs)
@@ -479,7 +525,8 @@ def _k_of(label: Any) -> int:
 def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
                   validation: Sequence[tuple[TableFilter, float]], b_sample: float, *,
                   now: np.ndarray | None = None, bound: float | None = None, file_fraction: float = 0.0,
-                  now_bytes: np.ndarray | None = None, measured: list[np.ndarray] | None = None) -> LayoutChoice:
+                  now_bytes: np.ndarray | None = None, measured: list[np.ndarray] | None = None,
+                  evaluations: Evaluations | None = None) -> LayoutChoice:
     """Among ``(layout, in-block order)`` pairs in order of preference (fewer trees first), the
     one whose files the validation draws read least of (``files_cost``); a later one replaces
     the kept one only when it reads ``MIN_GAIN`` less (more trees cost planning time and sidecar
@@ -494,15 +541,16 @@ def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
     slack of small templates) are eligible; among them the same rule picks. When none is, the
     unconstrained choice is returned with its guard broken (the caller refuses or forces).
     ``measured``: the ``files_read`` of the first layouts, from an earlier call on the same
-    validation draws; extended in place with those of the others."""
+    validation draws; extended in place with those of the others. ``evaluations``: as
+    ``files_read`` takes them."""
     if not layouts:
         raise ValueError("select_layout needs at least one layout")
     validation = [(f, float(w)) for f, w in validation]
     zones = zone_columns(validation, sample)
     weights = np.array([w for _, w in validation]) if validation else np.zeros(0)
     reads = measured if measured is not None else []
-    reads += [files_read(layout, sample, validation, b_sample, order, zones=zones)
-              for layout, order in layouts[len(reads):]]
+    measure = _Reads(sample, validation, zones, evaluations)
+    reads += [measure(layout, b_sample, order) for layout, order in layouts[len(reads):]]
     costs = [float(r @ weights / weights.sum()) if weights.sum() > 0 else 0.0 for r in reads]
 
     def pick(eligible: list[int]) -> int:

@@ -109,6 +109,7 @@ def test_incremental_caches_equal_recomputation(seed, k, min_leaf):
             scan = td.scan[:, leaf.rows].astype(np.float32)
             assert np.array_equal(leaf.A, scan @ masks_f[:, leaf.rows].T)
             assert np.array_equal(leaf.S, scan.sum(axis=1))
+            assert np.array_equal(leaf.N, masks_f[:, leaf.rows].sum(axis=1))
     stats: dict = {}
     trees = build_trees(table, cuts, qs, k, min_leaf, stats=stats)
     model = _row_block_cost(trees, cuts, filters, weights, table)

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from ..expr import keys as keyset
 from ..settings import value as setting
-from .keysets import KeyReader, KeySetResult, TooManyKeys, dimension_keys
+from .keysets import KeyReader, KeySetResult, dimension_keys
 
 _PRUNABLE = ("int", "long", "string", "date", "timestamp", "timestamptz", "decimal", "time")
 
@@ -161,7 +161,6 @@ def prune_files(table, tf, tasks: list, *, row_limit: int | None = None,
 
 __all__ = [
     "JoinPruning",
-    "TooManyKeys",  # raised by key readers; imported from here by the Spark rewrite's key reader
     "bounds_may_contain",
     "file_bounds",
     "iceberg_key_values",

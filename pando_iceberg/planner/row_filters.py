@@ -41,7 +41,7 @@ from .keysets import (
 # the scan it may save (TPC-H: part and customer qualify for lineitem, orders does not).
 ROW_FILTER_DIMENSION_SHARE = 0.1
 # ... and it filters only when it keeps at most this share of the dimension's rows, so about that
-# share of the table's: at TPC-H SF 10 (Pando k=3, BENCHMARKS.md 2026-11-26 (later)) Q17's 0.1 % of
+# share of the table's: at TPC-H SF 10 (Pando k=3) Q17's 0.1 % of
 # part, Q7's 8 % of supplier and Q9's 5.4 % of part made those queries 9.6×, 2.7× and 1.5× faster;
 # Q3's 20 % of customer, semi-joined to orders, made it about 1 s slower in a first try (the
 # semi-join repeats the join Spark does anyway, for a fifth of the rows).

@@ -33,7 +33,7 @@ from ..exceptions import LayoutError, TemplateRegressionError
 from ..expr import keys as keyset
 from ..expr import semantics
 from ..expr.semantics import Semantics
-from ..planner.joins import TooManyKeys
+from ..planner.keysets import TooManyKeys
 from ..workload.in_block import (
     DEFAULT_MAX_TEMPLATE_REGRESSION,
     P_MAX_TEMPLATE_REGRESSION,
@@ -369,7 +369,7 @@ class SparkKeyProvider:
 
     def at_most(self, max_keys: int):
         """A key reader (JoinFilter → keys) that stops after ``max_keys + 1`` rows and raises
-        ``planner.joins.TooManyKeys`` when there are more: a row filter's keys, never a truncated set (the
+        ``planner.keysets.TooManyKeys`` when there are more: a row filter's keys, never a truncated set (the
         key must be the dimension's unique key, as every join filter's is)."""
         def read(join) -> np.ndarray:
             pk = sqlglot.exp.column(join.dim_pk, quoted=True).sql(dialect="spark")

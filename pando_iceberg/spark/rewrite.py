@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from ..progress import spark_job_progress
 from ..workload.in_block import (
+    GUARD_WEIGHTS,
     BlockFiles,
     InBlockOrder,
     TemplateGuard,
@@ -81,9 +82,6 @@ P_IN_BLOCK = "pando.in-block-order"  # sidecar property: JSON of workload.in_blo
 P_K_SELECTION = "pando.k-selection"  # sidecar property: JSON of workload.in_block.LayoutChoice
 P_OPTIONS = "pando.options"  # sidecar property: JSON of the options the layout was learned with
 P_TEMPLATE_GUARD = "pando.template-guard"  # sidecar property: JSON of workload.in_block.TemplateGuard
-# The weights of the breaking templates' draws in the candidates learned when no layout holds the
-# guard (``learn_layout``): the first is the candidate with the table's order cuts alone.
-GUARD_WEIGHTS = (1, 4, 16, 64)
 
 
 @dataclass
@@ -284,7 +282,7 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         if learned is not None:
             raise PandoRewriteError(f"table {table_name} is partitioned: its layouts are learned per partition, a "
                                     "pending whole-table layout cannot be applied (pass relearn => true)")
-        return rewrite_partitions(spark, table_name, workload, options, where, io_properties, progress)
+        return rewrite_partitions(spark, table_name, workload, options, where, io_properties, progress, force)
     current = table.currentSnapshot()
     if current is None:
         raise PandoRewriteError(f"table {table_name} has no snapshot (no data): nothing to lay out")

@@ -69,6 +69,8 @@ from .pipeline import (
     write_tasks,
 )
 from .rewrite_common import (
+    P_OPTIONS,
+    P_TEMPLATE_GUARD,
     STALE_NOTE,
     IncrementalResult,
     PandoRewriteError,
@@ -288,6 +290,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
         static = static_table(table, io_properties)
         now_of = partition_reads_now(static, base_id, expected.validation, {p: part_of[p] for p in files}, live)
     layouts: dict[str, Any] = {}
+    guards: dict[str, TemplateGuard] = {}  # of the layouts applied, under the guard
     refused: dict[str, TemplateGuard] = {}
     for i, name in enumerate(names):
         rows = np.flatnonzero(sample_part == i)
@@ -329,7 +332,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
             refused[name] = guard
             notes.append(f"{of} left as it is: " + "; ".join(t.line(of) for t in guard.breaking()))
             continue
-        layouts[name] = learned[choice.index][0]
+        layouts[name], guards[name] = learned[choice.index][0], guard
         notes += [f"{of}: " + ("" if t.holds else "forced: ") + t.line(of) for t in guard.templates]
     if refused and not layouts and bound is not None:
         raise TemplateGuardError(partitions_refusal(table_name, bound, refused))
@@ -366,10 +369,13 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
                                            base_sequence_number=sequence_number,
                                            properties={"pando.expected-rows-fraction": f"{fraction:.6f}",
                                                        "pando.rows": str(rows),
-                                                       "pando.workload": json.dumps(workload_sql)})
+                                                       "pando.workload": json.dumps(workload_sql),
+                                                       **({P_TEMPLATE_GUARD: json.dumps(guards[name].to_json())}
+                                                          if name in guards else {})})
             entries[name] = PartitionEntry.of(name, spec_id, sc, layout)
         return PartitionedLayoutSidecar(layout_id, str(table.uuid()), entries, base_id,
                                         {"pando.k": str(options.k), "pando.workload-queries": str(len(queries)),
+                                         P_OPTIONS: json.dumps(options.to_map()),
                                          "pando.workload": json.dumps(workload_sql)})
 
     payloads = [LayoutPayload(layouts[n].to_bytes(), {c.key: c.keys_to_bytes() for c in layouts[n].cuts

@@ -48,6 +48,8 @@ from .blocks import ROW_COL, LayoutPayload, route_batches
 from .partitioned import rewrite_partitions
 from .pipeline import Rewrite, block_file_refs, finalize_layout, routed_rows, run_rewrite, test_pause, write_tasks
 from .rewrite_common import (
+    P_OPTIONS,
+    P_TEMPLATE_GUARD,
     PandoRewriteError,
     RewriteOptions,
     RewriteResult,
@@ -80,8 +82,6 @@ __all__ = [
 
 P_IN_BLOCK = "pando.in-block-order"  # sidecar property: JSON of workload.in_block.InBlockOrder
 P_K_SELECTION = "pando.k-selection"  # sidecar property: JSON of workload.in_block.LayoutChoice
-P_OPTIONS = "pando.options"  # sidecar property: JSON of the options the layout was learned with
-P_TEMPLATE_GUARD = "pando.template-guard"  # sidecar property: JSON of workload.in_block.TemplateGuard
 
 
 @dataclass

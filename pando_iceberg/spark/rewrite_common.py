@@ -57,6 +57,10 @@ class PandoRewriteError(LayoutError, ValueError):
     """The rewrite cannot run with these inputs; the message says what to change."""
 
 
+P_OPTIONS = "pando.options"  # sidecar property: JSON of the options the layout(s) were learned with
+P_TEMPLATE_GUARD = "pando.template-guard"  # sidecar property: JSON of workload.in_block.TemplateGuard
+
+
 class TemplateGuardError(TemplateRegressionError, PandoRewriteError):
     """The layout would make a workload template read more than the guard allows
     (``workload.in_block.TemplateGuard.refusal`` says which); nothing was written."""

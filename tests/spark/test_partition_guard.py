@@ -5,10 +5,15 @@ templates give that up. With the guard each partition keeps it (within the bound
 reads of that partition now, measured by planning held-out weeks on the result) or keeps its
 files; without it the week is sacrificed; a bound no layout can hold refuses unless forced."""
 
+import json
+
 import pytest
 
 from pando_iceberg.planner import plan_scan
 from pando_iceberg.procedures import ProcedureContext, ProcedureError, call
+from pando_iceberg.storage.partitions import PartitionedLayoutSidecar
+from pando_iceberg.storage.paths import sidecar_path
+from pando_iceberg.storage.pointer import layout_pointer
 
 pytestmark = pytest.mark.spark
 
@@ -82,6 +87,14 @@ def test_the_guard_keeps_each_partition_s_week_template(ctx, spark, catalog):
     week = [n for n in r.notes if n.startswith("partition month=") and "day BETWEEN" in n]
     assert len(week) == MONTHS and all(n.endswith(": holds") for n in week), r.notes
     assert f"{MONTHS} partition(s) laid out, 0 partition layout(s) kept as they were" in r.notes
+    # each partition's sidecar keeps its guard; the layout's options are recorded (a re-layout reuses them)
+    table = catalog.load_table("pguard.guarded")
+    ptr = layout_pointer(table.properties)
+    sc = PartitionedLayoutSidecar.read(table.io, sidecar_path(table.location(), ptr.sidecar))
+    assert json.loads(sc.properties["pando.options"])["min-block-rows"] == "500"
+    for entry in sc.partitions.values():
+        guard = json.loads(entry.sidecar.properties["pando.template-guard"])
+        assert guard["holds"] and guard["max_template_regression"] == 1.1, guard
     # the held-out weeks on the files written: within the bound, per partition (the estimate is on
     # the sample: one block of slack)
     assert all(a <= 1.1 * b + 500 for a, b in zip(after, before, strict=True)), dict(zip(HELD_OUT, ratios))

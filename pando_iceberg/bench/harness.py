@@ -44,11 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import UsageError
+from ..tpch import LOAD_ORDERS
 from .checkpoint import Checkpoint, CheckpointError
 from .tpcds import DATE_KEYS as TPCDS_DATE_KEYS
 from .tpcds import LAID_OUT_FACTS as TPCDS_FACTS
 from .workloads import qualify
 
+#: The datasets whose generator's order is not their arrival order: ``--load-order date`` loads them in it.
+DATE_ORDER_DATASETS = ("tpch", "tpcds")
 LAYOUTS = ("arrival", "sort", "zorder", "zorder-ranges", "pando-k1", "pando-k2", "pando-k3", "pando-k4")
 DATASETS = ("tpch", "taxi", "star", "tpcds", "flights")
 # tpcds: the fact tables TPC-DS's queries filter (through their dimensions), each sorted on its date key
@@ -89,6 +92,8 @@ class BenchOptions:
     in_sample: bool = False
     resume: bool = False  # continue the run whose checkpoint is in out (see .checkpoint)
     star_keys: str = "attribute"  # the star dataset's variant (datasets.STAR_KEYS)
+    # tpch, tpcds: "date" loads the facts in arrival (date) order (tpch.LOAD_ORDERS), in files of b rows
+    load_order: str = "generated"
 
     def validate(self) -> None:
         if self.dataset not in DATASETS:
@@ -110,6 +115,10 @@ class BenchOptions:
 
         if self.star_keys not in STAR_KEYS or (self.star_keys != "attribute" and self.dataset != "star"):
             raise BenchError(f"--star-keys {self.star_keys!r}: one of {', '.join(STAR_KEYS)}, with --dataset star")
+        if self.load_order not in LOAD_ORDERS or (self.load_order != "generated"
+                                                   and self.dataset not in DATE_ORDER_DATASETS):
+            raise BenchError(f"--load-order {self.load_order!r}: one of {', '.join(LOAD_ORDERS)}; 'date' with "
+                             f"--dataset {' or '.join(DATE_ORDER_DATASETS)} (the others arrive in date order)")
         if self.block_rows is not None and self.block_rows < 1:
             raise BenchError(f"block rows must be >= 1, got {self.block_rows}")
         if self.dataset == "flights" and self.sf != 1:
@@ -514,18 +523,20 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
 def prepare_dataset(spark, catalog, opts: BenchOptions, progress) -> str:
     from .datasets import dataset_namespace, load_star, load_taxi, star_namespace
 
+    variant = "_date_order" if opts.load_order == "date" else ""  # its own tables
     ns = opts.namespace or (star_namespace(opts.sf, opts.star_keys) if opts.dataset == "star"
-                            else dataset_namespace(opts.dataset, opts.sf))
+                            else dataset_namespace(opts.dataset + variant, opts.sf))
     if opts.dataset == "tpch":
         from ..tpch import load_tpch
 
-        load_tpch(spark, opts.sf, namespace=ns, progress=progress)
+        load_tpch(spark, opts.sf, namespace=ns, progress=progress, load_order=opts.load_order, file_rows=opts.b)
     elif opts.dataset == "star":
         load_star(spark, catalog, opts.sf, seed=opts.seed, namespace=ns, progress=progress, keys=opts.star_keys)
     elif opts.dataset == "tpcds":
         from .tpcds import load_tpcds
 
-        load_tpcds(spark, catalog, opts.sf, namespace=ns, progress=progress)
+        load_tpcds(spark, catalog, opts.sf, namespace=ns, progress=progress, load_order=opts.load_order,
+                   file_rows=opts.block_rows)
     elif opts.dataset == "flights":
         from .flights import load_flights
 
@@ -618,7 +629,8 @@ def bench_report(opts: BenchOptions, source_ns: str, layouts: dict[str, dict], q
 
 def bench_stem(opts: BenchOptions) -> str:
     """The report files' stem: ``bench_<dataset>_sf<SF>`` (``_in_sample`` for an in-sample run)."""
-    variant = "_load_order" if opts.star_keys == "load-order" else ""
+    variant = ("_load_order" if opts.star_keys == "load-order" else "") + (
+        "_date_order" if opts.load_order == "date" else "")
     return f"bench_{opts.dataset}{variant}_sf{opts.sf:g}" + ("_in_sample" if opts.in_sample else "")
 
 
@@ -688,6 +700,10 @@ def add_arguments(p) -> None:
     p.add_argument("--star-keys", default="attribute", help="star: how dimension keys are assigned: attribute "
                    "(grouped by region / category, default) or load-order (independent of every attribute, "
                    "200 brands; its own namespace star_load_order_sf<SF>)")
+    p.add_argument("--load-order", default="generated", help="tpch, tpcds: generated (the generator's order, "
+                   "default) or date (the facts in arrival order: lineitem by l_shipdate, orders by o_orderdate, "
+                   "the TPC-DS sales and inventory by their date key, in files of b rows; its own namespace "
+                   "<dataset>_date_order_sf<SF>)")
     p.add_argument("--seed", type=int, default=0, help="workload, split and sampling seed (default 0)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per query after one warm-up (default 3; "
                    "0: time the warm-up itself, no extra runs)")
@@ -740,7 +756,8 @@ def options_from_args(args) -> BenchOptions:
                         templates=_ints(args.templates, "--templates"), block_rows=args.block_rows,
                         sample_rate=args.sample_rate, pando_options=_pairs(args.pando_options),
                         in_sample=getattr(args, "in_sample", False), resume=getattr(args, "resume", False),
-                        star_keys=getattr(args, "star_keys", "attribute"))
+                        star_keys=getattr(args, "star_keys", "attribute"),
+                        load_order=getattr(args, "load_order", "generated"))
     opts.validate()
     return opts
 

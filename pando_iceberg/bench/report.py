@@ -244,7 +244,8 @@ def markdown(rep: dict, stem: str) -> str:
     s = rep["summary"]
     lay = s["layouts"]
     tables = list(next(iter(rep["layouts"].values()))["tables"])
-    variant = " (keys in load order)" if o.get("star_keys") == "load-order" else ""
+    variant = (" (keys in load order)" if o.get("star_keys") == "load-order" else "") + (
+        " (loaded in date order)" if o.get("load_order") == "date" else "")
     lines = [f"# pando bench: {o['dataset']}{variant} SF {o['sf']:g}", "",
              f"{rep['date']}; {rep['machine']['nproc']} CPUs, {rep['machine']['memory_gib']} GiB; wall time "
              f"{rep['wall_seconds'] / 60:.1f} min (data load {rep['load_seconds']:.0f} s). b = {rep['b']:,} rows per "

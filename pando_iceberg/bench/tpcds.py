@@ -63,6 +63,10 @@ QUERY_NUMBERS = tuple(range(1, 100))
 MIN_SF = 0.01
 SF_PROPERTY = "pando.bench.tpcds-sf"
 ROWS_PROPERTY = "pando.bench.tpcds-rows"
+LOAD_ORDER_PROPERTY = "pando.bench.load-order"
+#: How the fact tables' rows are written (``load_tpcds``): "generated", in dsdgen's order; "date",
+#: the facts of ``DATE_KEYS`` sorted by their date key, as a loader appending day by day writes them.
+LOAD_ORDERS = ("generated", "date")
 _ARRIVAL = "__pando_arrival"
 
 
@@ -181,8 +185,8 @@ def generate(sf: float, out_dir: Path, progress: Callable[[str], None] = lambda 
         con.close()
 
 
-def _loaded(catalog, namespace: str, sf: float) -> bool:
-    """Every table is in ``namespace``, loaded at ``sf``, with its recorded row count."""
+def _loaded(catalog, namespace: str, sf: float, load_order: str = "generated") -> bool:
+    """Every table is in ``namespace``, loaded at ``sf`` in ``load_order``, with its recorded row count."""
     from pyiceberg.exceptions import NoSuchTableError
 
     for t in TPCDS_TABLES:
@@ -192,7 +196,8 @@ def _loaded(catalog, namespace: str, sf: float) -> bool:
             return False
         props = table.properties
         snap = table.current_snapshot()
-        if props.get(SF_PROPERTY) != repr(sf) or snap is None:
+        if props.get(SF_PROPERTY) != repr(sf) or snap is None or props.get(LOAD_ORDER_PROPERTY,
+                                                                          "generated") != load_order:
             return False
         if int(snap.summary.get("total-records", -1)) != int(props.get(ROWS_PROPERTY, -2)):
             return False
@@ -222,17 +227,21 @@ class Loaded:
 
 
 def load_tpcds(spark, catalog, sf: float, namespace: str | None = None, file_rows: int | None = None,
-               work_dir: Path | None = None, progress: Callable[[str], None] = lambda m: None) -> Loaded:
+               work_dir: Path | None = None, progress: Callable[[str], None] = lambda m: None,
+               load_order: str = "generated") -> Loaded:
     """Generate TPC-DS at ``sf`` and load its 24 tables into ``namespace`` (default
-    ``tpcds_sf<SF>``) with Spark; reuse them when already loaded at ``sf``."""
+    ``tpcds_sf<SF>``) with Spark; reuse them when already loaded at ``sf`` in ``load_order``
+    (``LOAD_ORDERS``). The fact tables are written in files of ``file_rows`` rows."""
     from ..tpch import quote_ident
     from .datasets import dataset_namespace
 
     sf = check_sf(sf)
+    if load_order not in LOAD_ORDERS:
+        raise TpcdsError(f"load order {load_order!r} is not known; accepted: {', '.join(LOAD_ORDERS)}")
     namespace = namespace or dataset_namespace("tpcds", sf)
     ns = quote_ident(namespace)
     t_all = time.perf_counter()
-    if _loaded(catalog, namespace, sf):
+    if _loaded(catalog, namespace, sf, load_order):
         out = Loaded(namespace, reused=True)
         for t in TPCDS_TABLES:
             out.files[t], out.rows[t] = _snapshot_counts(catalog, f"{namespace}.{t}")
@@ -259,14 +268,16 @@ def load_tpcds(spark, catalog, sf: float, namespace: str | None = None, file_row
             # has no snapshot with these rows, and a later run loads it again (:func:`_loaded`)
             spark.sql(f"CREATE TABLE {fq} ({cols}) USING iceberg TBLPROPERTIES ('format-version'='2', "
                       f"'write.parquet.compression-codec'='zstd', '{SF_PROPERTY}'='{sf!r}', "
-                      f"'{ROWS_PROPERTY}'='{gen.rows[t]}')")
+                      f"'{ROWS_PROPERTY}'='{gen.rows[t]}', '{LOAD_ORDER_PROPERTY}'='{load_order}')")
             if keys:
                 spark.sql(f"ALTER TABLE {fq} SET IDENTIFIER FIELDS "
                           + ", ".join(quote_ident(c) for c in PRIMARY_KEYS[t]))
             if t in FACT_TABLES:
-                # arrival: generation order, cut into files of ~file_rows rows (one task each)
+                # arrival: generation order (by date first, in date load order), cut into files of
+                # ~file_rows rows (one task each)
+                order = ((DATE_KEYS[t],) if load_order == "date" and t in DATE_KEYS else ()) + (_ARRIVAL,)
                 n_files = max(1, math.ceil(gen.rows[t] / file_rows))
-                df = df.repartitionByRange(n_files, _ARRIVAL).sortWithinPartitions(_ARRIVAL).drop(_ARRIVAL)
+                df = df.repartitionByRange(n_files, *order).sortWithinPartitions(*order).drop(_ARRIVAL)
             else:
                 df = df.coalesce(1)
             (df.select(*[f.name for f in fields]).writeTo(f"{namespace}.{t}")

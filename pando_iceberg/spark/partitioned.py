@@ -45,7 +45,17 @@ from ..storage.partitions import (
 )
 from ..storage.pointer import layout_pointer
 from ..storage.sidecar import LayoutSidecar, new_layout_id
-from ..workload.in_block import select_layout
+from ..workload.in_block import (
+    GUARD_WEIGHTS,
+    P_MAX_TEMPLATE_REGRESSION,
+    LayoutChoice,
+    TemplateGuard,
+    files_read,
+    order_cuts,
+    select_layout,
+    zone_columns,
+)
+from ..workload.templates import template_key
 from . import iceberg_jvm as jv
 from .blocks import BLOCK_COL, LayoutPayload, append_block_columns
 from .pipeline import (
@@ -59,17 +69,23 @@ from .pipeline import (
     write_tasks,
 )
 from .rewrite_common import (
+    P_OPTIONS,
+    P_TEMPLATE_GUARD,
     STALE_NOTE,
     IncrementalResult,
     PandoRewriteError,
     RewriteOptions,
     RewriteResult,
+    TemplateGuardError,
     batch_rows,
     candidate_ks,
+    file_bounds,
     learning_workload,
     seeded_sample,
     stale_cut_columns,
+    static_table,
     table_workload,
+    template_bound,
 )
 
 FILE_COL = "_file"
@@ -137,10 +153,65 @@ def route_partitions(payloads: list[LayoutPayload], paths: list[str], path_part:
     return run
 
 
+def partition_reads_now(static, snapshot_id: int, queries: Sequence[tuple[Any, float]], part_of: dict[str, str],
+                        live: dict[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per partition of ``part_of`` (data file path → partition), per query, the fractions of the
+    partition's rows and bytes in its data files the query opens today: the planner's own plan
+    (``planner.scan.plan_scan``, as ``rewrite_common.reads_now`` measures the whole table), over
+    the partition's live files (``live``: path → Java DataFile)."""
+    from ..planner.scan import plan_scan
+
+    names = sorted(set(part_of.values()))
+    index = {n: i for i, n in enumerate(names)}
+    totals = np.zeros((2, len(names)))
+    for p, n in part_of.items():
+        totals[:, index[n]] += (int(live[p].recordCount()), int(live[p].fileSizeInBytes()))
+    opened = np.zeros((2, len(names), len(queries)))
+    for q, (f, _) in enumerate(queries):
+        for task in plan_scan(static, f, snapshot_id=snapshot_id).tasks:
+            mine = part_of.get(task.file.file_path)
+            if mine is not None:
+                opened[:, index[mine], q] += (int(task.file.record_count), int(task.file.file_size_in_bytes))
+    share = opened / np.maximum(1.0, totals)[:, :, None]
+    return {n: (share[0, i], share[1, i]) for n, i in index.items()}
+
+
+def guarded_choice(learned: Sequence[tuple[Any, str | None]], sample: pa.Table, validation: Sequence[tuple[Any, float]],
+                   now: np.ndarray, now_bytes: np.ndarray, bound: float, file_fraction: float) -> LayoutChoice:
+    """``select_layout`` under the guard for one partition (its ``sample``, one file per block),
+    over the validation draws that reach the partition: those that open one of its files now
+    (``now``: ``partition_reads_now``) or would with a candidate. The others read none of it
+    either way; averaged in, they would shrink every template's reads of the partition below
+    ``in_block.SMALL_TEMPLATE``, where the guard allows a whole file more."""
+    validation = list(validation)
+    zones = zone_columns(validation, sample)
+    reads = [files_read(layout, sample, validation, math.inf, order, zones=zones) for layout, order in learned]
+    reach = np.flatnonzero((np.asarray(now) > 0) | np.any(np.asarray(reads) > 0, axis=0))
+    return select_layout(learned, sample, [validation[i] for i in reach], math.inf, now=np.asarray(now)[reach],
+                         bound=bound, file_fraction=file_fraction, now_bytes=np.asarray(now_bytes)[reach],
+                         measured=[r[reach] for r in reads])
+
+
+def partitions_refusal(table_name: str, bound: float, refused: dict[str, TemplateGuard]) -> str:
+    """Why a rewrite lays out no partition: per refused partition, the templates that break the guard."""
+    parts = "; ".join(f"partition {n}: " + ", ".join(t.line(f"partition {n}") for t in g.breaking())
+                      for n, g in sorted(refused.items()))
+    return (f"no partition of {table_name} is laid out: in each, no candidate layout keeps every workload template "
+            f"within {bound:g}× of what it reads of the partition now (option 'max-template-regression', table "
+            f"property {P_MAX_TEMPLATE_REGRESSION}): {parts}. Nothing was written. Pass force => true to apply the "
+            "layouts anyway, raise the bound, or give the workload more weight on those templates")
+
+
 def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, options: RewriteOptions | None = None,
                        where: str | None = None, io_properties: dict[str, str] | None = None,
-                       progress: Callable[[str], None] = lambda m: None) -> PartitionedRewriteResult:
-    """Learn and apply a layout per selected partition (module docstring); one ``replace`` commit."""
+                       progress: Callable[[str], None] = lambda m: None,
+                       force: bool = False) -> PartitionedRewriteResult:
+    """Learn and apply a layout per selected partition (module docstring); one ``replace`` commit.
+    Under the per-template guard (``max-template-regression``) each partition gets the best of its
+    candidate layouts that keeps every template within the bound of what it reads of the
+    partition now (``guarded_choice``); a partition where none does keeps its files, with a
+    note naming the templates, unless ``force``; when that leaves no partition to lay out, the
+    rewrite stops (``TemplateGuardError``) before anything is written."""
     from pyiceberg.io import load_file_io
     from pyspark.sql import functions as F
 
@@ -209,8 +280,18 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
     sample = sample.drop_columns([FILE_COL])
     # Templates' synthetic draws along the whole sample (every partition's), cuts computed once.
     ks = candidate_ks(options)
-    expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options, validate=len(ks) > 1)
+    bound = template_bound(options, table)
+    expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options,
+                                       validate=len(ks) > 1 or bound is not None)
+    now_of: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    static = None
+    if bound is not None:
+        progress(f"planning {len(expected.validation)} validation draws on the table as it is now")
+        static = static_table(table, io_properties)
+        now_of = partition_reads_now(static, base_id, expected.validation, {p: part_of[p] for p in files}, live)
     layouts: dict[str, Any] = {}
+    guards: dict[str, TemplateGuard] = {}  # of the layouts applied, under the guard
+    refused: dict[str, TemplateGuard] = {}
     for i, name in enumerate(names):
         rows = np.flatnonzero(sample_part == i)
         if rows_of[name] == 0 or len(rows) == 0:
@@ -221,9 +302,42 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
         progress(f"partition {name}: k={'1..' if len(ks) > 1 else ''}{options.k} trees on {len(rows):,} sample rows")
         learned = [(build_layout(part_sample, cuts, expected.queries, k, b_sample, max_ktuples=options.max_ktuples),
                     None) for k in ks]
-        # one file per block here: the files the validation draws read are the blocks
-        choice = select_layout(learned, part_sample, expected.validation, math.inf) if len(ks) > 1 else None
-        layouts[name] = learned[choice.index if choice else 0][0]
+        if bound is None:
+            # one file per block here: the files the validation draws read are the blocks
+            choice = select_layout(learned, part_sample, expected.validation, math.inf) if len(ks) > 1 else None
+            layouts[name] = learned[choice.index if choice else 0][0]
+            continue
+        now, now_bytes = now_of[name]
+        file_fraction = min(1.0, options.min_block_rows / rows_of[name])
+        choice = guarded_choice(learned, part_sample, expected.validation, now, now_bytes, bound, file_fraction)
+        assert choice.guard is not None  # select_layout under a bound always measures one
+        if not choice.guard.holds:
+            # The most constrained candidate of the whole-table rewrite (``rewrite.learn_layout``):
+            # one tree, cuts along the order the partition's files already have, the breaking
+            # templates' draws weighing the most.
+            progress(f"partition {name}: no layout keeps every template within {bound:g}× of what it reads now: "
+                     "learning k=1 along the partition's current order")
+            zones = [c for c, _ in zone_columns(expected.validation, part_sample)]
+            mine = {p for p in files if part_of[p] == name}
+            extra = order_cuts(file_bounds(static, base_id, zones, mine), part_sample.schema)
+            breaking = {t.template for t in choice.guard.breaking()}
+            weighted = [(f, w * GUARD_WEIGHTS[-1] if template_key(f) in breaking else w) for f, w in expected.queries]
+            learned.append((build_layout(part_sample, cuts + extra, weighted, 1, b_sample,
+                                         max_ktuples=options.max_ktuples), None))
+            choice = guarded_choice(learned, part_sample, expected.validation, now, now_bytes, bound, file_fraction)
+        guard = choice.guard
+        assert guard is not None
+        of = f"partition {name}"
+        if not guard.holds and not force:
+            refused[name] = guard
+            notes.append(f"{of} left as it is: " + "; ".join(t.line(of) for t in guard.breaking()))
+            continue
+        layouts[name], guards[name] = learned[choice.index][0], guard
+        notes += [f"{of}: " + ("" if t.holds else "forced: ") + t.line(of) for t in guard.templates]
+    if refused and not layouts and bound is not None:
+        raise TemplateGuardError(partitions_refusal(table_name, bound, refused))
+    if not layouts:
+        raise PandoRewriteError(f"no partition of {table_name} has sampled rows to lay out: nothing was written")
     seconds["optimizing"] = time.time() - t1
     laid = sorted(layouts)
     files = [p for p in files if part_of[p] in layouts]
@@ -255,10 +369,13 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
                                            base_sequence_number=sequence_number,
                                            properties={"pando.expected-rows-fraction": f"{fraction:.6f}",
                                                        "pando.rows": str(rows),
-                                                       "pando.workload": json.dumps(workload_sql)})
+                                                       "pando.workload": json.dumps(workload_sql),
+                                                       **({P_TEMPLATE_GUARD: json.dumps(guards[name].to_json())}
+                                                          if name in guards else {})})
             entries[name] = PartitionEntry.of(name, spec_id, sc, layout)
         return PartitionedLayoutSidecar(layout_id, str(table.uuid()), entries, base_id,
                                         {"pando.k": str(options.k), "pando.workload-queries": str(len(queries)),
+                                         P_OPTIONS: json.dumps(options.to_map()),
                                          "pando.workload": json.dumps(workload_sql)})
 
     payloads = [LayoutPayload(layouts[n].to_bytes(), {c.key: c.keys_to_bytes() for c in layouts[n].cuts
@@ -276,7 +393,8 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
         pointer_format_version=PARTITIONED_FORMAT_VERSION, summary={"pando.partitions": str(len(laid))},
         partition_of=lambda w: representative[block_partition(offsets, int(w.block))],
         target_file_size_bytes=options.target_file_size_bytes), io_properties, seconds, progress)
-    notes.append(f"{len(laid)} partition(s) laid out, {len(kept_entries)} partition layout(s) kept as they were")
+    notes.append(f"{len(laid)} partition(s) laid out, {len(kept_entries)} partition layout(s) kept as they were"
+                 + (f", {len(refused)} partition(s) left as they are by the guard" if refused else ""))
     return PartitionedRewriteResult(len(old_files), len(committed.written),
                                     sum(int(f.fileSizeInBytes()) for f in old_files), 0, committed.layout_id,
                                     offsets[-1], committed.snapshot_id, base_id, seconds, laid, len(kept_entries),

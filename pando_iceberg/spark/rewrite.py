@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from ..progress import spark_job_progress
 from ..workload.in_block import (
+    GUARD_WEIGHTS,
     BlockFiles,
     InBlockOrder,
     TemplateGuard,
@@ -47,6 +48,8 @@ from .blocks import ROW_COL, LayoutPayload, route_batches
 from .partitioned import rewrite_partitions
 from .pipeline import Rewrite, block_file_refs, finalize_layout, routed_rows, run_rewrite, test_pause, write_tasks
 from .rewrite_common import (
+    P_OPTIONS,
+    P_TEMPLATE_GUARD,
     PandoRewriteError,
     RewriteOptions,
     RewriteResult,
@@ -79,11 +82,6 @@ __all__ = [
 
 P_IN_BLOCK = "pando.in-block-order"  # sidecar property: JSON of workload.in_block.InBlockOrder
 P_K_SELECTION = "pando.k-selection"  # sidecar property: JSON of workload.in_block.LayoutChoice
-P_OPTIONS = "pando.options"  # sidecar property: JSON of the options the layout was learned with
-P_TEMPLATE_GUARD = "pando.template-guard"  # sidecar property: JSON of workload.in_block.TemplateGuard
-# The weights of the breaking templates' draws in the candidates learned when no layout holds the
-# guard (``learn_layout``): the first is the candidate with the table's order cuts alone.
-GUARD_WEIGHTS = (1, 4, 16, 64)
 
 
 @dataclass
@@ -287,7 +285,7 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         if learned is not None:
             raise PandoRewriteError(f"table {table_name} is partitioned: its layouts are learned per partition, a "
                                     "pending whole-table layout cannot be applied (pass relearn => true)")
-        return rewrite_partitions(spark, table_name, workload, options, where, io_properties, progress)
+        return rewrite_partitions(spark, table_name, workload, options, where, io_properties, progress, force)
     current = table.currentSnapshot()
     if current is None:
         raise PandoRewriteError(f"table {table_name} has no snapshot (no data): nothing to lay out")

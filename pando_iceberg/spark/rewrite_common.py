@@ -18,7 +18,7 @@ Import order: this module ← ``pipeline.py`` ← ``partitioned.py`` ← ``rewri
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -55,6 +55,10 @@ _C = TypeVar("_C", bound="DataclassInstance")
 
 class PandoRewriteError(LayoutError, ValueError):
     """The rewrite cannot run with these inputs; the message says what to change."""
+
+
+P_OPTIONS = "pando.options"  # sidecar property: JSON of the options the layout(s) were learned with
+P_TEMPLATE_GUARD = "pando.template-guard"  # sidecar property: JSON of workload.in_block.TemplateGuard
 
 
 class TemplateGuardError(TemplateRegressionError, PandoRewriteError):
@@ -600,10 +604,11 @@ def reads_now(static, snapshot_id: int | None, queries: Sequence[tuple[Any, floa
     return rows, size
 
 
-def file_bounds(static, snapshot_id: int | None, columns: Sequence[str]) -> dict[str, tuple[list, list]]:
-    """Column → (lower bounds, upper bounds) of the current data files that record both, values
-    on the column's line (days for dates, microseconds for timestamps): the order the table
-    already has (``workload.in_block.order_cuts``)."""
+def file_bounds(static, snapshot_id: int | None, columns: Sequence[str],
+                paths: Collection[str] | None = None) -> dict[str, tuple[list, list]]:
+    """Column → (lower bounds, upper bounds) of the current data files (those of ``paths``, when
+    given: a partition's) that record both, values on the column's line (days for dates,
+    microseconds for timestamps): the order the table already has (``workload.in_block.order_cuts``)."""
     from pyiceberg.conversions import from_bytes
 
     from ..planner.manifests import plan_files
@@ -617,6 +622,8 @@ def file_bounds(static, snapshot_id: int | None, columns: Sequence[str]) -> dict
             continue
     out: dict[str, tuple[list, list]] = {c: ([], []) for c in fields}
     for task in plan_files(static, None, snapshot_id=snapshot_id):
+        if paths is not None and task.file.file_path not in paths:
+            continue
         lower, upper = task.file.lower_bounds or {}, task.file.upper_bounds or {}
         for c, fld in fields.items():
             if fld.field_id in lower and fld.field_id in upper:

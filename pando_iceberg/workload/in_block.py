@@ -48,6 +48,7 @@ from pando_iceberg.workload.templates import range_columns, template_key, typed_
 
 __all__ = [
     "DEFAULT_MAX_TEMPLATE_REGRESSION",
+    "GUARD_WEIGHTS",
     "MAX_FILE_FACTOR",
     "MIN_GAIN",
     "P_MAX_TEMPLATE_REGRESSION",
@@ -391,6 +392,10 @@ DEFAULT_MAX_TEMPLATE_REGRESSION: float | None = 1.1
 SMALL_TEMPLATE = 0.01
 SLACK_FILES = 1
 P_MAX_TEMPLATE_REGRESSION = "pando.layout.max-template-regression"  # table property: the guard's bound
+# The weights of the breaking templates' draws in the candidates learned when no layout holds the
+# guard (``spark/rewrite.learn_layout``, ``spark/partitioned.py``): the first is the candidate
+# with the table's order cuts alone.
+GUARD_WEIGHTS = (1, 4, 16, 64)
 
 
 def parse_regression_bound(value: Any) -> float | None:
@@ -434,10 +439,11 @@ class TemplateRead:
     def from_json(cls, d: dict) -> TemplateRead:
         return cls(d["template"], float(d["now"]), float(d["with_layout"]), float(d["allowed"]), d.get("now_bytes"))
 
-    def line(self) -> str:
+    def line(self, of: str = "the table") -> str:
+        """What it reads (of ``of``: the table, or the partition whose layout it is) and the verdict."""
         verdict = "holds" if self.holds else "BREAKS the guard"
         ratio = "∞" if self.ratio == float("inf") else f"{self.ratio:.2f}×"
-        return (f"{self.template}: reads {self.now:.2%} of the table now, {self.with_layout:.2%} with the layout "
+        return (f"{self.template}: reads {self.now:.2%} of {of} now, {self.with_layout:.2%} with the layout "
                 f"({ratio}; at most {self.allowed:.2%} allowed): {verdict}")
 
 

@@ -233,16 +233,23 @@ _EXACT_DOUBLE = 2**53
 def _decimal_to_double(data: np.ndarray, scale: int) -> np.ndarray:
     """Unscaled decimals as the nearest doubles: dividing by the power of ten is one correctly
     rounded operation when both operands are exact doubles (|unscaled| ≤ 2^53, scale ≤ 22);
-    wider values (precision above 15 only) are converted one by one, exactly."""
+    wider values (precision above 15 only) are converted exactly, once per distinct value (a
+    literal broadcast over the rows is one conversion, not one per row)."""
     if data.dtype != object and scale <= 22:
         small = np.abs(data) <= _EXACT_DOUBLE
         out = data.astype(np.float64) / (10.0**scale)
         if bool(small.all()):
             return out
         idx = np.flatnonzero(~small)
-        out[idx] = [float(Fraction(int(x), 10**scale)) for x in data[idx]]
+        out[idx] = _exact_doubles(data[idx], scale)
         return out
-    return np.array([float(Fraction(int(x), 10**scale)) for x in data], dtype=np.float64)
+    return _exact_doubles(data, scale)
+
+
+def _exact_doubles(unscaled: np.ndarray, scale: int) -> np.ndarray:
+    distinct, inverse = np.unique(unscaled, return_inverse=True)
+    exact = np.array([float(Fraction(int(x), 10**scale)) for x in distinct], dtype=np.float64)
+    return exact[inverse.reshape(-1)]
 
 
 def wrap(data: np.ndarray, bits: int) -> np.ndarray:

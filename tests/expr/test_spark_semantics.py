@@ -332,3 +332,19 @@ def test_decimal_results_above_38_digits_are_not_modelled():
     assert _rows(t, "b + i = 5.25") == [True]
     with pytest.raises(PandoExprError, match="above 38"):
         folded("12345678901234567890.123456789 * 12345678901234567890.123456789")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-10**37, 10**37), min_size=1, max_size=30), st.integers(0, 30), st.data())
+def test_a_wide_decimal_compares_with_a_double_as_its_exact_value_correctly_rounded(unscaled, scale, data):
+    """decimal(38, s) → double is the exact value correctly rounded, per distinct value (repeats
+    and a broadcast literal converted once): compared with a double literal taken from the
+    column's own values, each row is decided as Python's exact Fraction → float decides it."""
+    from fractions import Fraction
+
+    unscaled = unscaled + unscaled[: len(unscaled) // 2]  # repeated values
+    t = pa.table({"d": pa.array([Decimal(u).scaleb(-scale) for u in unscaled], pa.decimal128(38, scale))})
+    doubles = [float(Fraction(u, 10**scale)) for u in unscaled]
+    pivot = data.draw(st.sampled_from(doubles))
+    got = _rows(t, f"CAST(d AS DOUBLE) <= {pivot!r}D")
+    assert got == [x <= pivot for x in doubles]

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
+from ..layout.evaluations import Evaluations
 from ..layout.ktuple import ktuple_radices, pack_ktuples
 from ..storage.partitions import (
     PARTITIONED_FORMAT_VERSION,
@@ -177,7 +178,8 @@ def partition_reads_now(static, snapshot_id: int, queries: Sequence[tuple[Any, f
 
 
 def guarded_choice(learned: Sequence[tuple[Any, str | None]], sample: pa.Table, validation: Sequence[tuple[Any, float]],
-                   now: np.ndarray, now_bytes: np.ndarray, bound: float, file_fraction: float) -> LayoutChoice:
+                   now: np.ndarray, now_bytes: np.ndarray, bound: float, file_fraction: float,
+                   evaluations: Evaluations | None = None) -> LayoutChoice:
     """``select_layout`` under the guard for one partition (its ``sample``, one file per block),
     over the validation draws that reach the partition: those that open one of its files now
     (``now``: ``partition_reads_now``) or would with a candidate. The others read none of it
@@ -185,11 +187,12 @@ def guarded_choice(learned: Sequence[tuple[Any, str | None]], sample: pa.Table, 
     ``in_block.SMALL_TEMPLATE``, where the guard allows a whole file more."""
     validation = list(validation)
     zones = zone_columns(validation, sample)
-    reads = [files_read(layout, sample, validation, math.inf, order, zones=zones) for layout, order in learned]
+    reads = [files_read(layout, sample, validation, math.inf, order, zones=zones, evaluations=evaluations)
+             for layout, order in learned]
     reach = np.flatnonzero((np.asarray(now) > 0) | np.any(np.asarray(reads) > 0, axis=0))
     return select_layout(learned, sample, [validation[i] for i in reach], math.inf, now=np.asarray(now)[reach],
                          bound=bound, file_fraction=file_fraction, now_bytes=np.asarray(now_bytes)[reach],
-                         measured=[r[reach] for r in reads])
+                         measured=[r[reach] for r in reads], evaluations=evaluations)
 
 
 def partitions_refusal(table_name: str, bound: float, refused: dict[str, TemplateGuard]) -> str:
@@ -300,16 +303,19 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
         part_sample = sample.take(pa.array(rows))
         b_sample = max(1.0, options.min_block_rows * len(rows) / rows_of[name])
         progress(f"partition {name}: k={'1..' if len(ks) > 1 else ''}{options.k} trees on {len(rows):,} sample rows")
-        learned = [(build_layout(part_sample, cuts, expected.queries, k, b_sample, max_ktuples=options.max_ktuples),
-                    None) for k in ks]
+        evaluations = Evaluations(part_sample)  # cut masks and sides, shared by the partition's candidates
+        learned = [(build_layout(part_sample, cuts, expected.queries, k, b_sample, max_ktuples=options.max_ktuples,
+                                 evaluations=evaluations), None) for k in ks]
         if bound is None:
             # one file per block here: the files the validation draws read are the blocks
-            choice = select_layout(learned, part_sample, expected.validation, math.inf) if len(ks) > 1 else None
+            choice = select_layout(learned, part_sample, expected.validation, math.inf,
+                                   evaluations=evaluations) if len(ks) > 1 else None
             layouts[name] = learned[choice.index if choice else 0][0]
             continue
         now, now_bytes = now_of[name]
         file_fraction = min(1.0, options.min_block_rows / rows_of[name])
-        choice = guarded_choice(learned, part_sample, expected.validation, now, now_bytes, bound, file_fraction)
+        choice = guarded_choice(learned, part_sample, expected.validation, now, now_bytes, bound, file_fraction,
+                                evaluations)
         assert choice.guard is not None  # select_layout under a bound always measures one
         if not choice.guard.holds:
             # The most constrained candidate of the whole-table rewrite (``rewrite.learn_layout``):
@@ -323,8 +329,9 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
             breaking = {t.template for t in choice.guard.breaking()}
             weighted = [(f, w * GUARD_WEIGHTS[-1] if template_key(f) in breaking else w) for f, w in expected.queries]
             learned.append((build_layout(part_sample, cuts + extra, weighted, 1, b_sample,
-                                         max_ktuples=options.max_ktuples), None))
-            choice = guarded_choice(learned, part_sample, expected.validation, now, now_bytes, bound, file_fraction)
+                                         max_ktuples=options.max_ktuples, evaluations=evaluations), None))
+            choice = guarded_choice(learned, part_sample, expected.validation, now, now_bytes, bound, file_fraction,
+                                    evaluations)
         guard = choice.guard
         assert guard is not None
         of = f"partition {name}"

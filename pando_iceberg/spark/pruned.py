@@ -259,6 +259,7 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
     its own filter (join filters included)."""
     from ..planner import plan_scan
     from ..workload import PandoWorkloadError, parse_query
+    from ..workload.limits import limit_rows
 
     t0 = time.perf_counter()
     catalog = PlanCatalog(catalog)
@@ -331,14 +332,21 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
             log.info("pando: uniqueness of %s.%s not known (%s: %s)", name, column, type(e).__name__, e)
             return False
 
+    # A LIMIT over the scan of one table (workload/limits.py) prunes it when the table's filter
+    # is the query's whole WHERE: no predicate of it left out as unsupported.
+    limit = limit_rows(tree)
+    unsupported: list[Any] = []
     try:
-        query = parse_query(tree, schemas, primary_keys=pks, unique=unique, sql=sql)
+        query = parse_query(tree, schemas, primary_keys=pks, unique=unique, sql=sql,
+                            unsupported=unsupported if limit is not None else None)
     except Exception as e:  # a query Pando cannot read: Spark's own answer, unpruned
         log.warning("pando: the query is read by Spark as written (%s: %s)", type(e).__name__, e)
         return QueryPlan(sql, tree, {}, timings=_phase_timings(time.perf_counter() - t0), catalog_name=catalog_name,
                          unplanned=f"Pando cannot read the query ({type(e).__name__}: {e}): Spark reads it as "
                                    "written, unpruned")
     timings = _phase_timings(time.perf_counter() - t0)
+    if unsupported or len(query.filters) != 1:
+        limit = None
     plans = {}
     filters: dict[str, list[Any]] = {}
     filter_notes: dict[str, list[str]] = {}
@@ -352,7 +360,8 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
         try:
             tf = with_join_keys(spark, table, query.filters[name], schemas) if use_layout else query.filters[name]
             t2 = time.perf_counter()
-            plan = plan_scan(table, tf, use_layout=use_layout, schemas=schemas)
+            plan = plan_scan(table, tf, use_layout=use_layout, schemas=schemas,
+                             limit=limit if use_layout else None)
             t3 = time.perf_counter()
             found, notes = (row_filters(catalog, tf, dimension_rows(table), reader=reader,
                                         repeats=functools.partial(repeated.why, name))

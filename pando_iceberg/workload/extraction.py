@@ -103,14 +103,20 @@ def parse_workload(sources: str | os.PathLike | Iterable[str | os.PathLike | tup
 
 def parse_query(stmt: exp.Expression, schemas: dict[str, pa.Schema], dialect: str = "spark",
                 primary_keys: dict[str, list[str]] | None = None,
-                unique: UniquenessOracle | None = None, sql: str | None = None) -> WorkloadQuery:
+                unique: UniquenessOracle | None = None, sql: str | None = None,
+                unsupported: list[UnsupportedPredicate] | None = None) -> WorkloadQuery:
     """One query already parsed by sqlglot (the planner's own tree, so that planning parses a
     query once), read as :func:`parse_workload` reads a statement; unsupported predicates are
-    left out of its filters as there. ``sql``: its text (default: the tree printed again)."""
+    left out of its filters as there (and appended to ``unsupported`` when given: a caller that
+    needs the filters to be the query's whole WHERE checks it is empty). ``sql``: its text
+    (default: the tree printed again)."""
     if not isinstance(stmt, exp.Query):
         raise PandoWorkloadError(f"not a query: {stmt.sql(dialect=dialect)[:200]}")
     text = sql if sql is not None else stmt.sql(dialect=dialect)
-    query, _ = _QueryParser(schemas, dialect, primary_keys, unique).parse(stmt, text, 1, problems_wanted=False)
+    query, problems = _QueryParser(schemas, dialect, primary_keys, unique).parse(
+        stmt, text, 1, problems_wanted=unsupported is not None)
+    if unsupported is not None:
+        unsupported.extend(problems)
     return query
 
 

@@ -1,0 +1,44 @@
+"""Which query shapes LIMIT pruning may touch (workload/limits.py): only a LIMIT straight over
+the filtered scan of one table whose select list reads columns and constants."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+
+from pando_iceberg.workload.limits import limit_rows
+
+
+@pytest.mark.parametrize("sql, rows", [
+    ("SELECT a, b AS c, * FROM db.t x WHERE x.a > 1 LIMIT 10 OFFSET 5", 15),
+    ("SELECT t.* FROM t LIMIT 0", 0),
+    ("SELECT a, 1, NULL, TRUE FROM t WHERE a IS NULL OR b < 'x' LIMIT 3", 3),
+    ("SELECT a FROM t", None),
+    ("SELECT a FROM t LIMIT 1 + 1", None),
+    ("SELECT a FROM t LIMIT -1", None),
+    ("SELECT a FROM t LIMIT 2.5", None),
+    ("SELECT a FROM t LIMIT ALL", None),
+    ("SELECT explode(a) FROM t LIMIT 3", None),
+    ("SELECT a FROM t LATERAL VIEW explode(b) v AS y LIMIT 3", None),
+    ("SELECT /*+ REPARTITION(3) */ a FROM t LIMIT 3", None),
+    ("SELECT a FROM t TABLESAMPLE (10 PERCENT) LIMIT 3", None),
+    ("SELECT a FROM t VERSION AS OF 1 LIMIT 2", None),
+    ("SELECT DISTINCT a FROM t LIMIT 3", None),
+    ("SELECT a FROM t ORDER BY a LIMIT 3", None),
+    ("SELECT a FROM t CLUSTER BY a LIMIT 3", None),
+    ("SELECT count(*) FROM t LIMIT 3", None),
+    ("SELECT a FROM t GROUP BY a LIMIT 3", None),
+    ("SELECT a FROM t WHERE a > 1 QUALIFY row_number() OVER (ORDER BY a) = 1 LIMIT 3", None),
+    ("SELECT a FROM t, u LIMIT 3", None),
+    ("SELECT a FROM t JOIN u ON t.a = u.a LIMIT 3", None),
+    ("SELECT a FROM (SELECT a FROM t) LIMIT 3", None),
+    ("WITH c AS (SELECT a FROM t) SELECT a FROM c LIMIT 3", None),
+    ("SELECT a FROM t WHERE a IN (SELECT b FROM u) LIMIT 2", None),
+    ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u) LIMIT 2", None),
+    ("SELECT a FROM t UNION ALL SELECT a FROM u LIMIT 3", None),
+    ("SELECT -a FROM t LIMIT 2", None),
+    ("SELECT CAST(a AS INT) FROM t LIMIT 2", None),
+    ("SELECT a, (SELECT max(b) FROM u) FROM t LIMIT 2", None),
+])
+def test_limit_rows(sql, rows):
+    assert limit_rows(sqlglot.parse_one(sql, dialect="spark")) == rows

@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
+from .limit import Ordering
+
 log = logging.getLogger("pando_iceberg.planner")
 
 
@@ -51,6 +53,7 @@ class ExplainRecord:
     join_files_pruned: int = 0  # files removed by join pruning (FK bounds vs dimension keys, planner/joins.py)
     joins: list[dict] = field(default_factory=list)  # how each join filter was decided (JoinPruning.as_dict)
     limit_files_pruned: int = 0  # planned files a LIMIT removed (fully matching files hold its rows, planner/limit.py)
+    topk_boundary: str | None = None  # ORDER BY ... LIMIT: the value k matching rows reach (planner/limit.py)
 
     @property
     def used_layout(self) -> bool:
@@ -151,14 +154,15 @@ def _subquery_schemas(table, sql: str) -> dict[str, pa.Schema] | None:
 
 def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cache: LayoutCache | None = DEFAULT_CACHE,
               use_layout: bool = True, schemas: dict[str, pa.Schema] | None = None, iceberg_filter: Any = None,
-              case_sensitive: bool = True, limit: int | None = None) -> ScanPlan:
+              case_sensitive: bool = True, limit: int | None = None, order: Ordering | None = None) -> ScanPlan:
     """Plan the files a filter must read: Iceberg's partition + min/max pruning, then Pando.
 
     ``iceberg_filter``: the pyiceberg expression Iceberg's pruning plans with, as it is (a
     caller's own expression, read with pyiceberg's semantics; ``filter`` is then SQL that holds
     on every row it keeps); None: one implied by ``filter`` (``expr.iceberg.to_pyiceberg``).
     ``limit``: the scan wants any ``limit`` matching rows (no order): LIMIT pruning
-    (``_prune_by_limit``) may keep only files every row of which matches."""
+    (``_prune_by_limit``) may keep only files every row of which matches; with ``order`` it wants
+    the ``limit`` first matching rows in that order (top-k pruning)."""
     from ..expr.iceberg import to_pyiceberg
     from .manifests import plan_files
 
@@ -196,7 +200,7 @@ def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cach
         from pyiceberg.expressions import AlwaysTrue
 
         exact = iceberg_filter is None or isinstance(iceberg_filter, AlwaysTrue)
-        chosen = _prune_by_limit(table, tf, chosen, ex, limit, exact)
+        chosen = _prune_by_limit(table, tf, chosen, ex, limit, exact, order)
     ex.pando_files, ex.pando_bytes, ex.pando_rows = _sizes(chosen)
     ex.seconds = time.perf_counter() - t0
     return ScanPlan(chosen, ex, tf, sid)
@@ -218,16 +222,24 @@ def _prune_by_joins(table, tf, tasks, ex: ExplainRecord):
     return kept
 
 
-def _prune_by_limit(table, tf, tasks, ex: ExplainRecord, limit: int, exact: bool):
+def _prune_by_limit(table, tf, tasks, ex: ExplainRecord, limit: int, exact: bool, order: Ordering | None):
     """LIMIT pruning (planner/limit.py): the fewest fully matching files holding ``limit`` rows,
-    when there are enough; ``tasks`` otherwise. Only when ``tf`` is the filter the rows are read
+    when there are enough, or with ``order`` the files that may hold the ``limit`` first rows
+    (top-k pruning); ``tasks`` otherwise. Only when ``tf`` is the filter the rows are read
     with (``exact``: not the SQL standing for a caller's pyiceberg expression, which may keep
     rows pyiceberg's reader drops)."""
-    from .limit import fully_matching, limit_tasks
+    from .limit import fully_matching, limit_tasks, top_k_tasks
 
     if not exact:
         return tasks
-    kept = limit_tasks(tasks, fully_matching(tf, tasks, table.schema()), limit)
+    matching = fully_matching(tf, tasks, table.schema())
+    if order is None:
+        kept = limit_tasks(tasks, matching, limit)
+    else:
+        found = top_k_tasks(tasks, matching, table.schema(), order, limit)
+        kept = None if found is None else found[0]
+        if found is not None and found[1] is not None:
+            ex.topk_boundary = str(found[1])
     if kept is None:
         return tasks
     ex.limit_files_pruned = len(tasks) - len(kept)

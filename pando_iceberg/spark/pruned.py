@@ -259,7 +259,7 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
     its own filter (join filters included)."""
     from ..planner import plan_scan
     from ..workload import PandoWorkloadError, parse_query
-    from ..workload.limits import limit_rows
+    from ..workload.limits import limit_shape
 
     t0 = time.perf_counter()
     catalog = PlanCatalog(catalog)
@@ -332,9 +332,10 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
             log.info("pando: uniqueness of %s.%s not known (%s: %s)", name, column, type(e).__name__, e)
             return False
 
-    # A LIMIT over the scan of one table (workload/limits.py) prunes it when the table's filter
-    # is the query's whole WHERE: no predicate of it left out as unsupported.
-    limit = limit_rows(tree)
+    # A LIMIT (ORDER BY ... LIMIT) over the scan of one table (workload/limits.py) prunes it when
+    # the table's filter is the query's whole WHERE: no predicate of it left out as unsupported.
+    shape = limit_shape(tree)
+    limit, order = shape if shape is not None else (None, None)
     unsupported: list[Any] = []
     try:
         query = parse_query(tree, schemas, primary_keys=pks, unique=unique, sql=sql,
@@ -361,7 +362,7 @@ def plan_query(spark, catalog, sql: str, *, use_layout: bool = True, tree: exp.E
             tf = with_join_keys(spark, table, query.filters[name], schemas) if use_layout else query.filters[name]
             t2 = time.perf_counter()
             plan = plan_scan(table, tf, use_layout=use_layout, schemas=schemas,
-                             limit=limit if use_layout else None)
+                             limit=limit if use_layout else None, order=order)
             t3 = time.perf_counter()
             found, notes = (row_filters(catalog, tf, dimension_rows(table), reader=reader,
                                         repeats=functools.partial(repeated.why, name))

@@ -267,3 +267,79 @@ def test_without_limit_nothing_changes(catalog):
             scan = pando_iceberg.scan(table, sql, limit=limit)
             assert scan.explain().limit_files_pruned == 0
             assert [t.file.file_path for t in scan.plan_files()] == iceberg
+
+
+def _spark_order(values: list, order) -> list:
+    """``values`` in Spark's order for ``order`` (NULLs where it says, NaN above every number,
+    -0.0 equal to 0.0), each as a comparable token."""
+    def token(v):
+        if v is None:
+            return "NULL"
+        if isinstance(v, float) and v != v:
+            return "NaN"
+        return v + 0.0 if isinstance(v, float) else v  # -0.0 → 0.0
+    nulls = [v for v in values if v is None]
+    nans = [v for v in values if isinstance(v, float) and v != v]
+    rest = sorted((v for v in values if v is not None and not (isinstance(v, float) and v != v)),
+                  key=token, reverse=order.descending)
+    ordered = nans + rest if order.descending else rest + nans
+    ordered = nulls + ordered if order.nulls_first else ordered + nulls
+    return [token(v) for v in ordered]
+
+
+def test_top_k_keeps_every_file_that_may_hold_one_of_the_k_first_rows(catalog):
+    """Random tables and filters, every direction and NULL placement: the k first values in
+    Spark's order over the files top-k pruning keeps equal those over every matching row."""
+    from pando_iceberg.planner import plan_scan
+    from pando_iceberg.planner.limit import Ordering
+
+    rng = np.random.default_rng(11)
+    pruned = bounded = 0
+    for case in range(120):
+        table = _random_table(catalog, f"k{case}", rng)
+        sql = _random_filter(rng)
+        order = Ordering(str(rng.choice(["a", "x", "s", "id"])), bool(rng.integers(0, 2)), bool(rng.integers(0, 2)))
+        full = pando_iceberg.scan(table, sql).to_arrow()
+        k = int(rng.integers(0, full.num_rows + 5))
+        plan = plan_scan(table, sql, limit=k, order=order)
+        kept = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(plan.tasks)
+        kept = kept.filter(plan.filter.evaluate(kept)) if kept.num_rows else kept
+        want = _spark_order(full.column(order.column).to_pylist(), order)[:k]
+        got = _spark_order(kept.column(order.column).to_pylist(), order)[:k]
+        assert got == want, (case, sql, order, k)
+        pruned += plan.explain.limit_files_pruned > 0
+        bounded += plan.explain.topk_boundary is not None
+    assert pruned >= 10 and bounded >= 20  # not vacuous
+
+
+def test_top_k_boundary_by_hand():
+    from pando_iceberg.planner.limit import Ordering, top_k_tasks
+
+    files = [_task(rows=10, i=(0, 9)), _task(rows=10, i=(5, 30)), _task(rows=10, i=(20, 29)),
+             _task(rows=10, i=(40, 49), nulls={"i": 2})]
+    every = np.ones(4, dtype=bool)
+    # DESC: best lower bound first: 8 non-NULL rows reach 40, 18 reach 20, so B = 20 for k = 10
+    assert top_k_tasks(files, every, SCHEMA, Ordering("i", True, False), 10) == (files[1:], 20)
+    assert top_k_tasks(files, every, SCHEMA, Ordering("i", True, False), 8) == ([files[3]], 40)
+    assert top_k_tasks(files, every, SCHEMA, Ordering("i", True, True), 8) == ([files[3]], 40)
+    # ASC: best upper bound first; NULLS FIRST keeps the file with NULLs, which sort first
+    assert top_k_tasks(files, every, SCHEMA, Ordering("i", False, True), 10) == ([files[0], files[1], files[3]], 9)
+    assert top_k_tasks(files, every, SCHEMA, Ordering("i", False, False), 10) == (files[:2], 9)
+    assert top_k_tasks(files, every, SCHEMA, Ordering("i", True, False), 39) is None  # 38 rows reach a value
+    # only fully matching files prove the boundary; ties with it are kept
+    assert top_k_tasks(files, np.array([False, False, True, True]), SCHEMA, Ordering("i", True, False), 10) == \
+        (files[1:], 20)
+    assert top_k_tasks(files, np.array([True, False, False, False]), SCHEMA, Ordering("i", True, False), 10) == \
+        (files, 0)
+    assert top_k_tasks(files, every, SCHEMA, Ordering("i", True, False), 0) == ([], None)
+    # floats: a file that may hold NaN (count unknown) is kept in descending order, where NaN
+    # sorts first, and proves nothing in ascending order (its NaN rows are past its upper bound)
+    floats = [_task(rows=10, x=(0.0, 1.0), nans={"x": 0}), _task(rows=10, x=(-5.0, -1.0)),
+              _task(rows=10, x=(2.0, 3.0), nans={"x": 0})]
+    assert top_k_tasks(floats, np.ones(3, dtype=bool), SCHEMA, Ordering("x", True, False), 10) == \
+        ([floats[1], floats[2]], 2.0)
+    assert top_k_tasks(floats, np.ones(3, dtype=bool), SCHEMA, Ordering("x", False, False), 10) == \
+        ([floats[0], floats[1]], 1.0)
+    # a string upper bound of 16 characters may be truncated: no bound
+    strings = [_task(rows=5, s=("a", "a" * 16)), _task(rows=5, s=("b", "c"))]
+    assert top_k_tasks(strings, np.ones(2, dtype=bool), SCHEMA, Ordering("s", True, False), 5) == (strings, "b")

@@ -1,8 +1,10 @@
-"""LIMIT pruning through ``pando_iceberg.spark.sql``: ``SELECT <columns> FROM t WHERE p LIMIT k``
-reads only the fewest files every row of which satisfies ``p`` when they hold ``k`` rows
-(planner/limit.py, workload/limits.py). A LIMIT without ORDER BY returns any ``k`` matching
-rows, so a result is right when it has ``min(k, matching)`` rows, each a row of the full result
-(as a multiset) satisfying ``p``; everything else plans as without the LIMIT.
+"""LIMIT and top-k pruning through ``pando_iceberg.spark.sql`` (planner/limit.py,
+workload/limits.py). ``SELECT <columns> FROM t WHERE p LIMIT k`` reads only the fewest files
+every row of which satisfies ``p`` when they hold ``k`` rows: a LIMIT without ORDER BY returns
+any ``k`` matching rows, so a result is right when it has ``min(k, matching)`` rows, each a row
+of the full result (as a multiset). ``... ORDER BY c LIMIT k`` reads only the files that can
+hold one of the first ``k`` rows: its ORDER BY values equal the plain query's, in order. Every
+other shape plans as without the LIMIT.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def test_nulls_and_nan_decide_which_files_fully_match(spark, catalog, events):
 
 
 @pytest.mark.parametrize("q", [
-    f"SELECT * FROM {T} WHERE k >= 300 ORDER BY k LIMIT 50",           # an order: the top rows
+    f"SELECT * FROM {T} WHERE k >= 300 ORDER BY k + 1 LIMIT 50",       # an order by an expression
     f"SELECT s, count(*) FROM {T} WHERE k >= 300 GROUP BY s LIMIT 2",  # groups of every row
     f"SELECT DISTINCT s FROM {T} WHERE k >= 300 LIMIT 2",
     f"SELECT k + 1 FROM {T} WHERE k >= 300 LIMIT 50",                  # an expression may raise (ANSI)
@@ -116,5 +118,50 @@ def test_randomized_limits_return_matching_rows(spark, catalog, events):
         cols = rng.choice(["*", "k", "k, v", "s, k AS kk"])
         _, pruned = _check(spark, catalog, f"SELECT {cols} FROM {T} WHERE {pred} LIMIT {k}",
                            f"SELECT {cols} FROM {T} WHERE {pred}", k)
+        pruned_total += pruned
+    assert pruned_total > 0
+
+
+def _ordered_check(spark, catalog, q: str, column: int) -> tuple[int, int, str | None]:
+    """Run ``q`` (ORDER BY ... LIMIT) through Pando and plainly: the same ORDER BY values in the
+    same order (rows themselves may differ among ties). Returns (files read, files pruned,
+    boundary)."""
+    plain = [_key(r) for r in spark.sql(q).collect()]
+    with pspark.sql(spark, q, catalog=catalog) as df:
+        got = [_key(r) for r in df.collect()]
+        ex = df.pando.explains[T]
+    assert [r[column] for r in got] == [r[column] for r in plain], q
+    return ex.pando_files, ex.limit_files_pruned, ex.topk_boundary
+
+
+def test_top_k_reads_the_files_that_can_hold_the_first_rows(spark, catalog, events):
+    assert _ordered_check(spark, catalog, f"SELECT * FROM {T} ORDER BY k DESC LIMIT 10", 0) == (1, 7, "700")
+    files, _, boundary = _ordered_check(spark, catalog, f"SELECT k, s FROM {T} WHERE k < 450 "
+                                        "ORDER BY k DESC LIMIT 20", 0)
+    assert (files, boundary) == (2, "300")  # files 0..3 fully match; 3 and 4 can reach 300
+    # NaN sorts first in descending order: file 5's NaN rows are the first; file 7 proves 0.7
+    files, _, boundary = _ordered_check(spark, catalog, f"SELECT v, k FROM {T} ORDER BY v DESC LIMIT 5", 0)
+    assert (files, boundary) == (2, "0.7")
+    # ascending puts NULLs first by default: file 2's NULLs, and file 0 proves 0.099
+    files, _, boundary = _ordered_check(spark, catalog, f"SELECT v FROM {T} ORDER BY v LIMIT 5", 0)
+    assert (files, boundary) == (2, "0.099")
+    files, _, _ = _ordered_check(spark, catalog, f"SELECT v AS w, k FROM {T} ORDER BY w NULLS LAST LIMIT 5", 0)
+    assert files == 1
+    files, _, _ = _ordered_check(spark, catalog, f"SELECT k FROM {T} ORDER BY k LIMIT 10 OFFSET 95", 0)
+    assert files == 2  # 105 rows: files 0 and 1
+
+
+def test_randomized_top_k_equals_the_full_query(spark, catalog, events):
+    rng = random.Random(13)
+    pruned_total = 0
+    for _ in range(30):
+        lo = rng.randrange(0, FILES * ROWS)
+        pred = rng.choice(["", f"WHERE k >= {lo}", f"WHERE k < {lo}", f"WHERE v > {lo / 1000}",
+                           f"WHERE v <= {lo / 1000} OR s = 'a'", "WHERE v IS NOT NULL", "WHERE isnan(v)"])
+        column = rng.choice(["k", "v", "s"])
+        direction = rng.choice(["", " ASC", " DESC"]) + rng.choice(["", " NULLS FIRST", " NULLS LAST"])
+        k = rng.choice([0, 1, 5, 60, 150, 399, 1000])
+        _, pruned, _ = _ordered_check(
+            spark, catalog, f"SELECT {column}, k FROM {T} {pred} ORDER BY {column}{direction}, k LIMIT {k}", 0)
         pruned_total += pruned
     assert pruned_total > 0

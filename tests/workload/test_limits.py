@@ -1,18 +1,29 @@
-"""Which query shapes LIMIT pruning may touch (workload/limits.py): only a LIMIT straight over
-the filtered scan of one table whose select list reads columns and constants."""
+"""Which query shapes LIMIT and top-k pruning may touch (workload/limits.py): only a LIMIT (with
+an ORDER BY whose first item is a column of the table, or none) straight over the filtered scan
+of one table whose select list reads columns and constants."""
 
 from __future__ import annotations
 
 import pytest
 import sqlglot
 
-from pando_iceberg.workload.limits import limit_rows
+from pando_iceberg.planner.limit import Ordering
+from pando_iceberg.workload.limits import limit_shape
 
 
 @pytest.mark.parametrize("sql, rows", [
-    ("SELECT a, b AS c, * FROM db.t x WHERE x.a > 1 LIMIT 10 OFFSET 5", 15),
-    ("SELECT t.* FROM t LIMIT 0", 0),
-    ("SELECT a, 1, NULL, TRUE FROM t WHERE a IS NULL OR b < 'x' LIMIT 3", 3),
+    ("SELECT a, b AS c, * FROM db.t x WHERE x.a > 1 LIMIT 10 OFFSET 5", (15, None)),
+    ("SELECT t.* FROM t LIMIT 0", (0, None)),
+    ("SELECT a, 1, NULL, TRUE FROM t WHERE a IS NULL OR b < 'x' LIMIT 3", (3, None)),
+    ("SELECT a FROM t ORDER BY a LIMIT 3", (3, Ordering("a", False, True))),
+    ("SELECT a FROM t ORDER BY A DESC LIMIT 3", (3, Ordering("a", True, False))),
+    ("SELECT a FROM db.t x ORDER BY x.a DESC NULLS FIRST, b + 1 LIMIT 3 OFFSET 2", (5, Ordering("a", True, True))),
+    ("SELECT b AS a FROM t ORDER BY a NULLS LAST LIMIT 3", (3, Ordering("b", False, False))),
+    ("SELECT b + 1 AS a FROM t ORDER BY a LIMIT 3", None),  # an alias of an expression
+    ("SELECT a FROM t ORDER BY s.f LIMIT 3", None),  # maybe a struct's field
+    ("SELECT a FROM t ORDER BY 1 LIMIT 3", None),
+    ("SELECT a FROM t ORDER BY a + 1 LIMIT 3", None),
+    ("SELECT a FROM t ORDER BY a, count(*) LIMIT 3", None),
     ("SELECT a FROM t", None),
     ("SELECT a FROM t LIMIT 1 + 1", None),
     ("SELECT a FROM t LIMIT -1", None),
@@ -24,7 +35,6 @@ from pando_iceberg.workload.limits import limit_rows
     ("SELECT a FROM t TABLESAMPLE (10 PERCENT) LIMIT 3", None),
     ("SELECT a FROM t VERSION AS OF 1 LIMIT 2", None),
     ("SELECT DISTINCT a FROM t LIMIT 3", None),
-    ("SELECT a FROM t ORDER BY a LIMIT 3", None),
     ("SELECT a FROM t CLUSTER BY a LIMIT 3", None),
     ("SELECT count(*) FROM t LIMIT 3", None),
     ("SELECT a FROM t GROUP BY a LIMIT 3", None),
@@ -40,5 +50,5 @@ from pando_iceberg.workload.limits import limit_rows
     ("SELECT CAST(a AS INT) FROM t LIMIT 2", None),
     ("SELECT a, (SELECT max(b) FROM u) FROM t LIMIT 2", None),
 ])
-def test_limit_rows(sql, rows):
-    assert limit_rows(sqlglot.parse_one(sql, dialect="spark")) == rows
+def test_limit_shape(sql, rows):
+    assert limit_shape(sqlglot.parse_one(sql, dialect="spark")) == rows

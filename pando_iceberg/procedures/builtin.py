@@ -336,6 +336,10 @@ def explain_result(explains: dict[str, Any], row_filters: dict[str, list[str]] |
             rows.append((name, "join pruning", None, None, None,
                          f"{j['join']}: {j['keys']} keys ({j['source']}), {j['files_pruned']} of "
                          f"{j['files_before']} files removed"))
+        if e.limit_files_pruned or e.topk_boundary is not None:  # LIMIT / top-k pruning (planner/limit.py)
+            rows.append((name, "limit" if e.topk_boundary is None else "top-k", None, None, None,
+                         f"{e.limit_files_pruned} files removed"
+                         + ("" if e.topk_boundary is None else f"; boundary {e.topk_boundary}")))
         detail = (f"{e.blocks_chosen}/{e.blocks_total} blocks; {e.files_outside_layout} files outside the layout"
                   if e.used_layout else f"fallback: {e.fallback_reason}")
         if e.notes:

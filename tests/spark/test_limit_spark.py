@@ -165,3 +165,18 @@ def test_randomized_top_k_equals_the_full_query(spark, catalog, events):
             spark, catalog, f"SELECT {column}, k FROM {T} {pred} ORDER BY {column}{direction}, k LIMIT {k}", 0)
         pruned_total += pruned
     assert pruned_total > 0
+
+
+def test_explain_scan_names_the_limit_and_top_k_stages(spark, catalog, lakehouse_cfg, events):
+    from pando_iceberg.procedures import ProcedureContext, call
+
+    ctx = ProcedureContext(lakehouse_cfg, catalog, lambda: spark)
+    stages = {}
+    for q in (f"SELECT k FROM {T} WHERE k >= 300 LIMIT 50", f"SELECT k FROM {T} ORDER BY k DESC LIMIT 10",
+              f"SELECT k FROM {T} WHERE k >= 300"):
+        r = call(ctx, f'CALL pando.system.explain_scan(query => "{q}")')
+        stages[q] = {row[1]: row for row in r.rows}
+    limit, top_k, plain = stages.values()
+    assert limit["limit"][5] == "4 files removed" and limit["pando (∩ trees)"][2] == 1
+    assert top_k["top-k"][5] == "7 files removed; boundary 700" and top_k["pando (∩ trees)"][2] == 1
+    assert "limit" not in plain and "top-k" not in plain and plain["pando (∩ trees)"][2] == 5

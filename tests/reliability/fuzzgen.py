@@ -696,3 +696,29 @@ def training_workload(values: Values, table: str, count: int, seed: int, plain: 
             rels.append(d)
         out.append(f"SELECT count(*) FROM {from_sql} WHERE {g.predicate(rels, 1)}")
     return out
+
+
+def make_limit_query(values: Values, seed: int) -> tuple[str, str, int, int, int]:
+    """One random LIMIT or top-k query on one table (a pure function of ``seed``): its SQL, the
+    same query without LIMIT and OFFSET, how many ORDER BY columns lead its select list (0: no
+    ORDER BY), the LIMIT and the OFFSET. Select items are columns (sometimes aliased), so that
+    LIMIT and top-k pruning apply; a share of the queries has a shape they must leave alone."""
+    r = random.Random(seed)
+    g = QueryGen(values, r)
+    base = r.choice(["sales", "sales", "taxi", "taxi", "date_dim", "store", "product"])
+    rel = Rel("t", base, f"{NS}.{base}", COLUMNS[base], base)
+    names = list(COLUMNS[base])
+    ordered = r.sample(names, r.choice([1, 1, 2])) if r.random() < 0.6 else []
+    rest = [c for c in r.sample(names, r.randint(1, min(4, len(names)))) if c not in ordered]
+    items = [f"t.{c}" if r.random() < 0.8 else f"t.{c} AS {c}_a" for c in ordered + rest]
+    where = f" WHERE {g.predicate([rel], r.choice([0, 1, 1, 2]))}" if r.random() < 0.85 else ""
+    order = ""
+    if ordered:
+        keys = [f"{c}_a" if " AS " in item else f"t.{c}" for c, item in zip(ordered, items)]
+        order = " ORDER BY " + ", ".join(
+            f"{k}{r.choice(['', ' ASC', ' DESC'])}{r.choice(['', '', ' NULLS FIRST', ' NULLS LAST'])}" for k in keys)
+    limit = r.choice([0, 1, 3, 10, 50, 200, 1000, 5000])
+    offset = r.choice([0, 0, 0, 0, 0, 1, 7, 40])
+    tail = f" LIMIT {limit}" + (f" OFFSET {offset}" if offset else "")
+    q = f"SELECT {', '.join(items)} FROM {NS}.{base} t{where}{order}"
+    return q + tail, q, len(ordered), limit, offset

@@ -48,6 +48,7 @@ from fuzzgen import (
     VIEWS,
     Values,
     cut_edges,
+    make_limit_query,
     make_query,
     settings_for,
     star_tables,
@@ -57,6 +58,8 @@ from fuzzgen import (
     view_sql,
 )
 
+# LIMIT and top-k cases (``test_limit_fuzz``) per profile
+LIMIT_CASES = {"fast": 100, "long": 10_000}
 PROFILES = {  # (cases, fact rows, taxi rows)
     "fast": (300, 20_000, 20_000),
     "long": (20_000, 40_000, 30_000),
@@ -79,6 +82,7 @@ BATCHES = ([int(ONLY) // BATCH] if ONLY else [0] if os.environ.get("PANDO_FUZZ_S
            list(range(BASE // BATCH, (BASE + CASES + BATCH - 1) // BATCH)))
 
 STATS: Counter = Counter()
+LIMIT_STATS: Counter = Counter()
 
 
 def replay(seed: int) -> str:
@@ -317,6 +321,88 @@ def test_fuzz(spark, catalog, lake, batch):
         return f"[{f['outcome']}] seed {f['seed']} {f['settings']}\n  {f['sql']}\n  {detail}\n  replay: {f['replay']}"
     assert not failures, (f"{len(failures)} of {len(seeds)} cases failed (settings {settings.conf()}):\n"
                           + "\n".join(show(f) for f in failures[:6]))
+
+
+def limit_outcome(spark, full_sql: str, rows: list | None, got: list, keys: int, limit: int, offset: int) -> bool:
+    """Does ``got`` answer the LIMIT query whose unlimited form is ``full_sql``? With ORDER BY
+    (its ``keys`` columns lead the select list): the same leading values, in order, as ``rows``
+    (a plain answer of the limited query). Without: min(limit, matching - offset) rows, each a
+    row of the full result (as a multiset)."""
+    if keys:
+        return rows is not None and len(got) == len(rows) and \
+            all(_close(a, b) for g, w in zip(got, rows) for a, b in zip(g[:keys], w[:keys]))
+    full = Counter(tuple(_key(x) for x in r) for r in spark.sql(full_sql).collect())
+    mine = Counter(tuple(_key(x) for x in r) for r in got)
+    return sum(mine.values()) == min(limit, max(0, sum(full.values()) - offset)) and not mine - full
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("batch", range(LIMIT_CASES[PROFILE] // BATCH))
+def test_limit_fuzz(spark, catalog, lake, batch):
+    """LIMIT and top-k queries: Pando's answer is one plain Spark could give (``limit_outcome``);
+    when it is not, the query over the in-memory copies decides whether Pando or plain Spark on
+    Iceberg (NaN pruning) is wrong."""
+    import pando_iceberg.spark
+
+    settings = settings_for(batch)
+    conf = {**settings.conf(), "spark.sql.shuffle.partitions": "2", "spark.sql.adaptive.enabled": "false"}
+    before = {k: spark.conf.get(k) for k in conf}
+    failures = []
+    counts: Counter = Counter()
+    try:
+        for k, v in conf.items():
+            spark.conf.set(k, v)
+        for seed in range(BASE + batch * BATCH, BASE + (batch + 1) * BATCH):
+            q, full_sql, keys, limit, offset = make_limit_query(lake, seed)
+            out = {"sql": q, "seed": seed, "settings": settings.conf()}
+            try:
+                plain = [tuple(r) for r in spark.sql(q).collect()]
+            except Exception as e:
+                plain, out["plain_error"] = None, _short(e)
+            try:
+                with pando_iceberg.spark.sql(spark, q, catalog=catalog) as df:
+                    got = [tuple(r) for r in df.collect()]
+                    counts["limit_pruned"] += any(e.limit_files_pruned for e in df.pando.explains.values())
+            except Exception as e:
+                got, out["pando_error"] = None, _short(e)
+            if got is None:
+                ansi = settings.conf().get("spark.sql.ansi.enabled") == "true"
+                outcome = "both_failed" if plain is None else \
+                    "pando_failed_ansi_error" if ansi and any(c in out["pando_error"] for c in ANSI_ERRORS) \
+                    else "pando_only_failure"
+            elif plain is None:
+                outcome = "plain_failed_pando_answered"
+            elif limit_outcome(spark, full_sql, plain, got, keys, limit, offset):
+                outcome = "same"
+            else:
+                ref = reference_sql(q)
+                truth = [tuple(r) for r in spark.sql(ref).collect()]
+                right = limit_outcome(spark, reference_sql(full_sql), truth, got, keys, limit, offset)
+                outcome = "plain_iceberg_wrong" if right else "wrong"
+                out.update(plain=plain[:5], pando=got[:5], reference=truth[:5])
+            counts["cases"] += 1
+            counts[outcome] += 1
+            if outcome != "same":
+                _log({**out, "outcome": outcome, "test": "limit"})
+            if outcome in BAD:
+                failures.append({**out, "outcome": outcome})
+    finally:
+        for k, v in before.items():
+            spark.conf.set(k, v)
+    _log({"limit_batch": batch, "counts": dict(counts)})
+    LIMIT_STATS.update(counts)
+    assert not failures, f"{len(failures)} LIMIT cases failed:\n" + "\n".join(
+        f"[{f['outcome']}] seed {f['seed']} {f['settings']}\n  {f['sql']}\n  plain {f.get('plain')} | "
+        f"pando {f.get('pando', f.get('pando_error'))} | reference {f.get('reference')}" for f in failures[:6])
+
+
+def test_limit_fuzz_summary():
+    """LIMIT and top-k pruning was exercised, not only planned around."""
+    if not LIMIT_STATS["cases"]:
+        pytest.skip("needs the profile's test_limit_fuzz batches in the same run")
+    print(f"\nlimit fuzz ({PROFILE}): {dict(LIMIT_STATS)}")
+    _log({"limit_summary": dict(LIMIT_STATS)})
+    assert LIMIT_STATS["limit_pruned"] >= LIMIT_STATS["cases"] // 20
 
 
 def test_fuzz_summary():

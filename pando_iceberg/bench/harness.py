@@ -194,7 +194,8 @@ def execute_query(spark, catalog, sql: str, pando: bool) -> Executed:
         key = ".".join(name.split(".")[-2:])
         n = len(scans.get(key, []))  # executed scan nodes of this table, each reading the staged files
         metrics[key] = {"files": n * plan.explain.pando_files, "bytes": n * plan.explain.pando_bytes, "scans": n,
-                        "rows": sum(s.get("numOutputRows", 0) for s in scans.get(key, []))}
+                        "rows": sum(s.get("numOutputRows", 0) for s in scans.get(key, [])),
+                        "limit_files_pruned": n * plan.explain.limit_files_pruned}
     return Executed(rows, metrics, seconds, plan_seconds)
 
 

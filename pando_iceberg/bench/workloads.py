@@ -5,7 +5,8 @@ train half filters most (for Iceberg's z-order baseline).
   the TPC-H substitution rules), split 50/50 per template with a fixed seed by
   :func:`split_workload` (the split every TPC-H benchmark script uses).
 - taxi: templates with ranges on each correlated column of ``trips`` (and their combinations),
-  parameters drawn from a seeded generator, split the same way.
+  parameters drawn from a seeded generator, split the same way; templates 10-12 (named with
+  ``--templates``) are top-k queries (``ORDER BY ... LIMIT``, a total order) for top-k pruning.
 - star: star-join templates over the dimensions' attributes only (no predicate on the fact),
   parameters drawn from a seeded generator, split the same way: the held-out half
   names brands, months, regions the training half may never have named.
@@ -114,12 +115,31 @@ def taxi_query(template: int, rng: random.Random) -> str:
                             f"duration_min > {rng.choice([240, 300, 600])}"])
     elif template == 9:  # long trips with big tips and several passengers
         where = f"trip_distance > {rng.choice([10, 15, 20])} AND tip > {rng.choice([5, 8])} AND passenger_count >= 2"
+    elif template in TAXI_TOP_K:
+        return taxi_top_k_query(template, rng)
     else:
-        raise ValueError(f"taxi template must be 1..{len(TAXI_TEMPLATES)}, got {template}")
+        raise ValueError(f"taxi template must be 1..{TAXI_TOP_K[-1]}, got {template}")
     return _TAXI_SELECT + where
 
 
+def taxi_top_k_query(template: int, rng: random.Random) -> str:
+    """Top-k templates (the Snowflake seed §5), ordered totally (``trip_id`` breaks ties) so that
+    every layout returns the same rows: a day's first 100 trips, the 10 largest fares of a week,
+    the 50 longest trips from a zone."""
+    cols = "SELECT trip_id, pickup_time, pickup_zone, trip_distance, fare FROM trips WHERE "
+    if template == 10:
+        t0, t1 = _day(rng, 1)
+        return f"{cols}pickup_time >= timestamp '{t0}' AND pickup_time < timestamp '{t1}' " \
+               "ORDER BY pickup_time, trip_id LIMIT 100"
+    if template == 11:
+        t0, t1 = _day(rng, 7)
+        return f"{cols}pickup_time >= timestamp '{t0}' AND pickup_time < timestamp '{t1}' " \
+               "ORDER BY fare DESC, trip_id LIMIT 10"
+    return f"{cols}pickup_zone = {rng.randint(1, 20)} ORDER BY trip_distance DESC, trip_id LIMIT 50"
+
+
 TAXI_TEMPLATES = tuple(range(1, 10))
+TAXI_TOP_K = (10, 11, 12)  # only when named (``--templates``)
 
 
 def taxi_split(per_template: int, seed: int, templates: list[int] | None = None) -> Split:

@@ -52,3 +52,13 @@ from pando_iceberg.workload.limits import limit_shape
 ])
 def test_limit_shape(sql, rows):
     assert limit_shape(sqlglot.parse_one(sql, dialect="spark")) == rows
+
+
+def test_the_taxi_top_k_templates_are_pruned_shapes():
+    import random
+
+    from pando_iceberg.bench.workloads import TAXI_TOP_K, taxi_query
+
+    for t in TAXI_TOP_K:
+        shape = limit_shape(sqlglot.parse_one(taxi_query(t, random.Random(t)), dialect="spark"))
+        assert shape is not None and shape[1] is not None, t

@@ -5,7 +5,7 @@ train half filters most (for Iceberg's z-order baseline).
   the TPC-H substitution rules), split 50/50 per template with a fixed seed by
   :func:`split_workload` (the split every TPC-H benchmark script uses).
 - taxi: templates with ranges on each correlated column of ``trips`` (and their combinations),
-  parameters drawn from a seeded generator, split the same way; templates 10-12 (named with
+  parameters drawn from a seeded generator, split the same way; templates 10-13 (named with
   ``--templates``) are top-k queries (``ORDER BY ... LIMIT``, a total order) for top-k pruning.
 - star: star-join templates over the dimensions' attributes only (no predicate on the fact),
   parameters drawn from a seeded generator, split the same way: the held-out half
@@ -124,22 +124,24 @@ def taxi_query(template: int, rng: random.Random) -> str:
 
 def taxi_top_k_query(template: int, rng: random.Random) -> str:
     """Top-k templates (the Snowflake seed §5), ordered totally (``trip_id`` breaks ties) so that
-    every layout returns the same rows: a day's first 100 trips, the 10 largest fares of a week,
-    the 50 longest trips from a zone."""
-    cols = "SELECT trip_id, pickup_time, pickup_zone, trip_distance, fare FROM trips WHERE "
+    every layout returns the same rows: the latest trips, the largest fares, the first trips
+    since a moment (a filter whole files satisfy), a day's first trips (a filter no file
+    satisfies whole: nothing to prove a boundary with)."""
+    cols = "SELECT trip_id, pickup_time, pickup_zone, trip_distance, fare FROM trips "
     if template == 10:
-        t0, t1 = _day(rng, 1)
-        return f"{cols}pickup_time >= timestamp '{t0}' AND pickup_time < timestamp '{t1}' " \
-               "ORDER BY pickup_time, trip_id LIMIT 100"
+        return f"{cols}ORDER BY pickup_time DESC, trip_id LIMIT {rng.choice([20, 50, 100, 500])}"
     if template == 11:
-        t0, t1 = _day(rng, 7)
-        return f"{cols}pickup_time >= timestamp '{t0}' AND pickup_time < timestamp '{t1}' " \
-               "ORDER BY fare DESC, trip_id LIMIT 10"
-    return f"{cols}pickup_zone = {rng.randint(1, 20)} ORDER BY trip_distance DESC, trip_id LIMIT 50"
+        return f"{cols}ORDER BY fare DESC, trip_id LIMIT {rng.choice([5, 10, 20, 50])}"
+    if template == 12:
+        t0, _ = _day(rng, 1)
+        return f"{cols}WHERE pickup_time >= timestamp '{t0}' ORDER BY pickup_time, trip_id LIMIT 100"
+    t0, t1 = _day(rng, 1)
+    return f"{cols}WHERE pickup_time >= timestamp '{t0}' AND pickup_time < timestamp '{t1}' " \
+           "ORDER BY pickup_time, trip_id LIMIT 100"
 
 
 TAXI_TEMPLATES = tuple(range(1, 10))
-TAXI_TOP_K = (10, 11, 12)  # only when named (``--templates``)
+TAXI_TOP_K = (10, 11, 12, 13)  # only when named (``--templates``)
 
 
 def taxi_split(per_template: int, seed: int, templates: list[int] | None = None) -> Split:

@@ -162,16 +162,14 @@ class _Merger:
             scan &= self.bits[t][:, cols]
         return self.crows[cols].astype(np.float64) * self.weigh.leading(scan)
 
-    def _shared(self, cols: np.ndarray) -> np.ndarray:
-        """len(cols) × live: tree proximity of the blocks in columns ``cols`` to every live block
-        (0 without trees)."""
-        out = np.zeros((len(cols), self.live), dtype=np.int64)
+    def _shared(self, c: int, others: np.ndarray) -> np.ndarray:
+        """Tree proximity of the block in column ``c`` to the blocks in columns ``others`` (0
+        without trees). Only asked where Δ ties could need it: a few columns per row of Δ."""
+        out = np.zeros(len(others), dtype=np.int64)
         if self.cover is None or self.proximity is None:
             return out
         for t in range(self.cover.shape[0]):
-            live_cover = self.cover[t, : self.live]
-            for r, c in enumerate(cols):
-                out[r] += self.proximity.depth_row(t, int(self.cover[t, c]))[live_cover]
+            out += self.proximity.depth_row(t, int(self.cover[t, c]))[self.cover[t, others]]
         return out
 
     def _deltas(self, cols: np.ndarray) -> np.ndarray:
@@ -188,8 +186,9 @@ class _Merger:
         d[np.arange(len(cols)), cols] = np.inf
         return d
 
-    def _set_list(self, i: int, d: np.ndarray, sh: np.ndarray) -> None:
-        """Candidate list of i from its rows of Δ and tree proximity over the live columns."""
+    def _set_list(self, i: int, d: np.ndarray) -> None:
+        """Candidate list of i from its row of Δ over the live columns (tree proximity asked
+        only of the columns tied with the (m+1)-th Δ or better)."""
         ids, rows = self.ids[: len(d)], self.crows[: len(d)]
         if len(d) - 1 > self.m:
             # Everything tied with the (m+1)-th Δ is kept for the exact (Δ, -shared, rows, id) order
@@ -197,16 +196,20 @@ class _Merger:
             near = _smallest_at_least(d, self.m + 1)
             kth = np.partition(d[near], self.m)[self.m]
             part = near[d[near] <= kth]
-            order = np.lexsort((ids[part], rows[part], -sh[part], d[part]))
-            top, rest = part[order[: self.m]], part[order[self.m]]
-            self.floor[i] = d[rest]
-            self.floor_key[i] = (float(d[rest]), -int(sh[rest]), int(rows[rest]), int(ids[rest]))
         else:
-            finite = np.flatnonzero(np.isfinite(d))
-            top = finite[np.lexsort((ids[finite], rows[finite], -sh[finite], d[finite]))]
+            part = np.flatnonzero(np.isfinite(d))
+        nsh = -self._shared(int(self.col[i]), part)
+        order = np.lexsort((ids[part], rows[part], nsh, d[part]))
+        if len(d) - 1 > self.m:
+            r = order[self.m]
+            self.floor[i] = d[part[r]]
+            self.floor_key[i] = (float(d[part[r]]), int(nsh[r]), int(rows[part[r]]), int(ids[part[r]]))
+        else:
             self.floor[i] = np.inf
             self.floor_key[i] = (np.inf, 0, 0, 0)
-        self.cand[i] = [(float(d[c]), -int(sh[c]), int(rows[c]), int(ids[c]), int(self.version[ids[c]])) for c in top]
+        top = order[: self.m]
+        self.cand[i] = list(zip(d[part[top]].tolist(), nsh[top].tolist(), rows[part[top]].tolist(),
+                                ids[part[top]].tolist(), self.version[ids[part[top]]].tolist()))
         self.full_recomputes += 1
 
     def _valid(self, entry: tuple[float, int, int, int, int]) -> bool:
@@ -221,7 +224,7 @@ class _Merger:
             if self.live < 2:
                 return
             cols = self.col[[i]]
-            self._set_list(i, self._deltas(cols)[0], self._shared(cols)[0])
+            self._set_list(i, self._deltas(cols)[0])
             lst = self.cand[i]
             if not lst:
                 return
@@ -242,9 +245,8 @@ class _Merger:
             for s in range(0, len(small), batch):
                 cols = small[s : s + batch]
                 dd = self._deltas(cols)
-                sh = self._shared(cols)
                 for r, i in enumerate(cols):
-                    self._set_list(int(i), dd[r], sh[r])
+                    self._set_list(int(i), dd[r])
                 step.advance(len(cols))
         for i in small:
             self._push_best(int(i))
@@ -304,18 +306,18 @@ class _Merger:
         if self.live < 2:
             return
         d = self._deltas(cs)[0]
-        sh = self._shared(cs)[0]
         if self.rows[s] < self.b:
-            self._set_list(s, d, sh)
+            self._set_list(s, d)
             self._push_best(s)
         else:
             self.floor[s] = -np.inf
         # Offer the new block to every small block whose list it beats (Δ and proximity are symmetric).
         live = self.live
         offer = np.flatnonzero((self.crows[:live] < self.b) & (d <= self.floor[self.ids[:live]]))
-        for i in sorted(map(int, self.ids[offer])):
-            c = self.col[i]
-            entry = (float(d[c]), -int(sh[c]), int(self.rows[s]), s, int(self.version[s]))
+        nsh = -self._shared(int(cs[0]), offer)
+        for r in np.argsort(self.ids[offer]):
+            c, i = int(offer[r]), int(self.ids[offer[r]])
+            entry = (float(d[c]), int(nsh[r]), int(self.rows[s]), s, int(self.version[s]))
             lst = self.cand[i]
             if i == s or lst is None or entry[:4] >= self.floor_key[i]:
                 continue

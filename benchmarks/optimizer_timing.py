@@ -198,6 +198,7 @@ def main() -> None:
     if prof:
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(40)
+        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
         print(s.getvalue())
     if args.out:
         with open(args.out, "w") as fh:

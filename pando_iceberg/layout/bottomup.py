@@ -115,22 +115,33 @@ class _Merger:
     apart), and an id-order tie-break then merges k-tuples from unrelated corners of the
     trees. Queries of the same templates with other parameters (the held-out half of §8.2)
     do tell them apart; merging within the smallest common subtree keeps blocks aligned with
-    the cuts, as the trees intend. It never changes the cost of a merge the greedy takes."""
+    the cuts, as the trees intend. It never changes the cost of a merge the greedy takes.
+
+    State. A block is known by an id (a k-tuple's; a merge keeps the smaller one). The live
+    blocks also sit in columns 0..live-1 of dense arrays (a merge moves the last column into
+    the one it frees), their bitsets word-major (k × W × columns): Δ of one block against every
+    live block is then a few numpy operations over contiguous rows, with no gather of the live
+    blocks, whatever order the columns are in (every choice below is by value, then by id)."""
 
     def __init__(self, bits: np.ndarray, rows: np.ndarray, weigh: WeightedPopcount, b: float, candidates: int = 8,
                  cover: np.ndarray | None = None, proximity: _TreeProximity | None = None):
-        self.bits = bits  # k × N × W uint64, R_t per block slot
-        self.rows = rows.astype(np.int64).copy()
+        n = len(rows)
+        self.n = n
+        self.bits = np.transpose(bits, (0, 2, 1)).copy()  # k × W × column: R_t of the block there (own copy)
+        self.rows = rows.astype(np.int64).copy()  # by id
         self.weigh = weigh
         self.b = b
         self.m = candidates
-        n = len(rows)
-        self.n = n
-        self.cover = None if cover is None or proximity is None else np.asarray(cover, dtype=np.int64).copy()
         self.proximity = proximity
+        # cover[t, c]: the covering node in tree t of the block in column c
+        self.cover = None if cover is None or proximity is None else np.asarray(cover, dtype=np.int64).copy()
         self.alive = np.ones(n, dtype=bool)
         self.version = np.zeros(n, dtype=np.int64)
-        self.cost = self._cost_of(np.arange(n))
+        self.live = n  # columns in use
+        self.ids = np.arange(n)  # column → id
+        self.col = np.arange(n)  # id → column (-1 once merged away)
+        self.crows = self.rows.copy()  # by column, as the cost and cover below
+        self.ccost = self._cost_of(np.arange(n))
         self.members: list[list[int]] = [[i] for i in range(n)]
         # cand[i]: i's best partners as sorted (Δ, -shared, rows_j, j, version_j) — the heap's tie order.
         # floor_key[i]: every block not in cand[i] sorts at or after it; floor[i] is its Δ.
@@ -138,57 +149,67 @@ class _Merger:
         self.floor = np.full(n, np.inf)
         self.floor_key: list[tuple[float, int, int, int]] = [(np.inf, 0, 0, 0)] * n
         self.heap: list[tuple[float, int, int, int, int, int, int]] = []
+        # _deltas' k × W × rows × live words, reused: rows of Δ are computed 1 (a merge) to a few
+        # (the first lists) at a time, within about a megabyte of scratch
+        self._scratch_words_per_row = max(1, self.bits.shape[0] * self.bits.shape[1] * n)
+        self._scratch = np.empty(max(self._scratch_words_per_row, 131_072), dtype=np.uint64)
         self.merges = 0
         self.full_recomputes = 0
 
-    def _scan(self, idx: np.ndarray | slice) -> np.ndarray:
-        s = self.bits[0][idx].copy()
+    def _cost_of(self, cols: np.ndarray) -> np.ndarray:
+        scan = self.bits[0][:, cols]
         for t in range(1, self.bits.shape[0]):
-            s &= self.bits[t][idx]
-        return s
+            scan &= self.bits[t][:, cols]
+        return self.crows[cols].astype(np.float64) * self.weigh.leading(scan)
 
-    def _cost_of(self, idx: np.ndarray) -> np.ndarray:
-        return self.rows[idx].astype(np.float64) * self.weigh(self._scan(idx))
-
-    def _shared(self, ids: np.ndarray) -> np.ndarray:
-        """len(ids) × N: tree proximity of each block in ``ids`` to every block (0 without trees)."""
-        out = np.zeros((len(ids), self.n), dtype=np.int64)
+    def _shared(self, c: int, others: np.ndarray) -> np.ndarray:
+        """Tree proximity of the block in column ``c`` to the blocks in columns ``others`` (0
+        without trees). Only asked where Δ ties could need it: a few columns per row of Δ."""
+        out = np.zeros(len(others), dtype=np.int64)
         if self.cover is None or self.proximity is None:
             return out
         for t in range(self.cover.shape[0]):
-            for r, i in enumerate(ids):
-                out[r] += self.proximity.depth_row(t, int(self.cover[t, i]))[self.cover[t]]
+            out += self.proximity.depth_row(t, int(self.cover[t, c]))[self.cover[t, others]]
         return out
 
-    def _deltas(self, ids: np.ndarray) -> np.ndarray:
-        """len(ids) × N: Δ of merging each block in ``ids`` with every block (inf if invalid).
-        Computed for the live blocks only (merges leave fewer and fewer), each the same number."""
-        live = np.flatnonzero(self.alive)
-        acc = self.bits[0][ids][:, None, :] | self.bits[0][live][None, :, :]
-        for t in range(1, self.bits.shape[0]):
-            acc &= self.bits[t][ids][:, None, :] | self.bits[t][live][None, :, :]
-        size = self.rows[ids][:, None] + self.rows[live][None, :]
-        d = np.full((len(ids), self.n), np.inf)
-        d[:, live] = size * self.weigh(acc) - self.cost[ids][:, None] - self.cost[live][None, :]
-        d[np.arange(len(ids)), ids] = np.inf
+    def _deltas(self, cols: np.ndarray) -> np.ndarray:
+        """len(cols) × live: Δ of merging the blocks in columns ``cols`` with every live block
+        (inf with itself)."""
+        live, (k, w, _) = self.live, self.bits.shape
+        acc = self._scratch[: k * w * len(cols) * live].reshape(k, w, len(cols), live)
+        np.bitwise_or(self.bits[:, :, None, :live], self.bits[:, :, cols][..., None], out=acc)
+        scan = acc[0]
+        for t in range(1, k):
+            scan &= acc[t]
+        size = self.crows[cols][:, None] + self.crows[None, :live]
+        d = size * self.weigh.leading(scan) - self.ccost[cols][:, None] - self.ccost[None, :live]
+        d[np.arange(len(cols)), cols] = np.inf
         return d
 
-    def _set_list(self, i: int, d: np.ndarray, sh: np.ndarray) -> None:
-        """Candidate list of i from a full row of Δ (and of tree proximity)."""
-        finite = np.flatnonzero(np.isfinite(d))
-        if len(finite) > self.m:
-            # Everything tied with the (m+1)-th Δ is kept for the exact (Δ, -shared, rows, id) order.
-            kth = np.partition(d[finite], self.m)[self.m]
-            part = finite[d[finite] <= kth]
-            order = np.lexsort((part, self.rows[part], -sh[part], d[part]))
-            top, rest = part[order[: self.m]], part[order[self.m]]
-            self.floor[i] = d[rest]
-            self.floor_key[i] = (float(d[rest]), -int(sh[rest]), int(self.rows[rest]), int(rest))
+    def _set_list(self, i: int, d: np.ndarray) -> None:
+        """Candidate list of i from its row of Δ over the live columns (tree proximity asked
+        only of the columns tied with the (m+1)-th Δ or better)."""
+        ids, rows = self.ids[: len(d)], self.crows[: len(d)]
+        if len(d) - 1 > self.m:
+            # Everything tied with the (m+1)-th Δ is kept for the exact (Δ, -shared, rows, id) order
+            # (i's own Δ is inf, the last of the order: the (m+1)-th is among the others).
+            near = _smallest_at_least(d, self.m + 1)
+            kth = np.partition(d[near], self.m)[self.m]
+            part = near[d[near] <= kth]
         else:
-            top = finite[np.lexsort((finite, self.rows[finite], -sh[finite], d[finite]))]
+            part = np.flatnonzero(np.isfinite(d))
+        nsh = -self._shared(int(self.col[i]), part)
+        order = np.lexsort((ids[part], rows[part], nsh, d[part]))
+        if len(d) - 1 > self.m:
+            r = order[self.m]
+            self.floor[i] = d[part[r]]
+            self.floor_key[i] = (float(d[part[r]]), int(nsh[r]), int(rows[part[r]]), int(ids[part[r]]))
+        else:
             self.floor[i] = np.inf
             self.floor_key[i] = (np.inf, 0, 0, 0)
-        self.cand[i] = [(float(d[j]), -int(sh[j]), int(self.rows[j]), int(j), int(self.version[j])) for j in top]
+        top = order[: self.m]
+        self.cand[i] = list(zip(d[part[top]].tolist(), nsh[top].tolist(), rows[part[top]].tolist(),
+                                ids[part[top]].tolist(), self.version[ids[part[top]]].tolist()))
         self.full_recomputes += 1
 
     def _valid(self, entry: tuple[float, int, int, int, int]) -> bool:
@@ -200,10 +221,10 @@ class _Merger:
         while lst and not self._valid(lst[0]):
             lst.pop(0)
         if not lst:
-            if self.alive.sum() < 2:
+            if self.live < 2:
                 return
-            ids = np.array([i])
-            self._set_list(i, self._deltas(ids)[0], self._shared(ids)[0])
+            cols = self.col[[i]]
+            self._set_list(i, self._deltas(cols)[0])
             lst = self.cand[i]
             if not lst:
                 return
@@ -218,17 +239,15 @@ class _Merger:
         number of small blocks (each merge absorbs at least one)."""
         from ..progress import progress_step
 
-        small = np.flatnonzero(self.rows < self.b)
-        words = self.bits.shape[0] * self.bits.shape[2]
-        batch = max(1, int(4_000_000 // max(1, self.n * words)))
+        small = np.flatnonzero(self.rows < self.b)  # ids, here also their columns
+        batch = max(1, len(self._scratch) // max(1, self._scratch_words_per_row))
         with progress_step(progress, "bottom-up: merge candidates", len(small)) as step:
             for s in range(0, len(small), batch):
-                ids = small[s : s + batch]
-                dd = self._deltas(ids)
-                sh = self._shared(ids)
-                for r, i in enumerate(ids):
-                    self._set_list(int(i), dd[r], sh[r])
-                step.advance(len(ids))
+                cols = small[s : s + batch]
+                dd = self._deltas(cols)
+                for r, i in enumerate(cols):
+                    self._set_list(int(i), dd[r])
+                step.advance(len(cols))
         for i in small:
             self._push_best(int(i))
         with progress_step(progress, "bottom-up: merges", len(small)) as step:
@@ -249,38 +268,56 @@ class _Merger:
             self._merge(i, j)
             step.advance()
 
+    def _drop_column(self, o: int) -> None:
+        """Free block o's column: the last live column moves into it."""
+        c, last = int(self.col[o]), self.live - 1
+        if c != last:
+            moved = int(self.ids[last])
+            self.bits[:, :, c] = self.bits[:, :, last]
+            self.crows[c], self.ccost[c] = self.crows[last], self.ccost[last]
+            if self.cover is not None:
+                self.cover[:, c] = self.cover[:, last]
+            self.ids[c], self.col[moved] = moved, c
+        self.col[o] = -1
+        self.live -= 1
+
     def _merge(self, i: int, j: int) -> None:
         s, o = min(i, j), max(i, j)
-        self.bits[:, s] |= self.bits[:, o]
+        cs, co = self.col[s], self.col[o]
+        self.bits[:, :, cs] |= self.bits[:, :, co]
         self.rows[s] += self.rows[o]
         self.rows[o] = 0
         if self.cover is not None and self.proximity is not None:
             for t in range(self.cover.shape[0]):
-                self.cover[t, s] = self.proximity.lca(t, int(self.cover[t, s]), int(self.cover[t, o]))
+                self.cover[t, cs] = self.proximity.lca(t, int(self.cover[t, cs]), int(self.cover[t, co]))
         self.alive[o] = False
         self.version[s] += 1
         self.version[o] += 1
-        self.cost[s] = self._cost_of(np.array([s]))[0]
-        self.cost[o] = 0.0
+        self._drop_column(o)
+        cs = self.col[[s]]
+        self.crows[cs] = self.rows[s]
+        self.ccost[cs] = self._cost_of(cs)
         self.members[s].extend(self.members[o])
         self.members[o] = []
         self.cand[o] = None
         self.cand[s] = None
         self.floor[o] = -np.inf  # never offered anything again
         self.merges += 1
-        if self.alive.sum() < 2:
+        if self.live < 2:
             return
-        d = self._deltas(np.array([s]))[0]
-        sh = self._shared(np.array([s]))[0]
+        d = self._deltas(cs)[0]
         if self.rows[s] < self.b:
-            self._set_list(s, d, sh)
+            self._set_list(s, d)
             self._push_best(s)
         else:
             self.floor[s] = -np.inf
         # Offer the new block to every small block whose list it beats (Δ and proximity are symmetric).
-        offer = np.flatnonzero(self.alive & (self.rows < self.b) & (d <= self.floor))
-        for i in map(int, offer):
-            entry = (float(d[i]), -int(sh[i]), int(self.rows[s]), s, int(self.version[s]))
+        live = self.live
+        offer = np.flatnonzero((self.crows[:live] < self.b) & (d <= self.floor[self.ids[:live]]))
+        nsh = -self._shared(int(cs[0]), offer)
+        for r in np.argsort(self.ids[offer]):
+            c, i = int(offer[r]), int(self.ids[offer[r]])
+            entry = (float(d[c]), int(nsh[r]), int(self.rows[s]), s, int(self.version[s]))
             lst = self.cand[i]
             if i == s or lst is None or entry[:4] >= self.floor_key[i]:
                 continue
@@ -294,6 +331,18 @@ class _Merger:
                     self.floor[i] = dropped[0]
             if lst[0] != old_head:
                 self._push_best(i)
+
+
+def _smallest_at_least(d: np.ndarray, count: int) -> np.ndarray:
+    """Positions of a subset of ``d`` holding its ``count`` smallest values (and all their ties):
+    those at or below the ``count``-th smallest of an even spread of about √(len · count) of
+    them. Partitioning that subset instead of ``d`` gives the same order statistics below
+    ``count`` at a fraction of the cost (len(d) ≥ count)."""
+    step = max(1, int(len(d) / np.sqrt(len(d) * count)))
+    spread = d[::step]
+    if len(spread) <= count:
+        return np.arange(len(d))
+    return np.flatnonzero(d <= np.partition(spread, count - 1)[count - 1])
 
 
 def merge_blocks(
@@ -317,7 +366,6 @@ def merge_blocks(
         proximity = _TreeProximity(trees)
         cover = np.asarray(ktuples, dtype=np.int64).T  # k × K: a k-tuple's covering node = its leaf
     weigh = WeightedPopcount(weights)
-    pristine = bits.copy()  # the merger ORs merged blocks' bits in place
     merger = _Merger(bits, rows, weigh, float(min_block_rows), candidates, cover, proximity)
     groups: list[np.ndarray] = []
     splits = 0
@@ -325,7 +373,7 @@ def merge_blocks(
         merger.run(progress)
         groups = [np.asarray(merger.members[s], dtype=np.int64) for s in np.flatnonzero(merger.alive)]
         if split_oversized and trees is not None and ktuples is not None:
-            groups, splits = _split_oversized(groups, pristine, rows, weigh, float(min_block_rows), trees,
+            groups, splits = _split_oversized(groups, bits, rows, weigh, float(min_block_rows), trees,
                                               np.asarray(ktuples))
     block_of = np.empty(nk, dtype=np.int32)
     groups.sort(key=lambda g: int(g.min()))
@@ -337,7 +385,7 @@ def merge_blocks(
         "merges": merger.merges,
         "full_recomputes": merger.full_recomputes,
         "split_blocks": splits,
-        "cost": float(sum(_group_cost(pristine, rows, weigh, g) for g in groups)),
+        "cost": float(sum(_group_cost(bits, rows, weigh, g) for g in groups)),
     }
     return block_of, stats
 

@@ -361,6 +361,8 @@ class WeightedPopcount:
         distinct = np.unique(weights[weights != 0])
         self._groups: list[tuple[float, np.ndarray, slice]] | None = None
         self._table: np.ndarray | None = None
+        # One weight for every query: its group's mask keeps every bit a bitset can have set.
+        self._one_weight = len(distinct) == 1 and bool((weights != 0).all())
         if len(distinct) <= self.MAX_GROUPS:
             # Each group's mask with the span of words it has bits in: the words outside count
             # nothing (queries of one weight, e.g. one template's draws, are often adjacent).
@@ -389,6 +391,23 @@ class WeightedPopcount:
         assert self._table is not None
         b = np.ascontiguousarray(bits).view(np.uint8).reshape(bits.shape[:-1] + (self.words * 8,))
         return self._table.ravel()[b.astype(np.intp) + self._offsets].sum(axis=-1)
+
+    def leading(self, bits: np.ndarray) -> np.ndarray:
+        """The same sums of word-major bitsets: bits (W, ...) uint64 → (...) float64, equal to
+        ``self(np.moveaxis(bits, 0, -1))`` to the last bit. Each word is then one contiguous row
+        over many bitsets, which numpy reduces much faster than W words at the end of each.
+        The bits past the last query must be 0 (as ``pack_query_bits`` leaves them)."""
+        if self._groups is None:
+            return self(np.moveaxis(bits, 0, -1))
+        out = np.zeros(bits.shape[1:], dtype=np.float64)
+        for value, mask, span in self._groups:
+            if self._one_weight:
+                count = np.bitwise_count(bits).sum(axis=0, dtype=np.int64)
+            else:
+                word_mask = mask.reshape(mask.shape + (1,) * (bits.ndim - 1))
+                count = np.bitwise_count(bits[span] & word_mask).sum(axis=0, dtype=np.int64)
+            out += value * count
+        return out
 
 
 def block_costs(returned_bits: np.ndarray, block_rows: np.ndarray, weigh: WeightedPopcount) -> np.ndarray:

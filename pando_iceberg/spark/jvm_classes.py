@@ -1,0 +1,137 @@
+"""The Java helpers of the py4j side, compiled in the Spark JVM at run time.
+
+Their sources are the ``.java`` files of package ``pando`` shipped beside this module
+(``spark/java/pando/*.java``, package resources). Janino, Spark's own code generator and always on
+Spark's classpath, compiles them once per JVM when first used: no JDK is needed on the user's
+machine. Each class Python calls has a class loader of its own (Janino's ``JavaSourceClassLoader``,
+which compiles a class with the classes it calls from the same sources): a class that does not
+compile then fails alone (a loader that failed once fails every class it loads later). The task
+cache (``TaskCache``), the one class whose static state must be unique in the JVM, is in a loader
+of its own that every other loader delegates to.
+
+A class that does not compile (another Spark or Iceberg changed an internal API it calls) is
+logged as a warning once and its methods are None: callers then take a slower, portable path.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import logging
+from functools import cache
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PACKAGE = "pando"  # the Java package of every helper class
+
+SHARED = "TaskCache"  # the class compiled once, in the loader every other loader delegates to
+
+# (id(gateway), class) → (gateway, Janino's class loader); (id(gateway), class) → (gateway, instance
+# or None); (id(gateway), class, method) → (gateway, py4j member or None)
+_LOADERS: dict[tuple[int, str], tuple[Any, Any]] = {}
+_INSTANCES: dict[tuple[int, str], tuple[Any, Any]] = {}
+_METHODS: dict[tuple[int, str, str], tuple[Any, Any]] = {}
+_WARNED: set[str] = set()
+
+
+@cache
+def java_sources() -> dict[str, str]:
+    """Class name (without the package) → Java source text of every helper shipped."""
+    folder = importlib.resources.files("pando_iceberg.spark") / "java" / PACKAGE
+    return {entry.name.removesuffix(".java"): entry.read_text(encoding="utf-8")
+            for entry in sorted(folder.iterdir(), key=lambda e: e.name) if entry.name.endswith(".java")}
+
+
+def _loader(gateway, name: str):
+    """Janino's class loader for the helper class ``name`` in ``gateway``'s JVM, made once: for the
+    shared class, its source alone; for another, every other source, delegating to the shared
+    class's loader (so the shared class is found there, never compiled twice)."""
+    hit = _LOADERS.get((id(gateway), name))
+    if hit is not None and hit[0] is gateway:
+        return hit[1]
+    jvm = gateway.jvm
+    parent = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader() if name == SHARED \
+        else _loader(gateway, SHARED)
+    sources = jvm.java.util.HashMap()
+    for source, text in java_sources().items():
+        if (source == SHARED) == (name == SHARED):
+            sources.put(f"{PACKAGE}/{source}.java", bytearray(text.encode("utf-8")))
+    finder = jvm.org.codehaus.commons.compiler.util.resource.MapResourceFinder(sources)
+    loader = jvm.org.codehaus.janino.JavaSourceClassLoader(parent, finder, "UTF-8")
+    loader.setDebuggingInfo(True, True, True)  # file and line numbers in a helper's stack traces
+    _LOADERS[(id(gateway), name)] = (gateway, loader)
+    return loader
+
+
+def compile_error(gateway, name: str) -> str | None:
+    """Janino's message when the helper class ``name`` (or a class it calls) does not compile in
+    ``gateway``'s JVM, None when it compiles. Compiles it if it was not yet."""
+    try:
+        _loader(gateway, name).loadClass(f"{PACKAGE}.{name}")
+    except Exception as e:  # py4j-wrapped ClassNotFoundException around Janino's CompileException
+        return _java_message(e)
+    return None
+
+
+def _java_message(error: Exception) -> str:
+    """The innermost cause's class and message of a py4j-wrapped Java exception (Janino's
+    CompileException names the file, line and column), else the Python error's text."""
+    throwable = getattr(error, "java_exception", None)
+    if throwable is None:
+        return f"{type(error).__name__}: {error}"
+    while throwable.getCause() is not None:
+        throwable = throwable.getCause()
+    return str(throwable.toString())
+
+
+def _instance(gateway, name: str):
+    """An instance of the compiled helper class ``name`` (py4j calls its static methods through
+    it: one round trip per call), or None when it does not compile (warned once)."""
+    hit = _INSTANCES.get((id(gateway), name))
+    if hit is not None and hit[0] is gateway:
+        return hit[1]
+    instance = None
+    try:
+        clazz = _loader(gateway, name).loadClass(f"{PACKAGE}.{name}")
+        jvm = gateway.jvm
+        instance = clazz.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0)) \
+            .newInstance(gateway.new_array(jvm.java.lang.Object, 0))
+    except Exception as e:  # no Janino on this JVM's classpath, or it refused the source
+        if name not in _WARNED:
+            _WARNED.add(name)
+            log.warning("pando: the JVM helper %s.%s does not compile here; its work takes the slower portable "
+                        "path (%s)", PACKAGE, name, _java_message(e)[:2000])
+    _INSTANCES[(id(gateway), name)] = (gateway, instance)
+    return instance
+
+
+def compiled(gateway, name: str, method: str, arg_types: tuple[str, ...]):
+    """The public static method ``method`` of the helper class ``name`` (its argument classes by
+    JVM name, ``[B`` for ``byte[]``) as a py4j member: one round trip per call. None when the
+    class does not compile or has no such method: callers then take a slower path."""
+    hit = _METHODS.get((id(gateway), name, method))
+    if hit is not None and hit[0] is gateway:
+        return hit[1]
+    found = None
+    instance = _instance(gateway, name)
+    if instance is not None:
+        try:
+            jvm = gateway.jvm
+            types = gateway.new_array(jvm.java.lang.Class, len(arg_types))
+            for i, t in enumerate(arg_types):
+                types[i] = jvm.java.lang.Class.forName(t)
+            instance.getClass().getMethod(method, types)  # declared with this signature, or NoSuchMethodException
+            found = getattr(instance, method)
+        except Exception as e:
+            log.warning("pando: the JVM helper %s.%s has no method %s%s (%s)", PACKAGE, name, method, arg_types,
+                        _java_message(e)[:500])
+    _METHODS[(id(gateway), name, method)] = (gateway, found)
+    return found
+
+
+def helper(name: str, method: str, arg_types: tuple[str, ...]):
+    """:func:`compiled` in the JVM of the running SparkContext, or None without one."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    return compiled(gateway, name, method, arg_types) if gateway is not None else None

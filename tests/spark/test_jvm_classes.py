@@ -1,0 +1,65 @@
+"""The Java helpers (``spark/java/pando/*.java``) compile in the JVM the package supports; one that
+does not compile is a warning, once, and its work takes the portable path (same result)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from pando_iceberg.spark import iceberg_jvm as jv
+from pando_iceberg.spark import jvm_classes
+
+pytestmark = pytest.mark.spark
+
+T = "jvmc.numbers"
+
+
+def test_every_java_helper_compiles(spark):
+    """Each ``.java`` file compiled with the classes it calls: a failure names the file and gives
+    Janino's message (file, line, column)."""
+    gateway = spark.sparkContext._gateway
+    errors = {f"{name}.java": jvm_classes.compile_error(gateway, name) for name in jvm_classes.java_sources()}
+    failed = {f: e for f, e in errors.items() if e is not None}
+    assert not failed, "Java helpers that do not compile:\n" + "\n".join(f"{f}: {e}" for f, e in failed.items())
+
+
+@pytest.fixture
+def numbers(spark):
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS jvmc")
+    spark.sql(f"DROP TABLE IF EXISTS {T}")
+    spark.sql(f"CREATE TABLE {T} (id bigint) USING iceberg")
+    for i in range(3):  # a data file each
+        spark.sql(f"INSERT INTO {T} SELECT id FROM range({i * 10}, {i * 10 + 10})")
+    yield jv.load_table(spark, T)
+    spark.sql(f"DROP TABLE {T}")
+
+
+def test_a_helper_that_does_not_compile_warns_once_and_the_portable_path_serves(spark, numbers, monkeypatch, caplog):
+    """``ChosenTasks.java`` calling a method this Iceberg lacks (as another version's API would):
+    one warning naming the class, the file and Janino's message, however often the helper is
+    asked for; ``chosen_tasks`` gives the same tasks through py4j (a Python list)."""
+    snapshot = int(numbers.currentSnapshot().snapshotId())
+    keep = set(list(jv.live_data_files(numbers, snapshot))[:2])
+    assert len(keep) == 2
+    in_jvm, _ = jv.chosen_tasks(numbers, snapshot, keep)
+    assert not isinstance(in_jvm, list)
+    want = sorted(str(t.file().location()) for t in in_jvm)
+
+    sources = dict(jvm_classes.java_sources())
+    sources["ChosenTasks"] = sources["ChosenTasks"].replace("task.file().location()", "task.file().noSuchMethod()")
+    monkeypatch.setattr(jvm_classes, "java_sources", lambda: sources)
+    for cache in ("_LOADERS", "_INSTANCES", "_METHODS"):  # a JVM that has not compiled the helpers yet
+        monkeypatch.setattr(jvm_classes, cache, {})
+    monkeypatch.setattr(jvm_classes, "_WARNED", set())
+    with caplog.at_level(logging.WARNING, logger=jvm_classes.__name__):
+        for _ in range(3):
+            got, _ = jv.chosen_tasks(numbers, snapshot, keep)
+            assert isinstance(got, list) and sorted(str(t.file().location()) for t in got) == want
+        assert jvm_classes.helper("ChosenTasks", "chosen", ("java.lang.Object", "java.lang.String")) is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "pando.ChosenTasks" in warnings[0] and "ChosenTasks.java" in warnings[0] and "noSuchMethod" in warnings[0]
+    gateway = spark.sparkContext._gateway
+    assert "ChosenTasks.java" in (jvm_classes.compile_error(gateway, "ChosenTasks") or "")
+    assert jvm_classes.compile_error(gateway, "PlannedPartitions") is None  # the others still compile

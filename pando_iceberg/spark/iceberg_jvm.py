@@ -236,23 +236,49 @@ def commit_replace(spark, table, base_snapshot_id: int, old_files: list, new_fil
             update.set(k, v.replace("{snapshot-id}", str(snapshot_id)))
         update.commit()
         tx.commitTransaction()
-    except Exception as e:  # py4j wraps ValidationException / CommitFailedException
-        text = str(e)
-        if any(s in text for s in ("ValidationException", "CommitFailedException", "Missing required files",
-                                   "found new")):
-            raise CommitConflict(conflict_message(text)) from None
-        raise
+    except Exception as e:  # py4j's Py4JJavaError around the Java exception
+        conflict = conflict_exception(getattr(e, "java_exception", None))
+        if conflict is None:
+            raise
+        raise CommitConflict(conflict_message(str(conflict.getClass().getSimpleName()),
+                                              str(conflict.getMessage() or ""))) from None
     return snapshot_id
 
 
-def conflict_message(text: str) -> str:
-    """A short, clear CommitConflict message from a py4j-wrapped Iceberg exception's text (which
-    names every conflicting file and dumps whole DataFile structs)."""
-    lines = [ln.strip().lstrip(":").strip() for ln in text.splitlines()]
-    line = next((ln for ln in lines if "Exception:" in ln and ln.startswith("org.")), None) \
-        or next((ln for ln in lines if "Exception" in ln), lines[0] if lines else "")
-    kind, _, detail = line.partition(": ")
-    kind = kind.rsplit(".", 1)[-1]
+# Iceberg's exceptions for a commit that lost to a concurrent one: a validation of the snapshot
+# the rewrite read from failed (ValidationException: "Missing required files to delete" when a
+# file it replaces was removed or rewritten, "found new ... delete for replaced data file" when
+# row-level deletes were added to one, or the base snapshot no longer an ancestor), or the
+# catalog refused the new metadata after the retries (CommitFailedException). Subclasses count.
+CONFLICT_EXCEPTIONS = frozenset({"org.apache.iceberg.exceptions.ValidationException",
+                                 "org.apache.iceberg.exceptions.CommitFailedException"})
+# The commit may have succeeded: never a conflict to retry, whatever it was caused by.
+UNKNOWN_STATE_EXCEPTION = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+
+
+def conflict_exception(throwable):
+    """The Java exception (``throwable`` or one of its causes, outermost first) that is an Iceberg
+    commit conflict, by class (:data:`CONFLICT_EXCEPTIONS` or a subclass); None when there is
+    none, or when the commit's state is unknown first (CommitStateUnknownException)."""
+    depth = 0
+    while throwable is not None and depth < 32:  # bounded: a (malformed) cause chain may loop
+        names = set()
+        clazz = throwable.getClass()
+        while clazz is not None:
+            names.add(str(clazz.getName()))
+            clazz = clazz.getSuperclass()
+        if UNKNOWN_STATE_EXCEPTION in names:
+            return None
+        if names & CONFLICT_EXCEPTIONS:
+            return throwable
+        throwable, depth = throwable.getCause(), depth + 1
+    return None
+
+
+def conflict_message(kind: str, detail: str) -> str:
+    """A short, clear CommitConflict message from an Iceberg conflict exception's class (simple
+    name) and message (which names every conflicting file and dumps whole DataFile structs)."""
+    detail = detail.strip()
     if detail.startswith("Missing required files to delete:"):
         paths = [p for p in detail.split(":", 1)[1].strip().split(",") if p]
         reason = (f"{len(paths)} data file(s) it replaces were already removed or rewritten by another commit "
@@ -262,7 +288,7 @@ def conflict_message(text: str) -> str:
         reason = (f"another commit added row-level deletes to data file(s) it replaces "
                   f"({kind}: {detail.split(':', 1)[0]}{', e.g. ' + m.group(1) if m else ''})")
     else:
-        reason = f"{kind}: {detail[:400] or line[:400]}"
+        reason = f"{kind}: {detail.splitlines()[0][:400] if detail else 'no message'}"
     return (f"the table changed concurrently and the rewrite was not committed: {reason}; "
             "the table is as the other commit left it: run the rewrite again on the new snapshot")
 

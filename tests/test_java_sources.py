@@ -62,3 +62,14 @@ def test_an_installed_wheel_finds_the_java_sources(tmp_path: Path) -> None:
                          timeout=120).stdout.splitlines()
     assert out[0].startswith(str(site))
     assert out[1].split() == sorted(f.stem for f in JAVA.glob("*.java"))
+
+
+def test_the_version_guard_names_what_is_untested() -> None:
+    assert jvm_classes.untested_versions("3.5.9", "1.10.2") is None
+    assert jvm_classes.untested_versions("3.5.0", "1.10.0") is None
+    spark_only = jvm_classes.untested_versions("3.4.1", "1.10.2")
+    assert spark_only is not None and "not on Spark 3.4.1" in spark_only and "Iceberg 1.10.2" not in spark_only
+    both = jvm_classes.untested_versions("4.0.0", "1.9.2")
+    assert both is not None and "not on Spark 4.0.0 with Iceberg 1.9.2" in both
+    assert jvm_classes.untested_versions("3.50.0", "1.10.2") is not None  # major.minor, not a prefix
+    assert jvm_classes.untested_versions("3.5.9", "1.1.0") is not None

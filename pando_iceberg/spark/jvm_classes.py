@@ -11,6 +11,9 @@ of its own that every other loader delegates to.
 
 A class that does not compile (another Spark or Iceberg changed an internal API it calls) is
 logged as a warning once and its methods are None: callers then take a slower, portable path.
+Several helpers reach into Spark's and Iceberg's internals, which can change meaning without
+failing to compile: on a Spark or Iceberg version they are not tested on (:data:`TESTED_SPARK`,
+:data:`TESTED_ICEBERG`) every helper is None, with a note logged once (:func:`untested_versions`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ log = logging.getLogger(__name__)
 
 PACKAGE = "pando"  # the Java package of every helper class
 
+# The Spark and Iceberg versions (major.minor) the helpers, and the internal APIs they call, are
+# tested on: the versions this package pins (pyproject.toml).
+TESTED_SPARK = ("3.5",)
+TESTED_ICEBERG = ("1.10",)
+
 SHARED = "TaskCache"  # the class compiled once, in the loader every other loader delegates to
 
 # (id(gateway), class) → (gateway, Janino's class loader); (id(gateway), class) → (gateway, instance
@@ -32,6 +40,48 @@ _LOADERS: dict[tuple[int, str], tuple[Any, Any]] = {}
 _INSTANCES: dict[tuple[int, str], tuple[Any, Any]] = {}
 _METHODS: dict[tuple[int, str, str], tuple[Any, Any]] = {}
 _WARNED: set[str] = set()
+_TESTED: dict[int, tuple[Any, bool]] = {}  # id(gateway) → (gateway, its versions are tested)
+
+
+def untested_versions(spark_version: str, iceberg_version: str) -> str | None:
+    """None when the fast paths are tested on Spark ``spark_version`` with Iceberg
+    ``iceberg_version`` (their major.minor among :data:`TESTED_SPARK` / :data:`TESTED_ICEBERG`),
+    else a note saying which version is not and that the portable paths are taken."""
+    def minor(version: str) -> str:
+        return ".".join(version.strip().split(".")[:2])
+
+    untested = [f"{what} {version}" for what, version, tested in
+                (("Spark", spark_version, TESTED_SPARK), ("Iceberg", iceberg_version, TESTED_ICEBERG))
+                if minor(version) not in tested]
+    if not untested:
+        return None
+    return (f"pando: the JVM fast paths are tested on Spark {'/'.join(TESTED_SPARK)}.x with Iceberg "
+            f"{'/'.join(TESTED_ICEBERG)}.x, not on {' with '.join(untested)}: this session takes the portable "
+            "paths (same results, more py4j round trips)")
+
+
+def jvm_versions(gateway) -> tuple[str, str]:
+    """(Spark version, Iceberg version) of the jars in ``gateway``'s JVM."""
+    jvm = gateway.jvm
+    spark = getattr(getattr(jvm.org.apache.spark, "package$"), "MODULE$").SPARK_VERSION()
+    return str(spark), str(jvm.org.apache.iceberg.IcebergBuild.version())
+
+
+def tested(gateway) -> bool:
+    """Are the helpers tested on the versions in ``gateway``'s JVM? Asked once per JVM; a note is
+    logged when they are not (:func:`untested_versions`)."""
+    hit = _TESTED.get(id(gateway))
+    if hit is not None and hit[0] is gateway:
+        return hit[1]
+    try:
+        note = untested_versions(*jvm_versions(gateway))
+    except Exception as e:  # no Iceberg runtime, or another layout of Spark's version
+        note = f"pando: the JVM's Spark and Iceberg versions are unknown ({type(e).__name__}: {e}): " \
+               "this session takes the portable paths"
+    if note is not None:
+        log.warning("%s", note)
+    _TESTED[id(gateway)] = (gateway, note is None)
+    return note is None
 
 
 @cache
@@ -108,12 +158,14 @@ def _instance(gateway, name: str):
 def compiled(gateway, name: str, method: str, arg_types: tuple[str, ...]):
     """The public static method ``method`` of the helper class ``name`` (its argument classes by
     JVM name, ``[B`` for ``byte[]``) as a py4j member: one round trip per call. None when the
-    class does not compile or has no such method: callers then take a slower path."""
+    JVM's Spark or Iceberg is a version the helpers are not tested on (:func:`tested`), the class
+    does not compile or has no such method: callers then take a slower, portable path. Every fast
+    path is chosen here."""
     hit = _METHODS.get((id(gateway), name, method))
     if hit is not None and hit[0] is gateway:
         return hit[1]
     found = None
-    instance = _instance(gateway, name)
+    instance = _instance(gateway, name) if tested(gateway) else None
     if instance is not None:
         try:
             jvm = gateway.jvm

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pytest
 
 from pando_iceberg.spark import iceberg_jvm as jv
@@ -63,3 +64,33 @@ def test_a_helper_that_does_not_compile_warns_once_and_the_portable_path_serves(
     gateway = spark.sparkContext._gateway
     assert "ChosenTasks.java" in (jvm_classes.compile_error(gateway, "ChosenTasks") or "")
     assert jvm_classes.compile_error(gateway, "PlannedPartitions") is None  # the others still compile
+
+
+def test_the_venv_runs_the_versions_the_fast_paths_are_tested_on(spark):
+    spark_version, iceberg_version = jvm_classes.jvm_versions(spark.sparkContext._gateway)
+    assert spark_version == spark.version and spark_version.startswith("3.5.")
+    assert iceberg_version.startswith("1.10.")
+    assert jvm_classes.untested_versions(spark_version, iceberg_version) is None
+
+
+def test_an_untested_version_takes_the_portable_paths_with_one_note(spark, numbers, monkeypatch, caplog):
+    """The guard's input says Spark 3.4 (a version the fast paths are not tested on): no helper is
+    used, one note is logged, and the portable paths give the same tasks and views."""
+    snapshot = int(numbers.currentSnapshot().snapshotId())
+    keep = set(jv.live_data_files(numbers, snapshot))
+    want = sorted(keep)
+    monkeypatch.setattr(jvm_classes, "jvm_versions", lambda gateway: ("3.4.3", "1.10.2"))
+    for cache in ("_INSTANCES", "_METHODS", "_TESTED"):  # a JVM whose versions were not asked yet
+        monkeypatch.setattr(jvm_classes, cache, {})
+    with caplog.at_level(logging.WARNING, logger=jvm_classes.__name__):
+        for _ in range(2):
+            got, _ = jv.chosen_tasks(numbers, snapshot, keep)
+            assert isinstance(got, list) and sorted(str(t.file().location()) for t in got) == want
+        assert jvm_classes.helper("TaskCache", "cachedCounts", ()) is None
+        assert not jv.long_view(spark, np.arange(3, dtype=np.int64), "k", "jvmc_keys")
+        jv.temp_view(spark, spark.table(T), "jvmc_view")  # Spark's createOrReplaceTempView
+        assert spark.table("jvmc_view").count() == 30
+        jv.drop_temp_views(spark, ["jvmc_view"])
+    notes = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(notes) == 1 and "not on Spark 3.4.3" in notes[0] and "portable" in notes[0], notes
+    assert not spark.catalog.tableExists("jvmc_view")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.resources
 import logging
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -82,6 +83,39 @@ def tested(gateway) -> bool:
         log.warning("%s", note)
     _TESTED[id(gateway)] = (gateway, note is None)
     return note is None
+
+
+
+# Java classes by (gateway, name): ``jvm.org.apache...Cls`` resolves every package step with a
+# reflection round trip (0.7 ms for Spark3Util, 0.4 ms for java.lang.Object; a no-op call is 0.04
+# ms), several times per staged table and key set.
+_JCLASSES: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+
+def jclass(gateway, name: str):
+    """The py4j handle of the Java class ``name`` (dotted), looked up once per JVM."""
+    hit = _JCLASSES.get((id(gateway), name))
+    if hit is None or hit[0] is not gateway:
+        handle = gateway.jvm
+        for part in name.split("."):
+            handle = getattr(handle, part)
+        _JCLASSES[(id(gateway), name)] = hit = (gateway, handle)
+    return hit[1]
+
+
+def java_iter(java_iterable) -> Iterator:
+    """The elements of a Java Iterable, closing its iterator when it has a ``close``."""
+    it = java_iterable.iterator()
+    try:
+        while it.hasNext():
+            yield it.next()
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                pass
 
 
 @cache

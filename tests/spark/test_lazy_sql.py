@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame
 import pando_iceberg.spark as pspark
 from pando_iceberg import settings
 from pando_iceberg.spark import iceberg_jvm as jv
-from pando_iceberg.spark import jvm_classes
+from pando_iceberg.spark import jvm_classes, jvm_staging
 from pando_iceberg.spark.jvm_filter import java_expression
 from pando_iceberg.spark.pruned import PrunedDataFrame, run_sql
 from pando_iceberg.spark.rewrite import RewriteOptions, rewrite_table
@@ -506,7 +506,7 @@ def test_staged_scan_as_a_view_reads_what_the_dataframe_reads(spark, catalog, la
     from pando_iceberg.planner import plan_scan
 
     if not in_jvm:
-        monkeypatch.setattr(jv, "task_set_view", lambda *a: False)
+        monkeypatch.setattr(jvm_staging, "task_set_view", lambda *a: False)
     table = catalog.load_table(T)
     plan = plan_scan(table, "o_orderdate >= date '1994-01-01' AND o_orderdate < date '1994-04-01'")
     jtable = jv.load_table(spark, T)

@@ -3,11 +3,11 @@
 Their sources are the ``.java`` files of package ``pando`` shipped beside this module
 (``spark/java/pando/*.java``, package resources). Janino, Spark's own code generator and always on
 Spark's classpath, compiles them once per JVM when first used: no JDK is needed on the user's
-machine. Each class Python calls has a class loader of its own (Janino's ``JavaSourceClassLoader``,
-which compiles a class with the classes it calls from the same sources): a class that does not
-compile then fails alone (a loader that failed once fails every class it loads later). The task
-cache (``TaskCache``), the one class whose static state must be unique in the JVM, is in a loader
-of its own that every other loader delegates to.
+machine. Each class has a class loader of its own (Janino's ``JavaSourceClassLoader``): a class
+that does not compile then fails alone, with the classes that call it (a loader that failed once
+fails every class it loads later). A class that calls another finds it in its loader's parent
+(:data:`PARENT_CLASSES`), so each class is compiled once; the task cache (``TaskCache``), whose
+static state must be one copy in the JVM, is at the root, in the loader every other delegates to.
 
 A class that does not compile (another Spark or Iceberg changed an internal API it calls) is
 logged as a warning once and its methods are None: callers then take a slower, portable path.
@@ -33,7 +33,12 @@ PACKAGE = "pando"  # the Java package of every helper class
 TESTED_SPARK = ("3.5",)
 TESTED_ICEBERG = ("1.10",)
 
-SHARED = "TaskCache"  # the class compiled once, in the loader every other loader delegates to
+SHARED = "TaskCache"  # the class whose static state must be one copy: at the root of the loaders
+# The helper classes other helpers call, by caller: the caller's loader delegates to that class's
+# loader (so a class several call is compiled once, and is theirs); every chain ends at SHARED.
+PARENT_CLASSES = {"KeyViews": "Views", "TaskSetViews": "Views", "Staging": "TaskSetViews"}
+# The small helper classes compiled again in each caller's own loader.
+COMPILED_WITH = {"KeyViews": ("LocalRelations",), "Staging": ("LocalRelations",)}
 
 # (id(gateway), class) → (gateway, Janino's class loader); (id(gateway), class) → (gateway, instance
 # or None); (id(gateway), class, method) → (gateway, py4j member or None)
@@ -127,19 +132,20 @@ def java_sources() -> dict[str, str]:
 
 
 def _loader(gateway, name: str):
-    """Janino's class loader for the helper class ``name`` in ``gateway``'s JVM, made once: for the
-    shared class, its source alone; for another, every other source, delegating to the shared
-    class's loader (so the shared class is found there, never compiled twice)."""
+    """Janino's class loader for the helper class ``name`` in ``gateway``'s JVM, made once: it
+    compiles ``name`` and the classes :data:`COMPILED_WITH` it, and delegates to the loader of its
+    :data:`PARENT_CLASSES` entry (the shared class's by default, Spark's own for the shared class),
+    where the classes above it in that tree are found, each compiled once."""
     hit = _LOADERS.get((id(gateway), name))
     if hit is not None and hit[0] is gateway:
         return hit[1]
     jvm = gateway.jvm
     parent = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader() if name == SHARED \
-        else _loader(gateway, SHARED)
+        else _loader(gateway, PARENT_CLASSES.get(name, SHARED))
     sources = jvm.java.util.HashMap()
-    for source, text in java_sources().items():
-        if (source == SHARED) == (name == SHARED):
-            sources.put(f"{PACKAGE}/{source}.java", bytearray(text.encode("utf-8")))
+    texts = java_sources()
+    for source in (name, *COMPILED_WITH.get(name, ())):
+        sources.put(f"{PACKAGE}/{source}.java", bytearray(texts[source].encode("utf-8")))
     finder = jvm.org.codehaus.commons.compiler.util.resource.MapResourceFinder(sources)
     loader = jvm.org.codehaus.janino.JavaSourceClassLoader(parent, finder, "UTF-8")
     loader.setDebuggingInfo(True, True, True)  # file and line numbers in a helper's stack traces

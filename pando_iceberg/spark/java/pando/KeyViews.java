@@ -12,7 +12,8 @@ public class KeyViews {
     public static void longsView(Object session, byte[] data, String column, String name) {
         org.apache.spark.sql.SparkSession spark = (org.apache.spark.sql.SparkSession) session;
         java.nio.LongBuffer values = java.nio.ByteBuffer.wrap(data).asLongBuffer();
-        org.apache.spark.sql.catalyst.plans.logical.LocalRelation plan = LocalRelations.longRelation(values, values.remaining(), column);
+        org.apache.spark.sql.catalyst.plans.logical.LocalRelation plan =
+            LocalRelations.longRelation(values, values.remaining(), column);
         plan.setAnalyzed();  // resolved as built, like the analyzed plan of a Dataset
         Views.registerView(spark, plan, name);
     }

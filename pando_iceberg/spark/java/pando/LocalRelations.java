@@ -7,8 +7,8 @@ package pando;
  */
 public class LocalRelations {
     // The next n longs of values as a local relation of one non-null bigint column.
-    static org.apache.spark.sql.catalyst.plans.logical.LocalRelation longRelation(java.nio.LongBuffer values, int n,
-                                                                                   String column) {
+    public static org.apache.spark.sql.catalyst.plans.logical.LocalRelation longRelation(
+            java.nio.LongBuffer values, int n, String column) {
         java.util.List rows = new java.util.ArrayList(n);
         for (int i = 0; i < n; i++) {
             rows.add(new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(

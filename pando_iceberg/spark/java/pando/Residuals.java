@@ -8,7 +8,7 @@ public class Residuals {
     // Iceberg's Parquet and ORC readers skip the row groups whose statistics or dictionaries show no
     // row can pass it, before Spark's Filter sees a row. A staged task carries no residual, so under
     // ANSI mode an expression of the query (a CAST, an overflow) could raise on a row of such a row
-    // group that Spark's own plan never reads. Each staged set of ``dataset`` is staged again with
+    // group that Spark's own plan never reads. Each staged set of dataset is staged again with
     // the residual of its table's pruning filter (Iceberg expression JSON by table uuid, '' for none)
     // and of Spark's own filter of the set's relation, cut down to the conjuncts over columns that
     // every post-scan Filter directly above a relation of the set reads (so the scan's read schema
@@ -186,8 +186,8 @@ public class Residuals {
         }
     }
 
-    // Does ``e`` bind to ``schema`` and read only top-level columns among ``columns`` (and, without
-    // ``floats``, no float or double column)?
+    // Does e bind to schema and read only top-level columns among columns (and, without
+    // floats, no float or double column)?
     static boolean readsOnly(org.apache.iceberg.expressions.Expression e, org.apache.iceberg.Schema schema,
                              java.util.Set columns, boolean caseSensitive, boolean floats) {
         java.util.Set ids;

@@ -8,8 +8,9 @@ package pando;
  * not compile and the Python side takes Spark's public path.
  */
 public class Views {
-    static void registerView(org.apache.spark.sql.SparkSession spark,
-                             org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan, String name) {
+    // Public: its callers are compiled in class loaders of their own (another runtime package).
+    public static void registerView(org.apache.spark.sql.SparkSession spark,
+                                    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan, String name) {
         final org.apache.spark.sql.catalyst.catalog.SessionCatalog catalog = spark.sessionState().catalog();
         scala.Function1 rawTempView = new scala.runtime.AbstractFunction1() {
             public Object apply(Object view) { return catalog.getRawTempView((String) view); }

@@ -32,7 +32,8 @@ def test_every_java_source_is_a_file_declaring_its_class() -> None:
 def test_no_java_inside_python_strings() -> None:
     found = [f"{p.relative_to(ROOT)}:{i}" for p in sorted(PACKAGE.rglob("*.py"))
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-             if re.search(r"\b(public|static) (static |synchronized )*[\w.<>\[\]]+ \w+\(", line)]
+             if "public static" in line
+             or re.search(r"\b(public|static) (static |synchronized )*[\w.<>\[\]]+ \w+\(", line)]
     assert found == []
 
 

@@ -196,7 +196,7 @@ def _instance(gateway, name: str):
 
 
 def compiled(gateway, name: str, method: str, arg_types: tuple[str, ...]):
-    """The public static method ``method`` of the helper class ``name`` (its argument classes by
+    """The static method ``method`` (public) of the helper class ``name`` (its argument classes by
     JVM name, ``[B`` for ``byte[]``) as a py4j member: one round trip per call. None when the
     JVM's Spark or Iceberg is a version the helpers are not tested on (:func:`tested`), the class
     does not compile or has no such method: callers then take a slower, portable path. Every fast

@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame
 import pando_iceberg.spark as pspark
 from pando_iceberg import settings
 from pando_iceberg.spark import iceberg_jvm as jv
+from pando_iceberg.spark import jvm_classes, jvm_staging
 from pando_iceberg.spark.jvm_filter import java_expression
 from pando_iceberg.spark.pruned import PrunedDataFrame, run_sql
 from pando_iceberg.spark.rewrite import RewriteOptions, rewrite_table
@@ -474,13 +475,17 @@ def test_temp_view_is_sparks_own_view_of_the_dataframe(spark, laid_out):
 
 def test_without_the_view_helpers_the_task_cache_still_serves_and_queries_stay_exact(spark, catalog, laid_out,
                                                                                      monkeypatch):
-    """The task cache and the task-set views are one compiled class (``_STAGING_SOURCE``); on a JVM
-    where that class does not compile (another Spark or Iceberg), the task cache alone
-    (``_CACHED_SOURCE``) serves the lookups and a staged table takes the DataFrame path: the same
+    """The task cache (``TaskCache.java``) does not depend on the task-set views (``Views.java``,
+    Spark's internal view API); on a JVM where the views do not compile (another Spark), the
+    task cache still serves the lookups and a staged table takes the DataFrame path: the same
     rows as Spark's own read, every staged task set removed on close."""
-    monkeypatch.setattr(jv, "_STAGING_SOURCE", jv._STAGING_SOURCE + "\nthis does not compile;")
-    assert jv._helper("stageCachedView", jv._STAGING_SOURCE, ("java.lang.Object",) * 10) is None
-    assert jv._staging("cachedCounts", ()) is not None  # from the cache's own class
+    sources = dict(jvm_classes.java_sources())
+    sources["Views"] = sources["Views"] + "\nthis does not compile;"
+    monkeypatch.setattr(jvm_classes, "java_sources", lambda: sources)
+    for cache in ("_LOADERS", "_INSTANCES", "_METHODS"):  # a JVM that has not compiled the helpers yet
+        monkeypatch.setattr(jvm_classes, cache, {})
+    assert jvm_classes.helper("Staging", "stageCachedView", ("java.lang.Object",) * 10) is None
+    assert jvm_classes.helper("TaskCache", "cachedCounts", ()) is not None
     manager = spark._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
     jtable = jv.load_table(spark, T)
     before = manager.fetchSetIds(jtable).size()
@@ -501,7 +506,7 @@ def test_staged_scan_as_a_view_reads_what_the_dataframe_reads(spark, catalog, la
     from pando_iceberg.planner import plan_scan
 
     if not in_jvm:
-        monkeypatch.setattr(jv, "task_set_view", lambda *a: False)
+        monkeypatch.setattr(jvm_staging, "task_set_view", lambda *a: False)
     table = catalog.load_table(T)
     plan = plan_scan(table, "o_orderdate >= date '1994-01-01' AND o_orderdate < date '1994-04-01'")
     jtable = jv.load_table(spark, T)

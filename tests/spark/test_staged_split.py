@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pando_iceberg.spark import iceberg_jvm as jv
+from pando_iceberg.spark import jvm_staging
 
 pytestmark = pytest.mark.spark
 
@@ -40,7 +41,7 @@ def _partitions(df) -> int:
 @pytest.mark.parametrize("adaptive", [True, False])
 def test_a_staged_scan_has_the_tasks_icebergs_own_scan_has(spark, small_files, monkeypatch, in_jvm, adaptive):
     if not in_jvm:
-        monkeypatch.setattr(jv, "task_set_view", lambda *a: False)
+        monkeypatch.setattr(jvm_staging, "task_set_view", lambda *a: False)
     spark.sql(f"ALTER TABLE {T} SET TBLPROPERTIES ('read.split.adaptive-size.enabled'='{str(adaptive).lower()}')")
     jtable = jv.load_table(spark, T)
     snapshot = int(jtable.currentSnapshot().snapshotId())

@@ -53,13 +53,13 @@ public class Residuals {
             }
             for (java.util.Iterator c = conjuncts.iterator(); c.hasNext();) {
                 org.apache.iceberg.expressions.Expression conjunct = (org.apache.iceberg.expressions.Expression) c.next();
-                if (readsOnly(conjunct, schema, columns, caseSensitive, true)) {
+                if (readsOnly(conjunct, schema, columns, caseSensitive)) {
                     residual = org.apache.iceberg.expressions.Expressions.and(residual, conjunct);
                 }
             }
             // Spark's own filter of the set's one relation, as Spark would push it to Iceberg's scan
             // (the table's pruning filter can be weaker: a predicate it does not model); only where
-            // Iceberg's pruning agrees with Spark's semantics: not on float columns (NaN, -0.0).
+            // Iceberg's pruning agrees with Spark's semantics (floatExact).
             if (scan[2] != null) {
                 java.util.List pushed = new java.util.ArrayList();
                 sparkConjuncts((org.apache.spark.sql.catalyst.expressions.Expression) scan[2], pushed);
@@ -82,7 +82,8 @@ public class Residuals {
                     } catch (RuntimeException e) {
                         continue;
                     }
-                    if (converted != null && readsOnly(converted, schema, columns, caseSensitive, false)) {
+                    if (converted != null && readsOnly(converted, schema, columns, caseSensitive)
+                            && floatExact(converted, schema, caseSensitive)) {
                         residual = org.apache.iceberg.expressions.Expressions.and(residual, converted);
                     }
                 }
@@ -186,10 +187,9 @@ public class Residuals {
         }
     }
 
-    // Does e bind to schema and read only top-level columns among columns (and, without
-    // floats, no float or double column)?
+    // Does e bind to schema and read only top-level columns among columns?
     static boolean readsOnly(org.apache.iceberg.expressions.Expression e, org.apache.iceberg.Schema schema,
-                             java.util.Set columns, boolean caseSensitive, boolean floats) {
+                             java.util.Set columns, boolean caseSensitive) {
         java.util.Set ids;
         try {
             ids = org.apache.iceberg.expressions.Binder.boundReferences(schema.asStruct(),
@@ -202,16 +202,79 @@ public class Residuals {
             if (field == null) {
                 return false;  // a nested field: its struct may be pruned to other fields
             }
-            org.apache.iceberg.types.Type.TypeID type = field.type().typeId();
-            if (!floats && (type == org.apache.iceberg.types.Type.TypeID.FLOAT
-                    || type == org.apache.iceberg.types.Type.TypeID.DOUBLE)) {
-                return false;
-            }
             String name = caseSensitive ? field.name() : field.name().toLowerCase(java.util.Locale.ROOT);
             if (!columns.contains(name)) {
                 return false;
             }
         }
         return !ids.isEmpty();
+    }
+
+    // Does Iceberg skip a row group by e (bound to schema) only when Spark's own reading of e keeps
+    // none of its rows? On float and double columns Spark has NaN = NaN, orders NaN above every
+    // number and has -0.0 = 0.0; Iceberg's statistics and dictionaries do not (a group of NaNs
+    // fails x > c, a group of -0.0 fails x = 0.0). So there, only IS NULL, IS NOT NULL, and =, IN,
+    // < and <= with literals neither NaN nor a zero, which neither NaN nor the sign of a zero
+    // can make Spark keep; no NOT over a float column. (Spark's own scan pushes every such
+    // conjunct; its rows then may differ from Spark's semantics, Pando's must not.)
+    static boolean floatExact(org.apache.iceberg.expressions.Expression e, org.apache.iceberg.Schema schema,
+                              boolean caseSensitive) {
+        try {
+            return floatExact(org.apache.iceberg.expressions.Binder.bind(schema.asStruct(), e, caseSensitive), true);
+        } catch (RuntimeException ex) {
+            return false;
+        }
+    }
+
+    static boolean floatExact(org.apache.iceberg.expressions.Expression e, boolean positive) {
+        if (e instanceof org.apache.iceberg.expressions.And) {
+            return floatExact(((org.apache.iceberg.expressions.And) e).left(), positive)
+                && floatExact(((org.apache.iceberg.expressions.And) e).right(), positive);
+        }
+        if (e instanceof org.apache.iceberg.expressions.Or) {
+            return floatExact(((org.apache.iceberg.expressions.Or) e).left(), positive)
+                && floatExact(((org.apache.iceberg.expressions.Or) e).right(), positive);
+        }
+        if (e instanceof org.apache.iceberg.expressions.Not) {
+            return floatExact(((org.apache.iceberg.expressions.Not) e).child(), false);
+        }
+        if (!(e instanceof org.apache.iceberg.expressions.BoundPredicate)) {
+            return true;  // TRUE or FALSE
+        }
+        org.apache.iceberg.expressions.BoundPredicate p = (org.apache.iceberg.expressions.BoundPredicate) e;
+        org.apache.iceberg.types.Type.TypeID type = p.ref().type().typeId();
+        if (type != org.apache.iceberg.types.Type.TypeID.FLOAT && type != org.apache.iceberg.types.Type.TypeID.DOUBLE) {
+            return true;
+        }
+        if (!positive) {
+            return false;
+        }
+        org.apache.iceberg.expressions.Expression.Operation op = p.op();
+        if (op == org.apache.iceberg.expressions.Expression.Operation.IS_NULL
+                || op == org.apache.iceberg.expressions.Expression.Operation.NOT_NULL) {
+            return true;
+        }
+        if (op == org.apache.iceberg.expressions.Expression.Operation.EQ
+                || op == org.apache.iceberg.expressions.Expression.Operation.LT
+                || op == org.apache.iceberg.expressions.Expression.Operation.LT_EQ) {
+            return p.isLiteralPredicate() && ordinaryFloat(p.asLiteralPredicate().literal().value());
+        }
+        if (op == org.apache.iceberg.expressions.Expression.Operation.IN && p.isSetPredicate()) {
+            for (java.util.Iterator it = p.asSetPredicate().literalSet().iterator(); it.hasNext();) {
+                if (!ordinaryFloat(it.next())) {
+                    return false;
+                }
+            }
+            return true;
+        }
+        return false;
+    }
+
+    static boolean ordinaryFloat(Object value) {
+        if (!(value instanceof Number)) {
+            return false;
+        }
+        double d = ((Number) value).doubleValue();
+        return !Double.isNaN(d) && d != 0.0;
     }
 }

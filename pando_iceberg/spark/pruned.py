@@ -582,7 +582,9 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                 jdf = spark._jsparkSession.sql(replace_tables(sql, qp.tree, sources, qp.catalog_name)
                                                if sources else sql)
             if residuals:
-                jv.with_residuals(spark, jdf, residuals)
+                jdf, copies = jv.with_residuals(spark, jdf, residuals)
+                for jtable, set_id in copies:
+                    stack.callback(jv.unstage, spark, jtable, set_id)
             timings.update(stage=t2 - t1, analyse=time.perf_counter() - t2)
         finally:
             jv.drop_temp_views(spark, views)

@@ -59,11 +59,17 @@ QUERIES = {
     # skipping agrees with Spark's semantics (no NaN nor zero involved)
     "spark_float_filter": f"SELECT count(*), sum(t.k) FROM {T} t JOIN {D} d ON t.flag = d.k "
                           "WHERE CAST(t.note AS INT) >= 0 AND NOT (t.k = d.k + 1000 OR t.rate <> CAST('2.5' AS FLOAT))",
+    # the trips read twice: one set staged for both relations (its pruning filter an OR of theirs),
+    # each relation filtered by Spark on its own: t's rate = 2.5 skips file B's row group, which
+    # u's key range needs
+    "self_join": f"SELECT count(*), sum(t.k) FROM {T} t JOIN {T} u ON t.k + 1000 = u.k "
+                 "WHERE CAST(t.note AS INT) >= 0 AND t.rate = CAST('2.5' AS FLOAT) AND u.k BETWEEN 1000 AND 1100",
 }
 EXPECTED = {
     "pruning_filter": sum(1 for _ in FILE_A),
     "spark_filter": sum(1 for r in FILE_A if r[2] == 1),
     "spark_float_filter": sum(1 for r in FILE_A if r[4] == 2.5),
+    "self_join": sum(1 for r in FILE_A if r[4] == 2.5 and r[0] <= 100),
 }
 
 
@@ -112,3 +118,47 @@ def test_a_table_under_an_outer_join_is_read_by_spark_unless_its_trees_prune(spa
     with pspark.sql(spark, q, catalog=catalog) as df:
         assert df.pando.explains[T].pando_files == 2  # the pruning filter decides nothing
         assert rows_read(df) <= plain == 0
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_each_relation_of_a_table_read_twice_reads_a_copy_of_its_set_removed_on_close(
+        spark, catalog, trips, monkeypatch, ahead):
+    """The self-join answers as in a plain session, whether the staged sets are swapped into the
+    query analysed ahead or read through views: each relation reads a copy of the set with its
+    own residual, and the copies go with the sets on close."""
+    from pando_iceberg.spark import pruned
+
+    monkeypatch.setattr(pruned, "ANALYSE_AHEAD", ahead)
+    q = QUERIES["self_join"]
+    manager = spark._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
+    jtable = jv.load_table(spark, T)
+    before = manager.fetchSetIds(jtable).size()
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        plain = [tuple(r) for r in spark.sql(q).collect()]
+        with pspark.sql(spark, q, catalog=catalog) as df:
+            assert [tuple(r) for r in df.collect()] == plain
+            assert manager.fetchSetIds(jtable).size() == before + 3  # the set and a copy per relation
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", "false")
+    assert manager.fetchSetIds(jtable).size() == before
+
+
+def test_a_set_read_by_copies_spark_makes_of_a_relation_is_not_copied(spark, catalog, trips):
+    """A CTE read twice: Spark's optimizer inlines its second reference as a copy of the relation
+    under attributes of its own, which the analysed plan does not hold; the set stays one, with
+    the residual every reference allows (none here), and the answer is plain Spark's."""
+    q = (f"WITH c AS (SELECT * FROM {T}) SELECT count(*), sum(t.k) FROM c t JOIN c u ON t.k + 1000 = u.k "
+         "WHERE t.rate = CAST('2.5' AS FLOAT) AND u.k BETWEEN 1000 AND 1100")
+    manager = spark._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
+    jtable = jv.load_table(spark, T)
+    before = manager.fetchSetIds(jtable).size()
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        plain = [tuple(r) for r in spark.sql(q).collect()]
+        assert plain[0][0] == EXPECTED["self_join"]
+        with pspark.sql(spark, q, catalog=catalog) as df:
+            assert [tuple(r) for r in df.collect()] == plain
+            assert manager.fetchSetIds(jtable).size() == before + 1
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", "false")

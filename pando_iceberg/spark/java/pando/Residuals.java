@@ -14,7 +14,9 @@ public class Residuals {
     // every post-scan Filter directly above a relation of the set reads (so the scan's read schema
     // holds them: the reader binds the residual against it). The
     // columns are learned from an optimization of its own (the Dataset's plan is not optimized
-    // here: its scans would fetch their tasks before they are staged again).
+    // here: its scans would fetch their tasks before they are staged again). A file Iceberg's
+    // planning of the set's snapshot (by table uuid, '' for not known) with the residual drops, as
+    // Spark's own scan's planning does, is dropped from the set (withResidual).
     // A set read by several relations of the query (a self-join, a table in a subquery too) would
     // get only what holds for all of them, while Spark's own scan of each relation skips by its own
     // filter: each such relation with a residual of its own reads a copy of the set staged with it
@@ -24,14 +26,19 @@ public class Residuals {
     // Returns {the Dataset to run (dataset, or one over the analysed plan so changed), a list of
     // {Iceberg table, set id} of the copies staged, which the caller removes with its sets}.
     public static Object[] withResiduals(Object session, Object dataset, String joinedUuids, String joinedFilters,
-                                         String sensitive) {
+                                         String joinedSnapshots, String sensitive) {
         org.apache.spark.sql.SparkSession spark = (org.apache.spark.sql.SparkSession) session;
         boolean caseSensitive = "true".equals(sensitive);
         java.util.Map filters = new java.util.HashMap();
         String[] uuids = joinedUuids.split("\u0000", -1);
         String[] texts = joinedFilters.split("\u0000", -1);
+        String[] snapshotIds = joinedSnapshots.split("\u0000", -1);
+        java.util.Map snapshots = new java.util.HashMap();  // uuid -> the snapshot its set was planned from
         for (int i = 0; i < uuids.length; i++) {
             filters.put(uuids[i], texts[i]);
+            if (snapshotIds[i].length() > 0) {
+                snapshots.put(uuids[i], Long.valueOf(snapshotIds[i]));
+            }
         }
         org.apache.spark.sql.catalyst.plans.logical.LogicalPlan analysed =
             ((org.apache.spark.sql.Dataset) dataset).queryExecution().analyzed();
@@ -55,7 +62,9 @@ public class Residuals {
             if (!(table instanceof org.apache.iceberg.BaseTable)) {
                 continue;
             }
-            String text = (String) filters.get(((org.apache.iceberg.BaseTable) table).operations().current().uuid());
+            String uuid = ((org.apache.iceberg.BaseTable) table).operations().current().uuid();
+            String text = (String) filters.get(uuid);
+            Long snapshot = (Long) snapshots.get(uuid);
             if (text == null) {
                 continue;
             }
@@ -73,7 +82,8 @@ public class Residuals {
                     shared.addAll(occurrences);
                     continue;
                 }
-                java.util.List tasks = withResidual(manager.fetchTasks(table, setId), residual, caseSensitive);
+                java.util.List tasks = withResidual(manager.fetchTasks(table, setId), residual,
+                    plannedFiles(table, snapshot, residual, caseSensitive), caseSensitive);
                 if (tasks == null) {
                     shared.addAll(occurrences);
                     continue;
@@ -90,7 +100,8 @@ public class Residuals {
             if (residual.op() == org.apache.iceberg.expressions.Expression.Operation.TRUE) {
                 continue;
             }
-            java.util.List tasks = withResidual(manager.fetchTasks(table, setId), residual, caseSensitive);
+            java.util.List tasks = withResidual(manager.fetchTasks(table, setId), residual,
+                    plannedFiles(table, snapshot, residual, caseSensitive), caseSensitive);
             if (tasks != null) {
                 restaged.add(new Object[] {table, setId, tasks});
             }
@@ -183,9 +194,14 @@ public class Residuals {
         return residual;
     }
 
-    // tasks with residual as theirs; null when one is not a file scan task (or there are none).
+    // tasks with residual as theirs, but for those whose file is not among planned (null: all kept):
+    // Spark's own scan plans the table with its pushed filter, and Iceberg's planning drops a
+    // file whole by its metrics (a file of NaNs only for x = 2.1), where no row-group statistics
+    // or dictionary of it need to show it (a one-row page falls back from its dictionary). When
+    // every file is dropped, one task is kept with a FALSE residual (a set is never empty): its
+    // reader skips every row group. Null when one is not a file scan task (or there are none).
     static java.util.List withResidual(java.util.List tasks, org.apache.iceberg.expressions.Expression residual,
-                                       boolean caseSensitive) {
+                                       java.util.Set planned, boolean caseSensitive) {
         if (tasks == null || tasks.isEmpty()) {
             return null;
         }
@@ -199,6 +215,10 @@ public class Residuals {
                 return null;
             }
             org.apache.iceberg.FileScanTask task = (org.apache.iceberg.FileScanTask) next;
+            boolean dropped = planned != null && !planned.contains(task.file().location());
+            if (dropped && (!out.isEmpty() || t.hasNext())) {
+                continue;
+            }
             org.apache.iceberg.PartitionSpec spec = task.spec();
             org.apache.iceberg.Schema taskSchema = task.schema();
             if (!schemaJson.containsKey(taskSchema)) {
@@ -208,10 +228,44 @@ public class Residuals {
                 specJson.put(spec, org.apache.iceberg.PartitionSpecParser.toJson(spec));
                 residuals.put(spec, org.apache.iceberg.expressions.ResidualEvaluator.of(spec, residual, caseSensitive));
             }
+            org.apache.iceberg.expressions.ResidualEvaluator evaluator = dropped
+                ? org.apache.iceberg.expressions.ResidualEvaluator.of(spec,
+                    org.apache.iceberg.expressions.Expressions.alwaysFalse(), caseSensitive)
+                : (org.apache.iceberg.expressions.ResidualEvaluator) residuals.get(spec);
             out.add(new org.apache.iceberg.BaseFileScanTask((org.apache.iceberg.DataFile) task.file(),
                 (org.apache.iceberg.DeleteFile[]) task.deletes().toArray(new org.apache.iceberg.DeleteFile[0]),
-                (String) schemaJson.get(taskSchema), (String) specJson.get(spec),
-                (org.apache.iceberg.expressions.ResidualEvaluator) residuals.get(spec)));
+                (String) schemaJson.get(taskSchema), (String) specJson.get(spec), evaluator));
+        }
+        return out;
+    }
+
+    // The data files of the table's snapshot that Iceberg's planning with residual keeps (by
+    // partitions and file metrics, as for Spark's own scan: the staged tasks carry no metrics);
+    // null when not known (no snapshot given, or the planning failed): no file is dropped.
+    static java.util.Set plannedFiles(org.apache.iceberg.Table table, Long snapshot,
+                                      org.apache.iceberg.expressions.Expression residual, boolean caseSensitive) {
+        if (snapshot == null || residual.op() == org.apache.iceberg.expressions.Expression.Operation.TRUE) {
+            return null;
+        }
+        java.util.Set out = new java.util.HashSet();
+        try {
+            // one call per line: Scan's methods return its type parameter, which Janino reads as Object
+            org.apache.iceberg.TableScan scan = table.newScan().useSnapshot(snapshot.longValue());
+            scan = (org.apache.iceberg.TableScan) scan.caseSensitive(caseSensitive);
+            scan = (org.apache.iceberg.TableScan) scan.filter(residual);
+            scan = (org.apache.iceberg.TableScan) scan.ignoreResiduals();
+            org.apache.iceberg.io.CloseableIterable files = scan.planFiles();
+            try {
+                for (java.util.Iterator it = files.iterator(); it.hasNext();) {
+                    out.add(((org.apache.iceberg.FileScanTask) it.next()).file().location());
+                }
+            } finally {
+                files.close();
+            }
+        } catch (java.io.IOException e) {
+            return null;
+        } catch (RuntimeException e) {
+            return null;
         }
         return out;
     }

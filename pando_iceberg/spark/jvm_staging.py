@@ -232,25 +232,32 @@ def swapped_plan(spark, dataset, staged: Sequence[tuple[str, str, str]],
         return None
 
 
-def with_residuals(spark, dataset, filters: dict[str, str]) -> int:
+def with_residuals(spark, dataset, filters: dict[str, str],
+                   snapshots: dict[str, int | None]) -> tuple[Any, list[tuple[Any, str]]]:
     """Stage the sets ``dataset`` reads again with residuals (``withResiduals``): per table uuid of
     a staged table, its pruning filter as Iceberg expression JSON (``jvm_filter.expression_json``;
     '' for none) and Spark's own filter of its relation, cut down to the columns Spark's post-scan
-    filters read. The number of sets staged again; 0 when the helper cannot be compiled or
-    failed (the sets are read as staged)."""
+    filters read; a set several relations read is copied for each with a residual of its own. A
+    file Iceberg's planning of ``snapshots[uuid]`` (the snapshot the set was planned from) with the
+    residual drops is dropped from the set.
+    (The Dataset to run — ``dataset``, or one whose relations read those copies — and the
+    ``(Java table, set id)`` of the copies, which the caller unstages with its sets.) When the helper
+    cannot be compiled or failed: ``(dataset, [])``, the sets read as staged."""
     if not filters:
-        return 0
+        return dataset, []
     method = helper("Residuals", "withResiduals",
-                    ("java.lang.Object",) * 2 + ("java.lang.String",) * 3)
+                    ("java.lang.Object",) * 2 + ("java.lang.String",) * 4)
     if method is None:
-        return 0
+        return dataset, []
     case_sensitive = str(spark.conf.get("spark.sql.caseSensitive", "false")).strip().lower()
     try:
-        return int(method(spark._jsparkSession, dataset, "\u0000".join(filters), "\u0000".join(filters.values()),
-                          case_sensitive))
+        out = method(spark._jsparkSession, dataset, "\u0000".join(filters), "\u0000".join(filters.values()),
+                     "\u0000".join("" if snapshots.get(u) is None else str(snapshots[u]) for u in filters),
+                     case_sensitive)
     except Exception as e:  # another Spark's plan classes, or a filter the JVM does not parse
         log.info("pando: staged sets not given residuals (%s: %s)", type(e).__name__, str(e)[:300])
-        return 0
+        return dataset, []
+    return out[0], [(copy[0], str(copy[1])) for copy in out[1]]
 
 
 def unstage(spark, table, set_id: str) -> None:

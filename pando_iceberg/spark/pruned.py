@@ -553,6 +553,7 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
             staged: list[tuple[str, str, str]] = []  # (table uuid, metadata file, task set id)
             reads: dict[str, tuple[int, str]] = {}  # table → (its number, what the rewritten SQL reads)
             residuals: dict[str, str] = {}  # table uuid → its pruning filter (Iceberg JSON), under ANSI
+            snapshots: dict[str, int | None] = {}  # table uuid → the snapshot planned, under ANSI
             outer = any(j.side and j.kind not in ("SEMI", "ANTI") for j in qp.tree.find_all(exp.Join))
             for i, (name, plan) in enumerate(sorted(qp.plans.items())):
                 source = name  # Spark's own Iceberg scan: it plans the same files without staging them
@@ -561,6 +562,7 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                     source = f"__pando_scan_{tag}_{i}"
                     if qp.ansi:
                         residuals[str(table.metadata.table_uuid)] = residual_filter(table, plan)
+                        snapshots[str(table.metadata.table_uuid)] = plan.snapshot_id
                     got = stack.enter_context(staged_plan(spark, table, name, plan, view=source, view_later=swap))
                     if swap and isinstance(got, str):
                         later[name] = (got, source)
@@ -582,7 +584,9 @@ def pruned_sql(spark, catalog, sql: str, *, use_layout: bool = True, stage: str 
                 jdf = spark._jsparkSession.sql(replace_tables(sql, qp.tree, sources, qp.catalog_name)
                                                if sources else sql)
             if residuals:
-                jv.with_residuals(spark, jdf, residuals)
+                jdf, copies = jv.with_residuals(spark, jdf, residuals, snapshots)
+                for jtable, set_id in copies:
+                    stack.callback(jv.unstage, spark, jtable, set_id)
             timings.update(stage=t2 - t1, analyse=time.perf_counter() - t2)
         finally:
             jv.drop_temp_views(spark, views)

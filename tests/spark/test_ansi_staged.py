@@ -22,10 +22,13 @@ T = f"{NS}.trips"
 D = f"{NS}.days"
 
 # File A's vendors all start with '2026', file B's bounds ('2025-12-31'..'cmt') do not exclude
-# the prefix but its dictionary does; file B's flags (0, 2) span 1 in its bounds, not in its
-# dictionary. Every string of file A casts to a date and every note to an int; file B's do not.
-FILE_A = [(i, f"2026-01-{1 + i % 28:02d}", 1, str(i)) for i in range(200)]
-FILE_B = [(1000 + i, "cmt" if i % 2 else "2025-12-31", 0 if i % 2 else 2, "n/a") for i in range(200)]
+# the prefix but its dictionary does; file B's flags (0, 2) and rates (0.5, 9.0) span 1 and 2.5
+# in its bounds, not in its dictionary. Every string of file A casts to a date and every note to
+# an int; file B's do not.
+FILE_A = [(i, f"2026-01-{1 + i % 28:02d}", 1, str(i), 2.5 if i % 2 else 1.0) for i in range(200)]
+FILE_B = [(1000 + i, "cmt" if i % 2 else "2025-12-31", 0 if i % 2 else 2, "n/a", 0.5 if i % 2 else 9.0)
+          for i in range(200)]
+SCHEMA = "k INT, vendor STRING, flag INT, note STRING, rate FLOAT"
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +36,9 @@ def trips(spark):
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NS}")
     for t in (T, D):
         spark.sql(f"DROP TABLE IF EXISTS {t}")
-    spark.sql(f"CREATE TABLE {T} (k INT, vendor STRING, flag INT, note STRING) USING iceberg "
-              "TBLPROPERTIES ('format-version'='2')")
+    spark.sql(f"CREATE TABLE {T} ({SCHEMA}) USING iceberg TBLPROPERTIES ('format-version'='2')")
     for rows in (FILE_A, FILE_B):  # one file each
-        spark.createDataFrame(rows, "k INT, vendor STRING, flag INT, note STRING").coalesce(1).writeTo(T).append()
+        spark.createDataFrame(rows, SCHEMA).coalesce(1).writeTo(T).append()
     spark.sql(f"CREATE TABLE {D} USING iceberg AS SELECT id AS k FROM range(0, 50)")
     assert spark.sql(f"SELECT count(*) FROM {T}.files").collect()[0][0] == 2
     yield T
@@ -52,6 +54,22 @@ QUERIES = {
     # JOIN and filters the trips by flag = 1 itself: its own filter skips file B's row group
     "spark_filter": f"SELECT count(*), sum(t.k) FROM {T} t FULL JOIN {D} d ON t.k = d.k "
                     "WHERE CAST(t.note AS INT) >= 0 AND t.flag = 1",
+    # the pruning filter of the trips leaves out the NOT (a term reads both tables); Spark splits
+    # it and filters the trips by rate = 2.5 itself: on a FLOAT column, a filter whose row-group
+    # skipping agrees with Spark's semantics (no NaN nor zero involved)
+    "spark_float_filter": f"SELECT count(*), sum(t.k) FROM {T} t JOIN {D} d ON t.flag = d.k "
+                          "WHERE CAST(t.note AS INT) >= 0 AND NOT (t.k = d.k + 1000 OR t.rate <> CAST('2.5' AS FLOAT))",
+    # the trips read twice: one set staged for both relations (its pruning filter an OR of theirs),
+    # each relation filtered by Spark on its own: t's rate = 2.5 skips file B's row group, which
+    # u's key range needs
+    "self_join": f"SELECT count(*), sum(t.k) FROM {T} t JOIN {T} u ON t.k + 1000 = u.k "
+                 "WHERE CAST(t.note AS INT) >= 0 AND t.rate = CAST('2.5' AS FLOAT) AND u.k BETWEEN 1000 AND 1100",
+}
+EXPECTED = {
+    "pruning_filter": sum(1 for _ in FILE_A),
+    "spark_filter": sum(1 for r in FILE_A if r[2] == 1),
+    "spark_float_filter": sum(1 for r in FILE_A if r[4] == 2.5),
+    "self_join": sum(1 for r in FILE_A if r[4] == 2.5 and r[0] <= 100),
 }
 
 
@@ -62,7 +80,7 @@ def test_an_ansi_query_answers_through_the_staged_tasks_as_in_a_plain_session(sp
     spark.conf.set("spark.sql.ansi.enabled", "true")
     try:
         plain = [tuple(r) for r in spark.sql(q).collect()]
-        assert plain[0][0] == sum(1 for k, _, flag, _ in FILE_A if name == "pruning_filter" or flag == 1)
+        assert plain[0][0] == EXPECTED[name]
         with pspark.sql(spark, q, catalog=catalog) as df:
             assert df.pando.explains[T].pando_files == 2  # both files read: the row groups decide
             assert [tuple(r) for r in df.collect()] == plain
@@ -100,3 +118,80 @@ def test_a_table_under_an_outer_join_is_read_by_spark_unless_its_trees_prune(spa
     with pspark.sql(spark, q, catalog=catalog) as df:
         assert df.pando.explains[T].pando_files == 2  # the pruning filter decides nothing
         assert rows_read(df) <= plain == 0
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_each_relation_of_a_table_read_twice_reads_a_copy_of_its_set_removed_on_close(
+        spark, catalog, trips, monkeypatch, ahead):
+    """The self-join answers as in a plain session, whether the staged sets are swapped into the
+    query analysed ahead or read through views: each relation reads a copy of the set with its
+    own residual, and the copies go with the sets on close."""
+    from pando_iceberg.spark import pruned
+
+    monkeypatch.setattr(pruned, "ANALYSE_AHEAD", ahead)
+    q = QUERIES["self_join"]
+    manager = spark._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
+    jtable = jv.load_table(spark, T)
+    before = manager.fetchSetIds(jtable).size()
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        plain = [tuple(r) for r in spark.sql(q).collect()]
+        with pspark.sql(spark, q, catalog=catalog) as df:
+            assert [tuple(r) for r in df.collect()] == plain
+            assert manager.fetchSetIds(jtable).size() == before + 3  # the set and a copy per relation
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", "false")
+    assert manager.fetchSetIds(jtable).size() == before
+
+
+def test_a_set_read_by_copies_spark_makes_of_a_relation_is_not_copied(spark, catalog, trips):
+    """A CTE read twice: Spark's optimizer inlines its second reference as a copy of the relation
+    under attributes of its own, which the analysed plan does not hold; the set stays one, with
+    the residual every reference allows (none here), and the answer is plain Spark's."""
+    q = (f"WITH c AS (SELECT * FROM {T}) SELECT count(*), sum(t.k) FROM c t JOIN c u ON t.k + 1000 = u.k "
+         "WHERE t.rate = CAST('2.5' AS FLOAT) AND u.k BETWEEN 1000 AND 1100")
+    manager = spark._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
+    jtable = jv.load_table(spark, T)
+    before = manager.fetchSetIds(jtable).size()
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        plain = [tuple(r) for r in spark.sql(q).collect()]
+        assert plain[0][0] == EXPECTED["self_join"]
+        with pspark.sql(spark, q, catalog=catalog) as df:
+            assert [tuple(r) for r in df.collect()] == plain
+            assert manager.fetchSetIds(jtable).size() == before + 1
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", "false")
+
+
+R = f"{NS}.rates"
+
+
+@pytest.fixture(scope="module")
+def rates(spark, trips):
+    """File A: notes that cast to an int, rates 2.5 and 1.0; file C: one row, note 'n/a', rate NaN.
+    Iceberg's metrics of file C (its NaN count is its row count) rule out rate = 2.5; its one-row
+    page has no dictionary and its statistics no bounds to skip its row group with."""
+    schema = "k INT, flag INT, note STRING, rate DOUBLE"
+    spark.sql(f"DROP TABLE IF EXISTS {R}")
+    spark.sql(f"CREATE TABLE {R} ({schema}) USING iceberg TBLPROPERTIES ('format-version'='2')")
+    for rows in ([(i, 1, str(i), 2.5 if i % 2 else 1.0) for i in range(200)], [(5000, 1, "n/a", float("nan"))]):
+        spark.createDataFrame(rows, schema).coalesce(1).writeTo(R).append()
+    yield R
+    spark.sql(f"DROP TABLE IF EXISTS {R}")
+
+
+def test_a_file_spark_plans_out_by_its_metrics_is_not_read_through_the_staged_tasks(spark, catalog, rates):
+    """Spark pushes rate = 2.5 (the NOT split) to its own scan, whose planning drops file C by its
+    metrics: the staged set drops it too, as no residual could skip its row group."""
+    q = (f"SELECT count(*), sum(t.k) FROM {R} t JOIN {D} d ON t.flag = d.k "
+         "WHERE CAST(t.note AS INT) >= 0 AND NOT (t.k = d.k + 1000 OR t.rate <> 2.5D)")
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        plain = [tuple(r) for r in spark.sql(q).collect()]
+        assert plain[0][0] == 100
+        with pspark.sql(spark, q, catalog=catalog) as df:
+            assert df.pando.explains[R].pando_files == 2  # the pruning filter decides nothing
+            assert [tuple(r) for r in df.collect()] == plain
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", "false")

@@ -16,7 +16,7 @@ import sqlglot
 from sqlglot import exp
 
 from .exceptions import UsageError
-from .procedures import ProcedureContext, Result, call, is_call, parse_call
+from .procedures import ProcedureContext, Result, call, is_call, is_pando_call
 from .workload.sources import split_statements
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -44,10 +44,9 @@ def _is_query(statement: str) -> bool:
 
 
 def execute(ctx: ProcedureContext, statement: str, *, use_layout: bool = True, limit: int | None = None) -> Result:
+    if is_pando_call(statement):
+        return call(ctx, statement)
     if is_call(statement):
-        parsed = parse_call(statement)
-        if parsed.is_pando:
-            return call(ctx, statement)
         return _spark_result(ctx, statement)
     if _is_query(statement):
         from .spark.pruned import run_sql

@@ -6,8 +6,8 @@ error listing what is valid.
 """
 
 from .builtin import ProcedureContext, call, explain_result
-from .parse import ProcedureCall, ProcedureError, is_call, parse_call
+from .parse import ProcedureCall, ProcedureError, is_call, is_pando_call, parse_call
 from .registry import REGISTRY, Param, Procedure, Result
 
 __all__ = ["REGISTRY", "Param", "Procedure", "ProcedureCall", "ProcedureContext", "ProcedureError", "Result", "call",
-           "explain_result", "is_call", "parse_call"]
+           "explain_result", "is_call", "is_pando_call", "parse_call"]

@@ -43,6 +43,15 @@ def is_call(statement: str) -> bool:
     return bool(_CALL_RE.match(_strip_comments(statement)))
 
 
+# CALL pando.system.<name>: Pando's; any other CALL (``<catalog>.system.<name>``, ``system.<name>``) is
+# Spark's, whose arguments Pando does not parse (Iceberg's take TIMESTAMP literals, for one)
+_PANDO_CALL_RE = re.compile(r"^\s*CALL\s+`?pando`?\s*\.\s*`?system`?\s*\.", re.IGNORECASE)
+
+
+def is_pando_call(statement: str) -> bool:
+    return bool(_PANDO_CALL_RE.match(_strip_comments(statement)))
+
+
 def _strip_comments(text: str) -> str:
     return re.sub(r"^(\s*--[^\n]*\n)+", "", text)
 

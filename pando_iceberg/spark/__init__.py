@@ -42,16 +42,23 @@ def sql(spark, query: str, *, catalog: Any = None, use_layout: bool = True, stag
     return pruned_sql(spark, catalog, query, use_layout=use_layout, stage=stage)
 
 
-# pyiceberg catalogs opened from Spark sessions' settings, by those settings: one per catalog, not per query
-_SESSION_CATALOGS: dict[tuple, Any] = {}
+# (configuration, pyiceberg catalog) opened from Spark sessions' settings, by those settings: one
+# per catalog, not per query
+_SESSION_CATALOGS: dict[tuple, tuple[Any, Any]] = {}
 
 
 def default_catalog(spark):
-    """The pyiceberg catalog of the Spark session's current catalog, opened from the session's own
-    settings (``spark.sql.catalog.<current>.*``: type, uri, warehouse, JDBC user, S3 settings), never
-    from the working directory. Where those settings cannot be opened by pyiceberg (another catalog
-    type), the pando configuration (``pando.yaml`` / ``PANDO_*``) is used if it describes the same
-    catalog (same name, uri and warehouse); otherwise a ValueError names both."""
+    """The pyiceberg catalog of the Spark session's current catalog (:func:`session_config`)."""
+    return session_config(spark)[1]
+
+
+def session_config(spark) -> tuple[Any, Any]:
+    """The configuration (``PandoConfig``) and pyiceberg catalog of the Spark session's current
+    catalog, opened from the session's own settings (``spark.sql.catalog.<current>.*``: type, uri,
+    warehouse, JDBC user, S3 settings), never from the working directory. Where those settings cannot
+    be opened by pyiceberg (another catalog type), the pando configuration (``pando.yaml`` /
+    ``PANDO_*``) is used if it describes the same catalog (same name, uri and warehouse); otherwise a
+    ValueError names both."""
     from ..catalog import load_catalog
     from ..config import SPARK_CATALOG_KEYS, ConfigError, load_config, same_catalog, spark_catalog_config
 
@@ -66,13 +73,13 @@ def default_catalog(spark):
         session_cfg = spark_catalog_config(current, settings, cfg.home)
     except ConfigError as e:
         if not same_catalog(cfg, current, settings):
-            raise ValueError(f"pando_iceberg.spark.sql: Spark's current catalog {current!r} cannot be opened from the "
+            raise ValueError(f"pando_iceberg.spark: Spark's current catalog {current!r} cannot be opened from the "
                              f"session's settings ({e}), and the pando configuration ({cfg.source}) describes another "
                              f"catalog ({cfg.catalog.name!r} at {cfg.describe()['catalog']['uri']}); pass "
                              f"catalog=<the pyiceberg catalog of {current!r}>") from None
         session_cfg = cfg
-    _SESSION_CATALOGS[memo] = catalog = load_catalog(session_cfg)
-    return catalog
+    _SESSION_CATALOGS[memo] = got = (session_cfg, load_catalog(session_cfg))
+    return got
 
 
-__all__ = ["default_catalog", "sql"]
+__all__ = ["default_catalog", "session_config", "sql"]

@@ -195,3 +195,40 @@ def test_a_file_spark_plans_out_by_its_metrics_is_not_read_through_the_staged_ta
             assert [tuple(r) for r in df.collect()] == plain
     finally:
         spark.conf.set("spark.sql.ansi.enabled", "false")
+
+
+N = f"{NS}.nan_rates"
+
+
+@pytest.fixture(scope="module")
+def nan_rates(spark, trips):
+    """One file: rates 1.0 and NaN, every note an int. Iceberg's bounds of it (1.0..1.0, NaN counted
+    apart) rule out rate > 2.0; Spark's semantics (NaN above every number) keep its NaN rows."""
+    schema = "k INT, flag INT, note STRING, rate DOUBLE"
+    spark.sql(f"DROP TABLE IF EXISTS {N}")
+    spark.sql(f"CREATE TABLE {N} ({schema}) USING iceberg TBLPROPERTIES ('format-version'='2')")
+    rows = [(i, 1, str(i), float("nan") if i % 4 == 0 else 1.0) for i in range(200)]
+    spark.createDataFrame(rows, schema).coalesce(1).writeTo(N).append()
+    yield rows
+    spark.sql(f"DROP TABLE IF EXISTS {N}")
+
+
+def test_a_float_greater_than_of_spark_keeps_the_nan_rows_of_the_staged_tasks(spark, catalog, nan_rates):
+    """Spark splits the NOT and filters the rates by rate > 2.0 itself: neither the staged set's
+    residual nor its planning may take that conjunct (Iceberg's bounds and statistics leave NaN out
+    of x > c, Spark keeps NaN), so the NaN rows reach Spark's Filter as they would over the rows
+    themselves."""
+    q = ("SELECT count(*), sum(t.k) FROM {n} t JOIN {d} d ON t.flag = d.k "
+         "WHERE CAST(t.note AS INT) >= 0 AND NOT (t.k = d.k + 1000 OR t.rate <= 2.0D)")
+    nan = [r[0] for r in nan_rates if r[3] != r[3]]
+    spark.createDataFrame(nan_rates, "k INT, flag INT, note STRING, rate DOUBLE").createOrReplaceTempView("nan_rows")
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        # Spark's semantics over the rows themselves, not read through Iceberg
+        reference = [tuple(r) for r in spark.sql(q.format(n="nan_rows", d=D)).collect()]
+        assert reference == [(len(nan), sum(nan))]
+        with pspark.sql(spark, q.format(n=N, d=D), catalog=catalog, stage="always") as df:
+            assert [tuple(r) for r in df.collect()] == reference
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", "false")
+        spark.catalog.dropTempView("nan_rows")

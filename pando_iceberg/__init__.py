@@ -5,6 +5,7 @@ The public Python API::
     pando_iceberg.scan(table, row_filter=...)          # a pyiceberg DataScan planned with the trees
     pando_iceberg.PandoTable(catalog, "db.t", spark=spark).optimize.rewrite(workload, k=3)
     pando_iceberg.enable(spark)                        # spark.sql("CALL pando.system.<procedure>(...)")
+    with pando_iceberg.pruning(spark): spark.sql(q)    # spark.sql's queries read the files Pando keeps
 
 The scan and the table verbs are imported on first use (``import pando_iceberg`` and the ``pando``
 command stay quick, and an internal module never imports these facades back); type checkers
@@ -31,7 +32,7 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from .datascan import PandoDataScan, scan
-    from .procedures.spark_sql import disable, enable
+    from .procedures.spark_sql import disable, enable, pruning
     from .table import (
         BlockView,
         Health,
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
 # name → the module that defines it, imported by __getattr__ on first use
 _LAZY = {
     "scan": "datascan", "PandoDataScan": "datascan",
-    "enable": "procedures.spark_sql", "disable": "procedures.spark_sql",
+    "enable": "procedures.spark_sql", "disable": "procedures.spark_sql", "pruning": "procedures.spark_sql",
     **{name: "table" for name in (
         "PandoTable", "TableOptimizer", "LayoutOptions", "LayoutPrediction", "QueryPrediction", "RewriteMetrics",
         "IncrementalMetrics", "LiteralCutsRefresh", "LiteralCutChange", "LayoutView", "TreeView", "NodeView",
@@ -93,6 +94,7 @@ __all__ = [
     "__version__",
     "disable",
     "enable",
+    "pruning",
     "scan",
 ]
 

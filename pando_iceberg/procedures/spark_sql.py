@@ -1,8 +1,13 @@
-"""``CALL pando.system.*`` in ``spark.sql``: :func:`enable` gives a PySpark session a ``spark.sql``
-that runs Pando's procedures (as ``pando sql`` does) and hands every other statement to Spark."""
+"""Pando in a PySpark session's own ``spark.sql``: :func:`enable` gives the session a ``spark.sql``
+that runs ``CALL pando.system.*`` (as ``pando sql`` does) and hands every other statement to Spark;
+within :func:`pruning`, its queries read only the files Pando keeps."""
 
 from __future__ import annotations
 
+import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..catalog import load_catalog
@@ -10,6 +15,11 @@ from ..config import PandoConfig
 from ..spark import session_config
 from .builtin import ProcedureContext, call
 from .parse import is_pando_call
+
+log = logging.getLogger("pando_iceberg")
+
+# a query statement (what pando_iceberg.spark.sql plans), after leading comments and parentheses
+_QUERY_RE = re.compile(r"^(?:\s*--[^\n]*\n)*[\s(]*(?:SELECT|WITH)\b", re.IGNORECASE)
 
 
 def enable(spark, *, config: Any = None):
@@ -21,7 +31,7 @@ def enable(spark, *, config: Any = None):
     The procedures work on the session's current catalog at the time of each CALL
     (``pando_iceberg.spark.session_config``), or on ``config`` (a ``PandoConfig``) if given. Enabling an enabled
     session changes nothing but ``config``; :func:`disable` restores Spark's ``sql``. Queries are
-    pruned through ``pando_iceberg.spark.sql`` (plain ``spark.sql`` queries read Iceberg's own plan)."""
+    pruned within :func:`pruning` (outside it they read Spark's own plan)."""
     if config is not None and not isinstance(config, PandoConfig):
         raise TypeError(f"enable: config must be a PandoConfig (pando_iceberg.config.load_config()), "
                         f"got {type(config).__name__}")
@@ -30,11 +40,18 @@ def enable(spark, *, config: Any = None):
     own = type(spark).sql.__get__(spark)
 
     def sql(sqlQuery: str, args: Any = None, **kwargs: Any):
-        if isinstance(sqlQuery, str) and is_pando_call(sqlQuery):
+        state = vars(spark)
+        if not isinstance(sqlQuery, str) or state.get("_pando_busy"):  # Pando's own statements are Spark's
+            return own(sqlQuery, args, **kwargs)
+        if is_pando_call(sqlQuery):
             if args is not None or kwargs:
                 raise ValueError("CALL pando.system.<procedure>(...) takes its arguments in the statement; "
                                  "spark.sql's args and keyword arguments are not accepted with it")
-            return procedure_frame(spark, sqlQuery, None if config is None else fixed)
+            with _busy(spark):
+                return procedure_frame(spark, sqlQuery, None if config is None else fixed)
+        scopes = state.get("_pando_pruning")
+        if scopes and args is None and not kwargs and _QUERY_RE.match(sqlQuery):
+            return _pruned(spark, sqlQuery, scopes[-1], own)
         return own(sqlQuery, args, **kwargs)
 
     sql.__doc__ = own.__doc__
@@ -52,6 +69,59 @@ def disable(spark):
 
 def is_enabled(spark) -> bool:
     return getattr(vars(spark).get("sql"), "_pando_enabled", False)
+
+
+@contextmanager
+def pruning(spark, *, catalog: Any = None) -> Iterator[list]:
+    """Within the block, every ``spark.sql`` query (SELECT / WITH) reads only the files Pando's
+    planner keeps, as through ``pando_iceberg.spark.sql(spark, q, catalog=catalog)`` (the session's
+    current catalog by default), and returns that DataFrame (``df.pando``: explains, notes). The
+    scans it stages are released when the block ends: run every action on those DataFrames (and
+    on DataFrames derived from them) inside it. A query Pando cannot plan reads Spark's own plan,
+    with a warning naming why. Yields the list of the block's ``df.pando`` records. The session
+    is enabled (:func:`enable`) for the block if it was not."""
+    was_enabled = is_enabled(spark)
+    if not was_enabled:
+        enable(spark)
+    scope: list = []
+    scopes = vars(spark).setdefault("_pando_pruning", [])
+    scopes.append((catalog, scope))
+    try:
+        yield scope
+    finally:
+        scopes.remove((catalog, scope))
+        for scans in reversed(scope):
+            scans.close()
+        if not was_enabled:
+            disable(spark)
+
+
+def _pruned(spark, query: str, scope: tuple[Any, list], own: Any):
+    """``query`` through Pando's planner, its staged scans kept until ``scope`` ends; Spark's own
+    plan where Pando cannot plan it (Spark then says what is wrong with a query that is wrong)."""
+    from ..spark import sql as pruned_sql
+
+    catalog, scans = scope
+    try:
+        with _busy(spark):
+            df = pruned_sql(spark, query, catalog=catalog)
+    except Exception as e:
+        log.warning("pando: the query reads Spark's own plan: %s: %s", type(e).__name__, e)
+        return own(query)
+    scans.append(df.pando)
+    return df
+
+
+@contextmanager
+def _busy(spark) -> Iterator[None]:
+    """While Pando runs a procedure or plans a query, the statements it gives ``spark.sql`` are Spark's."""
+    state = vars(spark)
+    before = state.get("_pando_busy", False)
+    state["_pando_busy"] = True
+    try:
+        yield
+    finally:
+        state["_pando_busy"] = before
 
 
 # Spark type name of a procedure's result column → the Python value Spark's createDataFrame accepts

@@ -1,14 +1,18 @@
 """A maintenance notebook written only with ``spark.sql``: after ``pando_iceberg.enable(spark)``,
-``CALL pando.system.*`` runs Pando's procedures beside Iceberg's own ``CALL <catalog>.system.*``."""
+``CALL pando.system.*`` runs Pando's procedures beside Iceberg's own ``CALL <catalog>.system.*``,
+and within ``pando_iceberg.pruning(spark)`` its queries read the files Pando keeps."""
 
 from __future__ import annotations
 
 import pytest
+from pyspark.errors import AnalysisException
 
 import pando_iceberg
 import pando_iceberg.spark
 from pando_iceberg.procedures import ProcedureContext, ProcedureError, call
 from pando_iceberg.procedures.spark_sql import is_enabled
+from pando_iceberg.spark import iceberg_jvm as jv
+from pando_iceberg.spark.pruned import PrunedDataFrame
 
 pytestmark = pytest.mark.spark
 
@@ -93,3 +97,56 @@ def test_enable_is_per_session_and_disable_restores_spark(spark, notebook):
     assert spark.sql("SELECT :v AS x", args={"v": 7}).first()["x"] == 7  # Spark's own arguments pass through
     with pytest.raises(TypeError, match="config must be a PandoConfig"):
         pando_iceberg.enable(spark, config="lake")
+
+
+@pytest.fixture(scope="module")
+def laid_out(spark, catalog, notebook):
+    """nb.t: four files each spanning the whole range of a, laid out so that a < 50 skips files."""
+    from pando_iceberg import LayoutOptions, PandoTable
+
+    spark.sql("DROP TABLE IF EXISTS nb.t")
+    spark.sql("CREATE TABLE nb.t (a INT, b BIGINT) USING iceberg")
+    for part in range(4):
+        spark.sql(f"INSERT INTO nb.t SELECT CAST((id * 7 + {part}) % 1000 AS INT), id "
+                  f"FROM range({part * 2000}, {(part + 1) * 2000})")
+    workload = ["SELECT count(*) FROM nb.t WHERE a < 100", "SELECT count(*) FROM nb.t WHERE a >= 900",
+                "SELECT count(*) FROM nb.t WHERE a BETWEEN 400 AND 450"]
+    PandoTable(catalog, "nb.t", spark=spark).optimize.rewrite(
+        workload, options=LayoutOptions(k=1, min_block_rows=1000, sample_rate=1.0))
+    return "nb.t"
+
+
+QUERY = "SELECT count(*), sum(b) FROM nb.t WHERE a < 50"
+
+
+def test_queries_in_a_pruning_block_read_the_files_pando_keeps(spark, catalog, laid_out):
+    manager = spark._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
+    jtable = jv.load_table(spark, laid_out)
+    staged_before = manager.fetchSetIds(jtable).size()
+    outside = spark.sql(QUERY)  # enabled, outside a block: Spark's own plan
+    assert not isinstance(outside, PrunedDataFrame)
+    plain = outside.collect()
+    assert plain[0][0] > 0
+    with pando_iceberg.pruning(spark) as scans:
+        df = spark.sql(f"-- a comment first\n({QUERY})")
+        assert isinstance(df, PrunedDataFrame) and scans == [df.pando]
+        (record,) = df.pando.explains.values()
+        assert record.used_layout and record.pando_files < record.total_files, record
+        assert manager.fetchSetIds(jtable).size() == staged_before + 1
+        assert df.collect() == plain
+        assert df.selectExpr("`sum(b)` * 2 AS twice").first()["twice"] == 2 * plain[0][1]  # derived frames read it too
+        with pytest.raises(AnalysisException):  # a wrong query: Spark's own error, not Pando's
+            spark.sql("SELECT nope FROM nb.t")
+        assert spark.sql("SELECT count(*) FROM nb.t WHERE a < :v", args={"v": 50}).first()[0] == plain[0][0]
+        assert len(scans) == 1  # the statements with arguments are Spark's
+    assert manager.fetchSetIds(jtable).size() == staged_before  # released with the block
+    assert df.pando.closed and not isinstance(spark.sql(QUERY), PrunedDataFrame)
+
+
+def test_a_pruning_block_enables_a_session_for_its_length(spark, catalog, laid_out):
+    other = spark.newSession()
+    with pando_iceberg.pruning(other, catalog=catalog):
+        assert is_enabled(other)
+        df = other.sql(QUERY)
+        assert isinstance(df, PrunedDataFrame) and df.collect() == spark.sql(QUERY).collect()
+    assert not is_enabled(other)

@@ -38,7 +38,7 @@ SHARED = "TaskCache"  # the class whose static state must be one copy: at the ro
 # loader (so a class several call is compiled once, and is theirs); every chain ends at SHARED.
 PARENT_CLASSES = {"KeyViews": "Views", "TaskSetViews": "Views", "Staging": "TaskSetViews"}
 # The small helper classes compiled again in each caller's own loader.
-COMPILED_WITH = {"KeyViews": ("LocalRelations",), "Staging": ("LocalRelations",)}
+COMPILED_WITH = {"KeyViews": ("LocalRelations",), "Staging": ("LocalRelations", "Plans"), "Residuals": ("Plans",)}
 
 # (id(gateway), class) → (gateway, Janino's class loader); (id(gateway), class) → (gateway, instance
 # or None); (id(gateway), class, method) → (gateway, py4j member or None)

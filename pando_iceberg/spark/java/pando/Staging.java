@@ -115,38 +115,11 @@ public class Staging {
         if (plan instanceof org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation) {
             return relation(spark, (org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation) plan, sets, found);
         }
-        java.util.List children = new java.util.ArrayList();
-        boolean changed = false;
-        for (scala.collection.Iterator it = plan.children().iterator(); it.hasNext();) {
-            org.apache.spark.sql.catalyst.plans.logical.LogicalPlan child =
-                (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) it.next();
-            org.apache.spark.sql.catalyst.plans.logical.LogicalPlan now = swapped(spark, child, sets, found);
-            changed |= now != child;
-            children.add(now);
-        }
-        org.apache.spark.sql.catalyst.plans.logical.LogicalPlan out = !changed ? plan
-            : (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) plan.withNewChildren(
-                scala.collection.JavaConverters.asScalaBuffer(children).toSeq());
-        if (out.subqueries().isEmpty()) {
-            return out;
-        }
-        return (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) out.transformExpressions(
-            new scala.runtime.AbstractPartialFunction() {
-                public boolean isDefinedAt(Object e) {
-                    return e instanceof org.apache.spark.sql.catalyst.expressions.SubqueryExpression;
-                }
-                public Object applyOrElse(Object e, scala.Function1 otherwise) {
-                    if (!isDefinedAt(e)) {
-                        return otherwise.apply(e);
-                    }
-                    org.apache.spark.sql.catalyst.expressions.SubqueryExpression subquery =
-                        (org.apache.spark.sql.catalyst.expressions.SubqueryExpression) e;
-                    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan inner =
-                        (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) subquery.plan();
-                    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan now = swapped(spark, inner, sets, found);
-                    return now == inner ? subquery : subquery.withNewPlan(now);
-                }
-            });
+        return Plans.withChildren(plan, new java.util.function.UnaryOperator() {
+            public Object apply(Object child) {
+                return swapped(spark, (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) child, sets, found);
+            }
+        });
     }
 
     static org.apache.spark.sql.catalyst.plans.logical.LogicalPlan relation(org.apache.spark.sql.SparkSession spark,

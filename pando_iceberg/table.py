@@ -179,6 +179,8 @@ class RewriteMetrics:
     base_snapshot_id: int | None
     seconds: Mapping[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # peak resident memory (MiB) per phase, by process: 'driver' (Python), 'jvm', 'python-worker'
+    peak_rss_mib: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def row(self) -> tuple[Any, ...]:
         """The row of ``rewrite_data_files`` (Iceberg's column order, then Pando's)."""
@@ -206,7 +208,7 @@ def _metrics(r: Any, notes: Sequence[str] = ()) -> RewriteMetrics:
     common = dict(rewritten_data_files=r.rewritten_data_files_count, added_data_files=r.added_data_files_count,
                   rewritten_bytes=r.rewritten_bytes_count, failed_data_files=r.failed_data_files_count,
                   layout_id=r.layout_id, blocks=r.block_count, snapshot_id=r.snapshot_id,
-                  base_snapshot_id=r.base_snapshot_id, seconds=dict(r.seconds),
+                  base_snapshot_id=r.base_snapshot_id, seconds=dict(r.seconds), peak_rss_mib=dict(r.peak_rss_mib),
                   notes=tuple(notes) + tuple(getattr(r, "notes", ())))
     if hasattr(r, "rows_read"):
         counts = {f.name: getattr(r, f.name) for f in dataclasses.fields(IncrementalFields)}

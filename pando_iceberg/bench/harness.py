@@ -258,6 +258,7 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
     z-order with Iceberg's own ``rewrite_data_files`` procedure. A layout the checkpoint holds, whose
     tables still have the files recorded, is reused."""
     from ..procedures import call
+    from ..spark.phases import last_job_id, peak_rss_mib, stage_seconds
     from ..spark.rewrite import TemplateGuardError
     from ..table import LayoutOptions, PandoTable
     from ..tpch import copy_table
@@ -337,6 +338,7 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                             f"sort_order => '{order_by}', options => map('rewrite-all', 'true', "
                             f"'target-file-size-bytes', '{target}'))")
                 progress(f"{layout}: {stmt}")
+                before, _ = last_job_id(spark), peak_rss_mib(spark)
                 t0 = time.perf_counter()
                 if layout.startswith("pando"):
                     try:
@@ -347,6 +349,7 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
                 else:
                     call(ctx, stmt)
                 seconds = time.perf_counter() - t0
+                stages, memory = stage_seconds(spark, before), peak_rss_mib(spark)
                 stats = _files_stats(spark, name)
                 if not layout.startswith("pando"):
                     tried.append((target, stats["files"]))
@@ -361,9 +364,13 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             elif layout.startswith("pando"):
                 phases = dict(metrics.seconds)
                 entry.update(blocks=metrics.blocks, trees=_trees_kept(catalog, name), phases=phases,
+                             peak_rss_mib=dict(metrics.peak_rss_mib),
                              optimizer_seconds=phases.get("sampling", 0.0) + phases.get("optimizing", 0.0),
                              sidecar_bytes=_sidecar_bytes(catalog, name))
             else:
+                # Iceberg's rewrite by the kinds of Spark stages it ran (spark.phases), its driver's peak memory
+                entry["phases"] = {f"stages.{kind}": s for kind, s in stages.items()}
+                entry["peak_rss_mib"] = {"rewrite": memory}
                 entry["sort_order"] = order_by
                 entry["target_file_size_bytes"] = target
                 entry["attempted_files"] = tried

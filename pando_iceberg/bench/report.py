@@ -221,7 +221,7 @@ def _how(layout: str, v: dict) -> str:
         return f"left as loaded: {v['refused']}"
     if not v.get("sort_order"):  # Pando
         return (f"{v.get('blocks')} blocks" + (f", {v['trees']} tree(s) kept" if v.get("trees") else "") + "; "
-                + ", ".join(f"{k} {t_:.1f} s" for k, t_ in v.get("phases", {}).items()))
+                + _phases(v))
     how = f"`{v['sort_order']}`"
     if "target_file_size_bytes" in v:  # Iceberg's sort / z-order, sized by target file size
         how += f", target-file-size-bytes {v['target_file_size_bytes']:,}"
@@ -230,7 +230,21 @@ def _how(layout: str, v: dict) -> str:
     if v.get("attempts", 1) > 1:
         how += (f" (rewritten {v['attempts']}× to match Pando's file count; files per attempt: "
                 f"{', '.join(str(n) for _, n in v.get('attempted_files', []))})")
-    return how
+    return how + (f"; {_phases(v)}" if v.get("phases") or v.get("peak_rss_mib") else "")
+
+
+def _phases(v: dict) -> str:
+    """A rewrite's seconds by phase ('a.b': part b of phase a) and each process's peak resident
+    memory over its phases (the largest phase named)."""
+    text = ", ".join(f"{k} {t_:.1f} s" for k, t_ in v.get("phases", {}).items())
+    peaks: dict[str, tuple[float, str]] = {}
+    for phase, by_process in v.get("peak_rss_mib", {}).items():
+        for process, mib in by_process.items():
+            if mib > peaks.get(process, (-1.0, ""))[0]:
+                peaks[process] = (mib, phase)
+    if peaks:
+        text += "; peak RSS " + ", ".join(f"{p} {mib:,.0f} MiB ({phase})" for p, (mib, phase) in peaks.items())
+    return text
 
 
 def _f(v: float | None, nd: int = 1) -> str:

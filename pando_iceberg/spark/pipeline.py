@@ -43,6 +43,7 @@ from ..storage.sidecar import SIDECAR_FORMAT_VERSION, DataFileRef, new_layout_id
 from ..workload.in_block import BlockFiles
 from . import iceberg_jvm as jv
 from .blocks import BLOCK_COL, KTUPLE_COL, WRITTEN_FILE_DDL, WriteSpec, write_blocks
+from .phases import last_job_id, peak_rss_mib, stage_seconds
 from .rewrite_common import IncrementalResult, PandoRewriteError, after_failure, arrow_batch_rows, write_spec
 from .session import drop_shuffles, refresh_table, release_shuffle_files
 
@@ -87,11 +88,14 @@ class Committed:
 
 def run_rewrite(spark: Any, table_name: str, table: Any, base_id: int, rewrite: Rewrite,
                 io_properties: dict[str, str] | None, seconds: dict[str, float],
-                progress: Callable[[str], None] = lambda m: None) -> Committed:
+                progress: Callable[[str], None] = lambda m: None,
+                memory: dict[str, dict[str, float]] | None = None) -> Committed:
     """Write ``rewrite.routed`` as one data file or more per block and commit them with their
     layout in ONE ``replace`` snapshot from ``base_id`` (module docstring). A failure deletes what
     was written and re-raises; the table is then exactly as it was. Times go to ``seconds``
-    (writing, metadata, commit)."""
+    (writing, metadata, commit; 'writing.<kind>': the write's Spark stages by kind,
+    ``phases.stage_seconds``), and with ``memory`` each phase's peak resident memory there
+    (``phases.peak_rss_mib``)."""
     from pyiceberg.io import load_file_io
 
     layout_id = new_layout_id()
@@ -105,9 +109,15 @@ def run_rewrite(spark: Any, table_name: str, table: Any, base_id: int, rewrite: 
     committing = False
     try:
         t0 = time.time()
+        before = last_job_id(spark)
+        if memory is not None:
+            peak_rss_mib(spark)  # what the steps between learning and writing held is not the write's
         with spark_job_progress(spark, progress, rewrite.writing):
             written = shuffle_and_write(spark, rewrite.routed, rewrite.tasks, spec, rewrite.batch_rows)
         seconds["writing"] = time.time() - t0
+        seconds.update({f"writing.{kind}": s for kind, s in stage_seconds(spark, before).items()})
+        if memory is not None:
+            memory["writing"] = peak_rss_mib(spark)
 
         t0 = time.time()
         check_written_rows(written, rewrite.expected_rows, rewrite.expected_rows_were)
@@ -115,6 +125,8 @@ def run_rewrite(spark: Any, table_name: str, table: Any, base_id: int, rewrite: 
         sidecar = rewrite.layout_sidecar(layout_id, written)
         sidecar_path, _ = sidecar.write(load_file_io(dict(io_properties or {}), location), location)
         seconds["metadata"] = time.time() - t0
+        if memory is not None:
+            memory["metadata"] = peak_rss_mib(spark)
 
         test_pause("BEFORE_COMMIT")
         t0 = time.time()
@@ -133,6 +145,8 @@ def run_rewrite(spark: Any, table_name: str, table: Any, base_id: int, rewrite: 
                                             summary={"pando.layout-id": layout_id, **rewrite.summary})
             step.advance()
         seconds["commit"] = time.time() - t0
+        if memory is not None:
+            memory["commit"] = peak_rss_mib(spark)
     except BaseException as failure:
         snapshot_id = after_failure(spark, failure, table_name, layout_id, committing, written, sidecar_path,
                                     io_properties, location, data_dir, progress)

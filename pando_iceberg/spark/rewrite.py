@@ -46,6 +46,7 @@ from ..workload.templates import template_key
 from . import iceberg_jvm as jv
 from .blocks import ROW_COL, LayoutPayload, route_batches
 from .partitioned import rewrite_partitions
+from .phases import peak_rss_mib
 from .pipeline import Rewrite, block_file_refs, finalize_layout, routed_rows, run_rewrite, test_pause, write_tasks
 from .rewrite_common import (
     P_OPTIONS,
@@ -95,6 +96,12 @@ class LearnedLayout:
     unsupported: list[Any] = field(default_factory=list)
     seconds_sampling: float = 0.0
     seconds_optimizing: float = 0.0
+    # parts of seconds_optimizing: 'draws+cuts' (template draws, candidate and literal cuts), 'trees'
+    # (top-down and bottom-up of every candidate layout, with its in-block order), 'k-selection'
+    # (the validation draws on each candidate, the guard's planning)
+    seconds_parts: dict[str, float] = field(default_factory=dict)
+    # peak resident memory (MiB) per phase, 'sampling' and 'optimizing' (phases.peak_rss_mib)
+    peak_rss_mib: dict[str, dict[str, float]] = field(default_factory=dict)
     queries: list[Any] = field(default_factory=list)  # (TableFilter, weight) for this table
     workload_sql: list[tuple[str, float]] = field(default_factory=list)  # (statement, weight)
     templates: list[dict] = field(default_factory=list)  # templates.Template.to_json() of each template
@@ -150,6 +157,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     from ..layout import Evaluations, build_layout
 
     t0 = time.time()
+    peak_rss_mib(spark)  # the peaks from here on
     df = jv.read_snapshot(spark, table_name, snapshot_id)
     wl, target, queries, schemas = table_workload(spark, table_name, workload)
     jtable = jv.load_table(spark, table_name)
@@ -165,9 +173,11 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     t1 = time.time()
     if sample.num_rows == 0:
         sample = collect_arrow(df.limit(options.min_sample_rows))
+    memory = {"sampling": peak_rss_mib(spark)}
     ks = candidate_ks(options)
     expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options,
                                        validate=len(ks) > 1 or bound is not None)
+    parts = {"draws+cuts": time.time() - t1, "trees": 0.0}
     scale = sample.num_rows / total_rows
     b_sample = max(1.0, options.min_block_rows * scale)
     learned = []
@@ -175,11 +185,13 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     test_pause("OPTIMIZING")
 
     def learn(k: int, with_cuts: list, workload: list) -> None:
+        started = time.time()
         progress(f"optimizing k={k} trees on {sample.num_rows:,} sample rows, {len(with_cuts)} candidate cuts, "
                  f"{len(queries)} queries + {len(expected.queries) - len(queries)} synthetic draws of their templates")
         layout = build_layout(sample, with_cuts, workload, k, b_sample, max_ktuples=options.max_ktuples,
                               progress=progress, evaluations=evaluations)
         learned.append((layout, in_block_order(layout, sample, workload, b_sample, options, evaluations)))
+        parts["trees"] += time.time() - started
 
     for k in ks:
         learn(k, cuts, expected.queries)
@@ -240,8 +252,11 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     else:
         layout, in_block = learned[0]
     literal_keys = {c.key: c.keys_to_bytes() for c in layout.cuts if hasattr(c, "keys_to_bytes")}
+    optimizing = time.time() - t1
+    parts["k-selection"] = optimizing - parts["draws+cuts"] - parts["trees"]
+    memory["optimizing"] = peak_rss_mib(spark)
     return LearnedLayout(layout, literal_keys, total_rows, sample.num_rows, len(queries), len(cuts),
-                         list(wl.unsupported), t1 - t0, time.time() - t1, queries,
+                         list(wl.unsupported), t1 - t0, optimizing, parts, memory, queries,
                          [(q.sql, q.weight) for q in wl.queries if target in q.filters],
                          expected.describe(), in_block, k_selection, None if choice is None else choice.guard,
                          list(expected.validation), options.to_map())
@@ -301,15 +316,17 @@ def rewrite_table(spark, table_name: str, workload: Sequence[str] | str, options
         progress(f"force: applying a layout that breaks the guard for {len(learned.guard.breaking())} template(s)")
     seconds["sampling"] = learned.seconds_sampling
     seconds["optimizing"] = learned.seconds_optimizing
+    seconds.update({f"optimizing.{part}": s for part, s in learned.seconds_parts.items()})
+    memory = dict(learned.peak_rss_mib)
     if base_rows is None:
         base_rows = row_count(spark, table_name, base_id)
     layout = learned.layout
     old_files = list(jv.live_data_files(table, base_id).values())
     rewrite = whole_table_rewrite(spark, table_name, table, current, learned, base_rows, old_files, options)
-    committed = run_rewrite(spark, table_name, table, base_id, rewrite, io_properties, seconds, progress)
+    committed = run_rewrite(spark, table_name, table, base_id, rewrite, io_properties, seconds, progress, memory)
     return RewriteResult(len(old_files), len(committed.written), sum(int(f.fileSizeInBytes()) for f in old_files), 0,
                          committed.layout_id, layout.num_blocks, committed.snapshot_id, base_id, seconds,
-                         guard=learned.guard)
+                         guard=learned.guard, peak_rss_mib=memory)
 
 
 def whole_table_rewrite(spark, table_name: str, table, base, learned: LearnedLayout, base_rows: int,

@@ -219,6 +219,8 @@ class RewriteResult:
     # workload.in_block.TemplateGuard of the layout written (None: not measured); keyword-only, so the
     # subclasses' positional fields stay where they are
     guard: Any = field(default=None, kw_only=True)
+    # peak resident memory (MiB) per phase, by process (spark.phases.peak_rss_mib); {}: not measured
+    peak_rss_mib: dict[str, dict[str, float]] = field(default_factory=dict, kw_only=True)
 
     COLUMNS = ("rewritten_data_files_count", "added_data_files_count", "rewritten_bytes_count",
                "failed_data_files_count", "layout_id", "block_count", "snapshot_id")

@@ -119,3 +119,18 @@ def test_commit_state_unknown_keeps_the_written_files(spark, catalog, orders_cop
 
     data = catalog.load_table(orders_copy).location().removeprefix("file://").removeprefix("file:") + "/data/" + dirs[0]
     assert any(f.endswith(".parquet") for f in os.listdir(data))
+
+
+def test_rewrite_reports_seconds_by_phase_and_stage_and_peak_memory(spark, orders_copy):
+    """The bench's per-phase profile: the optimizer's parts add up to its seconds, the write's
+    Spark stages (routing to the shuffle, then sort and write) are inside its seconds, and every
+    phase has the driver's and the JVM's peak resident memory."""
+    r = rewrite_table(spark, orders_copy, ORDERS_WORKLOAD, SMALL)
+    s = r.seconds
+    parts = [s[f"optimizing.{p}"] for p in ("draws+cuts", "trees", "k-selection")]
+    assert min(parts) >= 0 and sum(parts) == pytest.approx(s["optimizing"])
+    stages = [s["writing.read+shuffle"], s["writing.shuffle+write"]]
+    assert min(stages) > 0 and sum(stages) <= s["writing"] + 0.01
+    assert list(r.peak_rss_mib) == ["sampling", "optimizing", "writing", "metadata", "commit"]
+    for phase, by_process in r.peak_rss_mib.items():
+        assert by_process["driver"] > 10 and by_process["jvm"] > 10, phase

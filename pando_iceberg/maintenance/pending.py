@@ -34,8 +34,8 @@ S_PENDING = "pando.pending"
 S_LEARN_OPTIONS = "pando.learn-options"  # JSON: the RewriteOptions that shape learning
 S_REQUEST = "pando.workload-request"  # JSON: the workload arguments optimize_layout was given
 
-LEARNING_OPTIONS = ("k", "sample_rate", "seed", "min_block_rows", "min_sample_rows", "max_ktuples", "template_draws",
-                    "in_block_order", "k_selection", "max_template_regression")
+LEARNING_OPTIONS = ("k", "sample_rate", "sample_rows_per_block", "seed", "min_block_rows", "min_sample_rows",
+                    "max_ktuples", "template_draws", "in_block_order", "k_selection", "max_template_regression")
 
 
 def learning_options(options: Any) -> dict[str, Any]:

@@ -82,6 +82,8 @@ from .rewrite_common import (
     candidate_ks,
     file_bounds,
     learning_workload,
+    sample_fraction,
+    sample_rate,
     seeded_sample,
     stale_cut_columns,
     static_table,
@@ -268,8 +270,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
     rows_of = {n: 0 for n in names}
     for p, n in counts.items():
         rows_of[part_of[p]] += n
-    fractions = {p: min(1.0, max(options.sample_rate, options.min_sample_rows / max(1, rows_of[part_of[p]])))
-                 for p in files}
+    fractions = {p: sample_fraction(options, rows_of[part_of[p]]) for p in files}
     progress(f"sampling {len(names)} partition(s) of {table_name} ({sum(rows_of.values()):,} rows)")
     per_file = F.create_map(*[F.lit(x) for p in files for x in (p, fractions[p])])[F.col(FILE_COL)]
     sample = seeded_sample(df.where(F.col(FILE_COL).isin(files)), per_file, options.seed, skip=[FILE_COL])
@@ -285,6 +286,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
     ks = candidate_ks(options)
     bound = template_bound(options, table)
     expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options,
+                                       sample_rate(options, sum(rows_of.values())),
                                        validate=len(ks) > 1 or bound is not None)
     now_of: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     static = None

@@ -66,6 +66,8 @@ from .rewrite_common import (
     namespace_schemas,
     reads_now,
     row_count,
+    sample_fraction,
+    sample_rate,
     seeded_sample,
     static_table,
     table_workload,
@@ -166,7 +168,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     total_rows = row_count(spark, table_name, snapshot_id)
     if total_rows == 0:
         raise PandoRewriteError(f"table {table_name} is empty: nothing to lay out")
-    fraction = min(1.0, max(options.sample_rate, options.min_sample_rows / total_rows))
+    fraction = sample_fraction(options, total_rows)
     with spark_job_progress(spark, progress, f"sampling {table_name} ({fraction:.2%} of {total_rows:,} rows)"):
         test_pause("SAMPLING")
         sample = seeded_sample(df, fraction, options.seed)
@@ -176,7 +178,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     memory = {"sampling": peak_rss_mib(spark)}
     ks = candidate_ks(options)
     expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options,
-                                       validate=len(ks) > 1 or bound is not None)
+                                       sample_rate(options, total_rows), validate=len(ks) > 1 or bound is not None)
     parts = {"draws+cuts": time.time() - t1, "trees": 0.0}
     scale = sample.num_rows / total_rows
     b_sample = max(1.0, options.min_block_rows * scale)

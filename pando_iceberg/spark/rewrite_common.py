@@ -17,6 +17,7 @@ Import order: this module ← ``pipeline.py`` ← ``partitioned.py`` ← ``rewri
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import contextmanager
@@ -93,6 +94,10 @@ class OptionFields:
     # than this many times what it reads now; '' = the table property
     # pando.layout.max-template-regression, else 1.1; '0' or 'off' = no guard.
     max_template_regression: str = ""
+    # The sample holds about this many rows per block of the layout (⌈rows / min-block-rows⌉
+    # blocks), at most sample-rate's share and at least min-sample-rows (``sample_fraction``):
+    # the optimizer's work grows with the blocks and the workload, not the table. 0: sample-rate's.
+    sample_rows_per_block: int = 500
 
 
 def _declares_fields_of(spec: type) -> Callable[[type[_C]], type[_C]]:
@@ -154,6 +159,9 @@ class RewriteOptions(OptionFields):
             raise PandoRewriteError(f"option 'sample-rate' must be in (0, 1], got {self.sample_rate}")
         if self.min_block_rows < 1:
             raise PandoRewriteError(f"option 'min-block-rows' must be >= 1, got {self.min_block_rows}")
+        if self.sample_rows_per_block < 0:
+            raise PandoRewriteError(f"option 'sample-rows-per-block' must be >= 0 (0: sample-rate alone), "
+                                    f"got {self.sample_rows_per_block}")
         if self.target_file_size_bytes is not None and self.target_file_size_bytes < 1024:
             raise PandoRewriteError(f"option 'target-file-size-bytes' must be >= 1024, "
                                     f"got {self.target_file_size_bytes}")
@@ -176,8 +184,8 @@ class RewriteOptions(OptionFields):
 # (``ALTER TABLE t SET TBLPROPERTIES ('pando.layout.k' = '2')``): the procedures and verbs take
 # an option given, else the table's property, else the built-in default (``OptionFields``).
 LAYOUT_PROPERTY_PREFIX = "pando.layout."
-TABLE_DEFAULT_OPTIONS = ("k", "sample-rate", "min-block-rows", "in-block-order", "template-draws", "k-selection",
-                         "max-template-regression")
+TABLE_DEFAULT_OPTIONS = ("k", "sample-rate", "sample-rows-per-block", "min-block-rows", "in-block-order",
+                         "template-draws", "k-selection", "max-template-regression")
 
 
 def layout_property(option: str, raw: Any) -> str:
@@ -458,6 +466,25 @@ class _RecordingKeyProvider:
         return self.inner.is_unique(table, column)
 
 
+def sample_rate(options: RewriteOptions, rows: int) -> float:
+    """The share of a table (or partition) of ``rows`` rows that its layout is learned from,
+    before the floor of ``min-sample-rows``: ``sample-rate``, or less when that gives more than
+    ``sample-rows-per-block`` rows per block of the layout (⌈rows / min-block-rows⌉ blocks). The
+    optimizer's statistics are per block (the rows of each block, which queries read it), so
+    its sample need not grow with the table once every block is well estimated."""
+    rate = options.sample_rate
+    if options.sample_rows_per_block:
+        blocks = math.ceil(max(1, rows) / options.min_block_rows)
+        rate = min(rate, blocks * options.sample_rows_per_block / max(1, rows))
+    return rate
+
+
+def sample_fraction(options: RewriteOptions, rows: int) -> float:
+    """The share of ``rows`` rows sampled: ``sample_rate``, at least ``min-sample-rows`` of them
+    (all of a smaller table)."""
+    return min(1.0, max(sample_rate(options, rows), options.min_sample_rows / max(1, rows)))
+
+
 def candidate_ks(options: RewriteOptions) -> list[int]:
     """The numbers of trees learned: 1..k under 'validate' (one kept, ``select_layout``), else k."""
     return list(range(1, options.k + 1)) if options.k_selection == "validate" else [options.k]
@@ -507,12 +534,13 @@ def table_cuts(spark, wl, target: str, schemas: dict[str, pa.Schema], filters: S
 
 
 def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], queries: list, sample: pa.Table,
-                      options: RewriteOptions, validate: bool = False) -> tuple[Any, list]:
+                      options: RewriteOptions, rate: float, validate: bool = False) -> tuple[Any, list]:
     """What the optimizer learns from (``workload/templates.py``): the training queries plus
     ``template-draws`` synthetic draws per template, drawn along the sample's values (and
     along samples of the dimension tables the joins filter), and their candidate cuts with
     the attribute-range cuts of their dimension filters (``workload/attribute_ranges.py``);
-    ``validate``: as many independent draws again, kept apart (``expected.validation``)."""
+    ``validate``: as many independent draws again, kept apart (``expected.validation``). ``rate``:
+    the share of the table the sample was drawn at (``sample_rate``), for the table's blocks."""
     from ..workload.attribute_ranges import attribute_range_filters, group_count
     from ..workload.templates import expected_workload
     from .attribute_weights import spark_weights
@@ -522,7 +550,7 @@ def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], que
                                  validation_draws=options.template_draws if validate else 0)
     expected = keyed_draws(spark, wl, expected, schemas)
     filters = [f for f, _ in expected.queries]
-    blocks = sample.num_rows / max(options.sample_rate, 1e-9) / max(1, options.min_block_rows)
+    blocks = sample.num_rows / max(rate, 1e-9) / max(1, options.min_block_rows)
     groups = attribute_range_filters(filters, sample, spark_weights(spark, collect_arrow),
                                      group_count(blocks))
     return expected, table_cuts(spark, wl, target, schemas, filters + groups)

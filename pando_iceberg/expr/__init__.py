@@ -2,7 +2,7 @@
 SQL semantics, and the sound "which sides of a cut may hold matching rows" reasoning."""
 
 from pando_iceberg.expr.bind import bind
-from pando_iceberg.expr.cuts import Cut, CutOrigin, ExprCut, LiteralCut, cut_from_json
+from pando_iceberg.expr.cuts import Cut, CutOrigin, ExprCut, LiteralCut, cut_from_json, cut_masks
 from pando_iceberg.expr.errors import PandoExprError
 from pando_iceberg.expr.filters import JoinFilter, TableFilter, same_table
 from pando_iceberg.expr.sides import MAX_CONJUNCTIONS, Sides
@@ -19,6 +19,7 @@ __all__ = [
     "TableFilter",
     "bind",
     "cut_from_json",
+    "cut_masks",
     "same_table",
     "to_pyiceberg",
 ]

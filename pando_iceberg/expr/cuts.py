@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from pando_iceberg.expr import keys as keyset
 from pando_iceberg.expr import semantics
 from pando_iceberg.expr.bind import DIALECT, bind
 from pando_iceberg.expr.errors import PandoExprError
-from pando_iceberg.expr.evaluate import evaluate_predicate
+from pando_iceberg.expr.evaluate import Context, evaluate_predicate
 from pando_iceberg.expr.sides import NT, AtomTable, CompiledDnf, T, TooComplex, dnf_satisfiable, keyed_dnf, to_dnf
 
 
@@ -30,8 +31,9 @@ class Cut(ABC):
     columns: frozenset[str]
 
     @abstractmethod
-    def evaluate(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
-        """True exactly where the cut is TRUE (FALSE and NULL → False)."""
+    def evaluate(self, table: pa.Table | pa.RecordBatch, ctx: Context | None = None) -> np.ndarray:
+        """True exactly where the cut is TRUE (FALSE and NULL → False). ``ctx``: ``table``'s
+        evaluation context when the caller shares one across cuts (``cut_masks``)."""
 
     @abstractmethod
     def to_json(self) -> dict:
@@ -81,9 +83,9 @@ class ExprCut(Cut):
         self._sql_keys: dict[int, str] = {}  # node id → canonical SQL, for keyed_dnf
         self._alone: dict[tuple[int, str], tuple[AtomTable, bool]] = {}
 
-    def evaluate(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
+    def evaluate(self, table: pa.Table | pa.RecordBatch, ctx: Context | None = None) -> np.ndarray:
         with semantics.using(semantics.DEFAULT):
-            return evaluate_predicate(self.expr, table)
+            return evaluate_predicate(self.expr, table if ctx is None else ctx)
 
     def dnf(self, polarity: str):
         """DNF of this cut being TRUE (T) or NOT TRUE (NT); None if too complex."""
@@ -176,18 +178,27 @@ class LiteralCut(Cut):
         snap = f" @snapshot={self.origin.snapshot_id}" if self.origin.snapshot_id is not None else ""
         self.key = (f"{self.column} IN (SELECT {self.origin.dim_pk} FROM {self.origin.dim_table} "
                     f"WHERE {self.origin.predicate}){snap} #keys={len(self.keys)}:{keyset.keys_digest(self.keys)}")
-        self._sorted: np.ndarray | None = None
+        # keys_array(keys) — as an IntKeyLookup for integer keys — built at the first evaluation
+        # and kept: a routing task asks it batch after batch.
+        self._lookup: keyset.IntKeyLookup | np.ndarray | None = None
         # The origin predicate bound per dimension schema (filters.py; binding is costly).
         self._origin_filters: dict[Any, Any] = {}
 
-    def evaluate(self, table: pa.Table | pa.RecordBatch) -> np.ndarray:
+    def evaluate(self, table: pa.Table | pa.RecordBatch, ctx: Context | None = None) -> np.ndarray:
         names = {n.lower(): n for n in table.schema.names}
         if self.column not in names:
             raise PandoExprError(f"column {self.column!r} of literal cut is not in the evaluated table "
                                  f"(columns: {', '.join(table.schema.names)})")
-        if self._sorted is None:
-            self._sorted = keyset.keys_array(self.keys)
-        return keyset.member_mask(table.column(names[self.column]), self.keys, self._sorted)
+        if self._lookup is None:
+            keys = keyset.keys_array(self.keys)
+            self._lookup = keyset.IntKeyLookup(keys) if keyset.is_integer_keys(self.keys) else keys
+        if isinstance(self._lookup, keyset.IntKeyLookup):
+            if ctx is not None and not pa.types.is_uint64(table.schema.field(names[self.column]).type):
+                v = ctx.column(names[self.column])  # int64, NULLs as 0 (column_vec), shared with other cuts
+                if v.kind == "int":
+                    return self._lookup(v.data, v.valid)
+            return keyset.member_mask(table.column(names[self.column]), self.keys, self._lookup.ks, self._lookup)
+        return keyset.member_mask(table.column(names[self.column]), self.keys, self._lookup)
 
     def keys_to_bytes(self) -> bytes:
         return keyset.keys_to_bytes(self.keys)
@@ -200,6 +211,13 @@ class LiteralCut(Cut):
         # The key set is stored apart (a Puffin blob), addressed by this cut's key.
         return {"type": "literal", "key": self.key, "column": self.column, "origin": self.origin.to_json(),
                 "num_keys": len(self.keys)}
+
+
+def cut_masks(cuts: Sequence[Cut], table: pa.Table | pa.RecordBatch) -> dict[str, np.ndarray]:
+    """Every cut's TRUE rows on ``table`` by key, each column converted once for all the cuts
+    (one evaluation ``Context``): a layout's cuts name a few columns many times."""
+    ctx = Context(table)
+    return {c.key: np.asarray(c.evaluate(table, ctx), dtype=bool) for c in cuts}
 
 
 def cut_from_json(d: dict, literal_keys: dict[str, object] | None = None) -> Cut:

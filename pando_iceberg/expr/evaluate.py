@@ -810,7 +810,8 @@ def eval_node(node: exp.Expression, ctx: Context) -> Vec:
     return _EVALUATOR.visit(node, ctx)
 
 
-def evaluate_predicate(node: exp.Expression, table: pa.Table | pa.RecordBatch) -> np.ndarray:
-    """True exactly where the predicate is TRUE (FALSE and NULL give False)."""
-    v = _bool_of(eval_node(node, Context(table)), "a predicate")
+def evaluate_predicate(node: exp.Expression, table: pa.Table | pa.RecordBatch | Context) -> np.ndarray:
+    """True exactly where the predicate is TRUE (FALSE and NULL give False). ``table``: the rows,
+    or their ``Context`` when predicates on the same rows share one (columns converted once)."""
+    v = _bool_of(eval_node(node, table if isinstance(table, Context) else Context(table)), "a predicate")
     return np.asarray(v.data & v.valid, dtype=bool)

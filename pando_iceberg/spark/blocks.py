@@ -7,6 +7,7 @@ executors; nothing here touches the driver or the JVM. Each task deserializes th
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,22 +39,39 @@ class LayoutPayload:
     literal_keys: dict[str, bytes]
 
     def load(self):
+        """The layout, decoded once per Python worker: Spark reuses a worker for the tasks of a
+        stage, and each literal cut builds its key lookup at its first batch (``IntKeyLookup``)."""
         from ..expr import cut_from_json
         from ..layout import Layout
 
-        return Layout.from_bytes(self.layout_bytes, cut_from_json=cut_from_json, literal_keys=self.literal_keys)
+        digest = hashlib.sha256(self.layout_bytes)
+        for key in sorted(self.literal_keys):
+            digest.update(key.encode())
+            digest.update(hashlib.sha256(self.literal_keys[key]).digest())
+        if _LOADED.get("digest") != digest.digest():
+            _LOADED.clear()
+            _LOADED["layout"] = Layout.from_bytes(self.layout_bytes, cut_from_json=cut_from_json,
+                                                  literal_keys=self.literal_keys)
+            _LOADED["digest"] = digest.digest()
+        return _LOADED["layout"]
+
+
+# The last layout this worker process decoded, by the digest of its payload (LayoutPayload.load).
+_LOADED: dict[str, Any] = {}
 
 
 def route_batches(payload: LayoutPayload):
     """mapInArrow function: append the block id and the packed k-tuple to every row."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from ..expr import cut_masks
+
         layout = payload.load()
         radices = ktuple_radices(layout)
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            kt = layout.route_ktuples(batch)
+            kt = layout.route_ktuples(batch, cut_masks(layout.cuts, batch))
             _, blocks, inv = layout._blocks_of(kt)
             yield append_block_columns(batch, blocks[inv].astype(np.int32), pack_ktuples(kt, radices))
 

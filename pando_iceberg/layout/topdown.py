@@ -7,6 +7,15 @@ considered only if both children keep ≥ ``min_leaf_rows`` sample rows; stop wh
 positive benefit, or when the split would create more than ``max_ktuples`` distinct k-tuples on
 the sample (the paper sets its threshold so that the bottom-up phase sees < 10,000 k-tuples).
 
+The shared leaf budget (``leaf_budget``; ``build_layout`` gives k ≥ 2 trees the one of
+``pando_iceberg.layout.leaf_budget``): the k trees together may make at most that many k-tuples
+on the sample (the units §6.2 merges into blocks). A split adds the k-tuples of its leaf with rows
+on both sides of the cut, and the greedy takes, among the splits that still fit the budget, the
+one of the largest benefit per k-tuple added (``per_ktuple``; a split adding none counts as one)
+or of the largest benefit. Per splittable leaf the count per cut is one segmented sum of the cut masks over the
+leaf's rows grouped by k-tuple; a split changes the k-tuples only of its own rows, so only the
+other trees' leaves holding them are counted again.
+
 How the benefit is computed without re-evaluating the cost model per candidate:
 Scan[q, r] = AND over trees of "q reaches the leaf of row r". Splitting leaf l of tree t by cut c
 only changes Scan on rows of l, and only for queries decisive on c, so
@@ -60,6 +69,12 @@ class _Leaf:
     N: np.ndarray | None = None  # C int: rows of the leaf TRUE on each cut
     best_cut: int = -1
     best_benefit: float = 0.0
+    best_gain: float = 0.0  # what the greedy orders splits by: the benefit, or per k-tuple added
+    # With a leaf budget: per cut, the k-tuples of the leaf on both sides of it (the k-tuples
+    # the split adds), and the best cut's count (stale when its k-tuples change: None)
+    new: np.ndarray | None = None
+    best_new: int = 0
+    over_budget: bool = False  # a split with positive benefit left out: it does not fit the budget
 
 
 @dataclass
@@ -83,6 +98,8 @@ class TopDown:
         k: int,
         min_leaf_rows: int,
         max_ktuples: int | None = None,
+        leaf_budget: int | None = None,
+        per_ktuple: bool = True,
     ):
         if k < 1:
             raise ValueError(f"k (number of trees) must be >= 1, got {k}")
@@ -98,6 +115,8 @@ class TopDown:
         self.k, self.n, self.c = k, n, c
         self.min_leaf = max(1, int(min_leaf_rows))
         self.max_ktuples = max_ktuples
+        self.leaf_budget = leaf_budget
+        self.per_ktuple = per_ktuple
         self.masks = masks
         self.masks_t = np.ascontiguousarray(masks.T, dtype=np.float32)  # n × C for row subsets
         not_true = ~self.may_true
@@ -129,12 +148,41 @@ class TopDown:
         benefit = (self.w_diff * leaf.A).sum(axis=0) + leaf.S @ self.w_not_not
         size = len(leaf.rows)
         valid = (leaf.N >= self.min_leaf) & (size - leaf.N >= self.min_leaf)
-        benefit = np.where(valid, benefit, -np.inf)
-        j = int(np.argmax(benefit)) if len(benefit) else -1
-        if j >= 0 and benefit[j] > 1e-9:
-            leaf.best_cut, leaf.best_benefit = j, float(benefit[j])
+        if self.leaf_budget is None:
+            benefit = np.where(valid, benefit, -np.inf)
+            j = int(np.argmax(benefit)) if len(benefit) else -1
+            if j >= 0 and benefit[j] > 1e-9:
+                leaf.best_cut, leaf.best_benefit = j, float(benefit[j])
+                leaf.best_gain = leaf.best_benefit
+            else:
+                leaf.best_cut, leaf.best_benefit, leaf.best_gain = -1, 0.0, 0.0
+            return
+        # The shared leaf budget: only the splits whose added k-tuples fit in what is left of it
+        # are candidates; the best is the largest benefit per k-tuple added (a split adding none
+        # counts as adding one), or the largest benefit.
+        if leaf.new is None:
+            leaf.new = self._new_per_cut(leaf.rows)
+        valid &= benefit > 1e-9
+        fits = leaf.new <= self.leaf_budget - self.num_ktuples
+        leaf.over_budget = bool((valid & ~fits).any())
+        valid &= fits
+        gain = np.where(valid, benefit / np.maximum(leaf.new, 1) if self.per_ktuple else benefit, -np.inf)
+        j = int(np.argmax(gain)) if len(gain) else -1
+        if j >= 0 and valid[j]:
+            leaf.best_cut, leaf.best_benefit, leaf.best_gain = j, float(benefit[j]), float(gain[j])
+            leaf.best_new = int(leaf.new[j])
         else:
-            leaf.best_cut, leaf.best_benefit = -1, 0.0
+            leaf.best_cut, leaf.best_benefit, leaf.best_gain, leaf.best_new = -1, 0.0, 0.0, 0
+
+    def _new_per_cut(self, rows: np.ndarray) -> np.ndarray:
+        """C int: per cut, the k-tuples among ``rows`` (one leaf's) with rows on both of its sides."""
+        codes = self.kcode[rows]
+        order = np.argsort(codes, kind="stable")
+        sorted_codes = codes[order]
+        starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+        true = np.add.reduceat(self.masks_t[rows[order]], starts, axis=0)  # k-tuples × C
+        size = np.diff(np.r_[starts, len(rows)]).astype(np.float32)
+        return ((true > 0) & (true < size[:, None])).sum(axis=0)
 
     def current_cost(self) -> float:
         return float(self.w @ self.scan.sum(axis=1))
@@ -145,12 +193,26 @@ class TopDown:
             for node, leaf in self.leaves[t].items():
                 if leaf.best_cut < 0:
                     continue
-                key = (-leaf.best_benefit, t, node, leaf.best_cut)
+                key = (-leaf.best_gain, t, node, leaf.best_cut)
                 if best is None or key < best:
                     best = key
         if best is None:
             return None
-        return best[1], best[2], best[3], -best[0]
+        return best[1], best[2], best[3], self.leaves[best[1]][best[2]].best_benefit
+
+    def _stale_leaves(self, t: int, rows: np.ndarray) -> list[_Leaf]:
+        """The other trees' splittable leaves holding ``rows``, whose k-tuples a split of tree t
+        just changed: their k-tuples-added counts are dropped (recomputed when scored)."""
+        out = []
+        for t2 in range(self.k):
+            if t2 == t:
+                continue
+            for leaf_id in np.unique(self.leaf_of[t2, rows]):
+                leaf = self.leaves[t2][int(leaf_id)]
+                if leaf.A is not None:
+                    leaf.new = None
+                    out.append(leaf)
+        return out
 
     def _new_ktuples(self, rows_true: np.ndarray, rows_false: np.ndarray) -> np.ndarray:
         """k-tuple ids present on both sides of the split: each becomes two k-tuples."""
@@ -163,22 +225,34 @@ class TopDown:
             choice = self._best()
             if choice is None:
                 self.stats.stopped_by = "no split with positive benefit"
+                if any(leaf.over_budget for leaves in self.leaves for leaf in leaves.values()):
+                    self.stats.stopped_by = f"leaf budget of {self.leaf_budget} k-tuples reached"
                 break
             t, node, c, benefit = choice
-            rows = self.leaves[t][node].rows
+            leaf = self.leaves[t][node]
+            if self.leaf_budget is not None and self.num_ktuples + leaf.best_new > self.leaf_budget:
+                self._score(leaf)  # its best split no longer fits the budget left: the next one
+                continue
+            rows = leaf.rows
             m = self.masks[c, rows]
             rows_t, rows_f = rows[m], rows[~m]
             both = self._new_ktuples(rows_t, rows_f)
             if self.max_ktuples is not None and self.num_ktuples + len(both) > self.max_ktuples:
                 self.stats.stopped_by = f"max_ktuples={self.max_ktuples} reached"
                 break
-            self._apply(t, node, c, rows_t, rows_f)
             # Rows on the NOT-TRUE side of a split k-tuple get a fresh k-tuple id.
+            stale: list[_Leaf] = []
             if len(both):
                 moved = rows_f[np.isin(self.kcode[rows_f], both)]
                 _, inv = np.unique(self.kcode[moved], return_inverse=True)
                 self.kcode[moved] = self.num_ktuples + inv
                 self.num_ktuples += len(both)
+                if self.leaf_budget is not None:
+                    stale = self._stale_leaves(t, rows)
+            self._apply(t, node, c, rows_t, rows_f)
+            for other in stale:
+                if other.new is None:
+                    self._score(other)
             self.stats.splits += 1
             self.stats.history.append((t, node, c, benefit))
             if step is not None:
@@ -291,6 +365,8 @@ def build_trees(
     sides: SideMatrix | None = None,
     stats: dict | None = None,
     progress: Any = None,
+    leaf_budget: int | None = None,
+    per_ktuple: bool = True,
 ) -> list[PartitionTree]:
     """§6.1: k partitioning trees over ``cuts`` for the workload ``queries`` on ``sample``.
 
@@ -308,7 +384,7 @@ def build_trees(
         masks = evaluate_cuts(cuts, sample)
     if sides is None:
         sides = side_matrix(filters, cuts)
-    td = TopDown(np.asarray(masks, dtype=bool), sides, weights, k, min_leaf_rows, max_ktuples)
+    td = TopDown(np.asarray(masks, dtype=bool), sides, weights, k, min_leaf_rows, max_ktuples, leaf_budget, per_ktuple)
     from ..progress import progress_step
 
     n = np.asarray(masks).shape[1]

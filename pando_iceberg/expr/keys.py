@@ -180,7 +180,7 @@ class IntKeyLookup:
     ``rows``: the rows it will be asked about, when it is asked once (0: many batches); a
     one-off question about few rows against a sparse bit table searches instead."""
 
-    DENSE_KEYS_PER_BIT = 64
+    BITS_PER_KEY = 64
     MIN_BITS = 1 << 20
 
     def __init__(self, ks: np.ndarray, rows: int = 0):
@@ -190,7 +190,7 @@ class IntKeyLookup:
             return
         self.lo, self.hi = ks[0], ks[-1]
         span = int(self.hi) - int(self.lo) + 1
-        dense = span <= max(self.DENSE_KEYS_PER_BIT * len(ks), self.MIN_BITS)
+        dense = span <= max(self.BITS_PER_KEY * len(ks), self.MIN_BITS)
         if dense and (rows == 0 or span <= 64 * rows + (1 << 16)):
             table = np.zeros(span, dtype=bool)
             table[(ks - self.lo).astype(np.int64)] = True

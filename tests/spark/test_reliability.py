@@ -49,7 +49,9 @@ GEN = ("SELECT CAST(id AS BIGINT) AS id, CAST(id % 100 AS INT) AS k, concat('s',
 CHECKSUM = "SELECT count(*) AS n, sum(CAST(xxhash64(*) AS DECIMAL(38, 0))) AS h FROM {src}"
 WORKLOAD = ["SELECT * FROM {t} WHERE k < 20", "SELECT * FROM {t} WHERE d >= date '2024-09-01'",
             "SELECT * FROM {t} WHERE s = 's3'", "SELECT * FROM {t} WHERE k >= 50 AND k < 70"]
-OPTIONS = dict(k=2, sample_rate=1.0, min_block_rows=1500, min_sample_rows=1000, seed=5)
+# The guard off: these tests re-lay out a laid-out table to crash its rewrite at each stage, and a
+# second layout of the same workload need not read less than the first (the guard could refuse it).
+OPTIONS = dict(k=2, sample_rate=1.0, min_block_rows=1500, min_sample_rows=1000, seed=5, max_template_regression="off")
 READY_TIMEOUT = 240
 REPO = Path(__file__).resolve().parents[2]
 

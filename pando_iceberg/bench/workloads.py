@@ -3,7 +3,8 @@ train half filters most (for Iceberg's z-order baseline).
 
 - TPC-H: :func:`pando_iceberg.workload.tpch_queries.tpch_workload` (22 templates, parameters by
   the TPC-H substitution rules), split 50/50 per template with a fixed seed by
-  :func:`split_workload` (the split every TPC-H benchmark script uses).
+  :func:`split_workload` (the split every TPC-H benchmark script uses); templates 23-26 (named
+  with ``--templates``) are LIMIT and top-k queries on lineitem and orders.
 - taxi: templates with ranges on each correlated column of ``trips`` (and their combinations),
   parameters drawn from a seeded generator, split the same way; templates 10-13 (named with
   ``--templates``) are top-k queries (``ORDER BY ... LIMIT``, a total order) for top-k pruning.
@@ -65,10 +66,45 @@ def qualify(sql: str, namespace: str) -> str:
     return tree.sql(dialect="spark")
 
 
+TPCH_LIMIT = (23, 24, 25, 26)  # only when named (``--templates``)
+_TPCH_PRIORITIES = ("1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW")
+
+
+def tpch_limit_query(template: int, rng: random.Random) -> str:
+    """LIMIT and top-k templates on TPC-H's facts (the Snowflake seed §4, §5): a dashboard's
+    default LIMIT over a month of shipments (no order: any rows that match), a quarter's first
+    orders (no order), the largest line items of a week and the latest orders of one priority
+    (ordered totally, the keys breaking ties, so that every layout returns the same rows)."""
+    day = dt.date(1992, 1, 2) + dt.timedelta(days=rng.randrange(0, 2300))
+    if template == 23:
+        return ("SELECT l_orderkey, l_linenumber, l_shipdate, l_quantity, l_extendedprice FROM lineitem "
+                f"WHERE l_shipdate >= date '{day}' AND l_shipdate < date '{day + dt.timedelta(days=30)}' "
+                f"AND l_discount >= {rng.choice(['0.02', '0.04', '0.06'])} LIMIT 1000")
+    if template == 24:
+        return ("SELECT o_orderkey, o_custkey, o_totalprice, o_orderdate FROM orders "
+                f"WHERE o_orderdate >= date '{day}' AND o_orderdate < date '{day + dt.timedelta(days=91)}' LIMIT 100")
+    if template == 25:
+        return ("SELECT l_orderkey, l_linenumber, l_shipdate, l_extendedprice FROM lineitem "
+                f"WHERE l_shipdate >= date '{day}' AND l_shipdate < date '{day + dt.timedelta(days=7)}' "
+                f"ORDER BY l_extendedprice DESC, l_orderkey, l_linenumber LIMIT {rng.choice([10, 20, 50])}")
+    if template == 26:
+        return ("SELECT o_orderkey, o_orderdate, o_totalprice, o_orderpriority FROM orders "
+                f"WHERE o_orderpriority = '{rng.choice(_TPCH_PRIORITIES)}' "
+                "ORDER BY o_orderdate DESC, o_orderkey LIMIT 50")
+    raise ValueError(f"TPC-H templates are 1..22 and the LIMIT templates {TPCH_LIMIT[0]}..{TPCH_LIMIT[-1]}, "
+                     f"got {template}")
+
+
 def tpch_split(per_template: int, seed: int, templates: list[int] | None = None) -> Split:
     from ..workload.tpch_queries import tpch_workload
 
-    return split_workload(tpch_workload(per_template, seed=seed, templates=templates), seed)
+    spec = [t for t in templates or range(1, 23) if t not in TPCH_LIMIT]
+    queries = tpch_workload(per_template, seed=seed, templates=spec) if spec else []
+    for t in templates or ():
+        if t in TPCH_LIMIT:
+            rng = random.Random(f"tpch-{seed}-{t}")
+            queries += [(t, tpch_limit_query(t, rng)) for _ in range(per_template)]
+    return split_workload(queries, seed)
 
 
 _TAXI_SELECT = "SELECT count(*) AS trips, sum(fare) AS fares, sum(tip) AS tips FROM trips WHERE "

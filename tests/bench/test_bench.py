@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pando_iceberg.bench.datasets import TAXI_SCHEMA, generate_taxi
-from pando_iceberg.bench.harness import BenchError, BenchOptions, run_bench, same_rows
+from pando_iceberg.bench.harness import BenchError, BenchOptions, limit_answers, run_bench, same_rows, unordered_limit
 from pando_iceberg.bench.workloads import taxi_split
 
 
@@ -20,6 +20,22 @@ def test_same_rows_order_insensitive_with_float_tolerance():
     assert not same_rows([(1, 2.0)], [(1, 2.001)])
     assert not same_rows([(1,)], [(1,), (1,)])
     assert not same_rows([(1, None)], [(1, 0)])
+
+
+def test_an_unordered_limit_is_checked_as_any_k_matching_rows():
+    """Layouts may rightly answer ``LIMIT k`` with no ORDER BY with different rows: the bench
+    accepts min(k, matching) rows that are all rows of the unlimited answer (as a multiset)."""
+    unlimited, k = unordered_limit("SELECT a, b FROM t WHERE a > 1 LIMIT 2")
+    assert k == 2 and "LIMIT" not in unlimited.upper() and "a > 1" in unlimited
+    for ordered in ("SELECT a FROM t ORDER BY a LIMIT 2", "SELECT a, count(*) FROM t GROUP BY a LIMIT 2",
+                    "SELECT DISTINCT a FROM t LIMIT 2", "SELECT a FROM t LIMIT 2 OFFSET 1", "SELECT a FROM t"):
+        assert unordered_limit(ordered) is None, ordered
+    full = [(1, "x"), (2, "y"), (2, "y"), (3, 1.5)]
+    assert limit_answers([(2, "y"), (2, "y")], full, 2) and limit_answers([(3, 1.5), (1, "x")], full, 2)
+    assert not limit_answers([(2, "y")], full, 2)  # too few rows
+    assert not limit_answers([(1, "x"), (1, "x")], full, 2)  # a row more often than it matches
+    assert not limit_answers([(1, "x"), (4, "z")], full, 2)  # a row that does not match
+    assert limit_answers(full, full, 10) and not limit_answers(full[:3], full, 10)
 
 
 def test_taxi_generator_is_seeded_correlated_and_has_outliers():
@@ -82,7 +98,7 @@ def _check_report(rep, out, stem, layouts, tables):
 
 def test_bench_tpch_arrival_vs_pando_end_to_end(spark, catalog, lakehouse_cfg, tpch, tmp_path):
     opts = BenchOptions(dataset="tpch", sf=0.01, layouts=("arrival", "pando-k2"), per_template=2, runs=1,
-                        templates=[3, 6], namespace="tpch", out=str(tmp_path))
+                        templates=[3, 6, 24], namespace="tpch", out=str(tmp_path))
     rep = run_bench(spark, catalog, lakehouse_cfg, opts)
     _check_report(rep, tmp_path, "bench_tpch_sf0.01", opts.layouts, {"lineitem", "orders"})
     pando = rep["layouts"]["pando-k2"]

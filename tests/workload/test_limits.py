@@ -62,3 +62,15 @@ def test_the_taxi_top_k_templates_are_pruned_shapes():
     for t in TAXI_TOP_K:
         shape = limit_shape(sqlglot.parse_one(taxi_query(t, random.Random(t)), dialect="spark"))
         assert shape is not None and shape[1] is not None, t
+
+
+def test_the_tpch_limit_templates_are_pruned_shapes():
+    """TPC-H's LIMIT templates: 23 and 24 with no order (LIMIT pruning), 25 and 26 ordered (top-k)."""
+    import random
+
+    from pando_iceberg.bench.workloads import TPCH_LIMIT, tpch_limit_query
+
+    for t in TPCH_LIMIT:
+        shape = limit_shape(sqlglot.parse_one(tpch_limit_query(t, random.Random(t)), dialect="spark"))
+        assert shape is not None, t
+        assert (shape[1] is not None) == (t in (25, 26)), (t, shape)

@@ -493,9 +493,7 @@ def _range_zorder(spark, opts: BenchOptions, source_ns: str, train, t: str, name
 
 def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict], test, progress,
                     checkpoint: Checkpoint | None = None) -> tuple[list, int]:
-    from sqlglot import parse_one
-
-    from ..spark.pruned import plan_query
+    from ..spark.pruned import parse_sql, plan_query
     from ..spark.session import release_shuffle_files
     from ..workload.limits import limit_shape
 
@@ -513,7 +511,7 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
         progress(f"query {i}/{len(test)} (template {template})")
         base_sql = qualify(sql, source_ns)
         plans = plan_query(spark, catalog, base_sql, use_layout=False).plans
-        needed = limit_shape(parse_one(base_sql, read="spark"))
+        needed = limit_shape(parse_sql(base_sql))
         q: dict[str, Any] = {"index": i, "template": template, "sql": sql, "tables": {}, "layouts": {}}
         for t in tables:
             plan = plans.get(f"{source_ns}.{t}")

@@ -490,6 +490,27 @@ def layout_health(ctx: ProcedureContext, table: str, max_rows_outside: float, ma
     return Result([("metric", "string"), ("value", "string")], rows)
 
 
+@procedure("clustering_information", Param("table", "string", required=True),
+           Param("columns", "string", doc="comma-separated columns (default: every column with bounds)"),
+           Param("snapshot_id", "int", doc="the snapshot whose files are measured (default: the current one)"))
+def clustering_information(ctx: ProcedureContext, table: str, columns: str | None, snapshot_id: int | None) -> Result:
+    """How clustered the table's data files are on each column: overlaps and depths of their
+    min/max ranges (``maintenance/clustering.py``), from the manifests alone."""
+    from ..maintenance.clustering import CLUSTERING_COLUMNS, ClusteringError
+    from ..maintenance.clustering import clustering_information as measure
+
+    tbl = ctx.table(table)
+    names = None if columns is None else [c for c in columns.split(",") if c.strip()]
+    if names is not None and not names:
+        raise ProcedureError(f"clustering_information: 'columns' names no column ({columns!r}); give "
+                             "comma-separated column names, or leave it out for every column with bounds")
+    try:
+        measured = measure(tbl, names, snapshot_id)
+    except ClusteringError as e:
+        raise ProcedureError(f"clustering_information: {e}") from None
+    return Result(CLUSTERING_COLUMNS, [c.row() for c in measured])
+
+
 @procedure("remove_layout", Param("table", "string", required=True),
            Param("delete_sidecar", "boolean", default=True))
 def remove_layout(ctx: ProcedureContext, table: str, delete_sidecar: bool) -> Result:

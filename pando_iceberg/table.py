@@ -622,6 +622,40 @@ class TableOptimizer:
                                 templates=tuple(learned.guard.templates) if learned.guard else (),
                                 guard_holds=learned.guard is None or learned.guard.holds)
 
+    def advise(self, workload: Workload, k: int | None = None, *, options: LayoutOptions | None = None,
+               apply: bool = False) -> Any:
+        """Rank the candidate layouts of the table for ``workload`` by predicted bytes per held-out
+        query, with each one's predicted rewrite cost and the queries after which it repays it
+        (``maintenance/advisor.py``): the table as is, Iceberg's sort and z-order on the columns
+        the workload filters most, Pando with 1..k trees (``k``, else the options' or the table's
+        ``pando.layout.k``, else 4). ``apply``: write the advised one (Pando's without learning it
+        again). Returns a ``maintenance.advisor.Advice``."""
+        from .maintenance.advisor import advise, apply_advice
+
+        spark = self.pt._spark("optimize.advise")
+        given = options.given if options is not None else frozenset()
+        if k is None and "k" not in given and "pando.layout.k" not in self.pt.table.properties:
+            k = 4
+        opts = self.resolved_options(k, options)
+        sources = _workload_list(workload, "optimize.advise")
+        table = self.pt.table
+        if table.current_snapshot() is None:
+            raise PandoApiError("optimize.advise", f"table {self.pt.name} has no snapshot (no data): "
+                                "nothing to advise on")
+        if not table.spec().is_unpartitioned():
+            raise PandoApiError("optimize.advise", f"table {self.pt.name} is partitioned: the advisor ranks "
+                                "whole-table layouts only; lay it out with optimize.rewrite(workload, where=...)")
+        ropts = opts.to_rewrite_options()
+        self.pt._refresh_spark()
+        advice, learned = advise(spark, table, self.pt.name, sources, ropts, io_properties=self.pt.io_properties,
+                                 progress=self.pt.progress)
+        if apply:
+            done = apply_advice(spark, self.pt.name, advice, learned, sources, ropts,
+                                io_properties=self.pt.io_properties, progress=self.pt.progress)
+            advice = dataclasses.replace(advice, applied=done)
+            self.pt._refresh_spark()
+        return advice
+
     def rewrite(self, workload: Workload | None = None, k: int | None = None, *,
                 options: LayoutOptions | None = None, where: str | None = None, relearn: bool = False,
                 request: Mapping[str, Any] | None = None, force: bool = False) -> RewriteMetrics:

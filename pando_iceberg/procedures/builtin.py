@@ -300,6 +300,38 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
                          + ("" if p.guard_holds else ", which refuses it unless force => true (the templates above)")])
 
 
+@procedure("advise", Param("table", "string", required=True),
+           *WORKLOAD_PARAMS,
+           Param("options", "map<string,string>", default={},
+                 doc="as rewrite_data_files' (k: Pando's 1..k, default 4)"),
+           Param("apply", "boolean", default=False, doc="write the advised layout"))
+def advise(ctx: ProcedureContext, table: str, workload: str | None = None, workload_log: str | None = None,
+           since: str | None = None, until: str | None = None, options: dict[str, str] | None = None,
+           apply: bool = False) -> Result:
+    """Rank candidate layouts (as is, Iceberg's sort and z-order, Pando with 1..k trees) by
+    predicted bytes per held-out query, with each one's rewrite cost and when it repays it."""
+    from ..maintenance.advisor import ADVICE_COLUMNS
+    from ..table import LayoutOptions
+
+    tbl = ctx.table(table)
+    sources = _workload_sources(ctx, workload, workload_log, since, until)
+    if not sources:
+        raise ProcedureError("advise: give 'workload' (SQL text, a .sql file, a directory or a query log) "
+                             "or 'workload_log' (a .jsonl/.csv file or an Iceberg table)")
+    with _verb_errors("advise"), _guard_errors("advise"):
+        a = ctx.pando_table(tbl).optimize.advise(sources, options=LayoutOptions.from_map(options or {}), apply=apply)
+    best = a.advised
+    notes = [f"{a.table}: {a.table_rows:,} rows, {a.table_mb:.1f} MB; {a.validation_draws} held-out draws of the "
+             f"workload's templates planned on {a.sample_rows:,} sample rows; advice took {a.seconds:.1f}s",
+             f"advised: {best.name}" + ("" if best.strategy == "none" else
+                                        f" ({best.mb_per_query:.2f} MB per query against "
+                                        f"{next(c for c, _ in a.ranked if c.strategy == 'none').mb_per_query:.2f} "
+                                        "as is)"),
+             f"applied: {a.applied}" if a.applied else
+             ("not applied (apply => true writes it)" if best.strategy != "none" else "nothing to apply")]
+    return Result(ADVICE_COLUMNS, a.rows(), notes=notes)
+
+
 @procedure("explain_scan",
            Param("table", "string", doc="table to scan (with filter)"),
            Param("filter", "string", doc="a SQL predicate on the table"),

@@ -112,6 +112,7 @@ class LearnedLayout:
     guard: TemplateGuard | None = None  # each template's reads now and with the layout (None: guard off)
     validation: list[Any] = field(default_factory=list)  # (TableFilter, weight): the draws the guard measured
     options: dict[str, str] = field(default_factory=dict)  # RewriteOptions.to_map of the learning
+    sample: Any = None  # the sample (pyarrow) it was learned on (the advisor measures other layouts on it)
 
     @property
     def in_block_column(self) -> str | None:
@@ -261,7 +262,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
                          list(wl.unsupported), t1 - t0, optimizing, parts, memory, queries,
                          [(q.sql, q.weight) for q in wl.queries if target in q.filters],
                          expected.describe(), in_block, k_selection, None if choice is None else choice.guard,
-                         list(expected.validation), options.to_map())
+                         list(expected.validation), options.to_map(), sample=sample)
 
 
 def in_block_order(layout, sample: pa.Table, queries: list, b_sample: float, options: RewriteOptions,

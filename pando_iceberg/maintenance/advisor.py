@@ -1,0 +1,321 @@
+"""The layout advisor (the PTO seed): which layout to write, and when it pays.
+
+For one table and its workload the advisor predicts, on one sample, the bytes each candidate
+layout reads per held-out query (the workload templates' validation draws, never only the
+literals the workload used) and what writing it costs, and ranks them:
+
+- **as is**: the table's current files, planned exactly (``planner.scan.plan_scan``, through
+  ``spark/rewrite_common.reads_now``: Iceberg's min/max and partition pruning, a current Pando
+  layout if any);
+- **Iceberg's sort** on each of the two columns the draws filter most, and **Iceberg's z-order**
+  of the (at most three) most filtered columns its Spark z-order accepts: the sample's rows in that
+  order (Iceberg's own z-value: ``zorder_words``), cut into files of b rows, each file's min/max
+  statistics as Iceberg records them, each draw reading the files its filter cannot skip
+  (``workload.in_block.files_read``, the estimate the per-template guard uses);
+- **Pando with 1..k trees**: the layouts §6 learns on the same sample, measured the same way
+  (the k-selection's validation, ``workload.in_block.select_layout``).
+
+Rows read become bytes in proportion to the table's data bytes. A rewrite's cost is predicted in
+seconds from per-row rates measured on this kind of machine (``SECONDS_PER_MILLION_ROWS``; Pando
+adds the sampling and optimizer seconds the advice itself measured) and in bytes (the table read
+once and written once); a candidate *repays* its rewrite after as many queries as its bytes
+saved per query (against the table as is) take to reach the rewrite's bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: Seconds per million rows of each rewrite on 2 cores (``local[2]``), from the bench's
+#: TPC-H SF 1 lineitem rewrites (BENCHMARKS.md, "Rewrite cost"): Iceberg's sort and z-order
+#: whole, and Pando's phase after the optimizer (read, route, shuffle, sort, write, commit).
+SECONDS_PER_MILLION_ROWS = {"sort": 4.1, "zorder": 6.4, "pando": 5.3}
+
+#: A layout is advised over the table as is only when it reads at least this share less.
+MIN_SAVING = 0.05
+
+ADVICE_COLUMNS = [("rank", "int"), ("candidate", "string"), ("rows_fraction_per_query", "double"),
+                  ("mb_per_query", "double"), ("rewrite_seconds", "double"), ("rewrite_mb", "double"),
+                  ("repays_after_queries", "double"), ("advised", "boolean"), ("why", "string")]
+
+# Spark types Iceberg's z-order (``SparkZOrderUDF``) orders; dates and decimals it does not.
+_ZORDER_KINDS = ("int", "float", "timestamp", "string")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate layout, predicted (module docstring)."""
+
+    name: str  # 'as is', 'sort(c)', 'zorder(a, b)', 'pando k=2'
+    strategy: str  # 'none', 'sort', 'pando'
+    spec: str  # Iceberg's sort_order for 'sort' ('c ASC NULLS LAST', 'zorder(a,b)'); k for 'pando'; '' for 'none'
+    rows_fraction: float  # weighted mean share of the table's rows read per held-out draw
+    mb_per_query: float
+    rewrite_seconds: float
+    rewrite_mb: float
+    repays_after_queries: float | None  # None: it saves nothing against the table as is
+    why: str = ""
+
+    def row(self, rank: int, advised: bool) -> tuple:
+        return (rank, self.name, round(self.rows_fraction, 6), round(self.mb_per_query, 3),
+                round(self.rewrite_seconds, 1), round(self.rewrite_mb, 1),
+                None if self.repays_after_queries is None else round(self.repays_after_queries, 1), advised, self.why)
+
+
+def ordered_words(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A column as the 8 bytes Iceberg's z-order takes of each value (``ZOrderByteUtils``),
+    read as big-endian unsigned integers: integers and timestamps with the sign bit flipped,
+    doubles with the sign bit flipped (all bits when negative), strings' first 8 UTF-8 bytes
+    padded with zeros; NULL is all zeros."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    t = arr.type
+    sign = np.uint64(1 << 63)
+    if pa.types.is_timestamp(t):
+        arr = pc.cast(arr, pa.timestamp("us", tz=t.tz), safe=False).cast(pa.int64())
+        t = arr.type
+    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+        v = pc.fill_null(arr.cast(pa.int64()), 0).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+        out = v ^ sign
+    elif pa.types.is_floating(t):
+        bits = pc.fill_null(arr.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False).astype(np.float64)
+        v = bits.view(np.uint64)
+        out = np.where(v & sign, ~v, v ^ sign)
+    elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        raw = pa.concat_arrays([pc.fill_null(arr.cast(pa.large_string()), "")])  # offset 0, own buffers
+        offsets = np.frombuffer(raw.buffers()[1], dtype=np.int64)[: len(raw) + 1]
+        data = np.frombuffer(raw.buffers()[2], dtype=np.uint8) if raw.buffers()[2] is not None \
+            else np.zeros(1, np.uint8)
+        starts, lengths = offsets[:-1], np.diff(offsets)
+        out = np.zeros(len(raw), dtype=np.uint64)
+        for k in range(8):
+            has = lengths > k
+            byte = np.zeros(len(raw), dtype=np.uint64)
+            byte[has] = data[starts[has] + k]
+            out |= byte << np.uint64(8 * (7 - k))
+    else:
+        raise TypeError(f"Iceberg's z-order does not order type {t}")
+    if arr.null_count and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        out = np.where(arr.is_null().to_numpy(zero_copy_only=False), np.uint64(0), out)
+    return out.astype(np.uint64)
+
+
+def zorder_words(columns: Sequence[pa.ChunkedArray | pa.Array]) -> np.ndarray:
+    """Iceberg's z-value of each row (``ZOrderByteUtils.interleaveBits`` of the columns'
+    ``ordered_words``: bit i of the result is bit ⌊i / m⌋ of column i mod m, most significant
+    first), as m 64-bit words per row (rows × m), most significant word first."""
+    words = [ordered_words(c) for c in columns]
+    m = len(words)
+    out = np.zeros((len(words[0]) if words else 0, m), dtype=np.uint64)
+    one = np.uint64(1)
+    for j in range(64 * m):
+        bit = (words[j % m] >> np.uint64(63 - j // m)) & one
+        out[:, j // 64] |= bit << np.uint64(63 - j % 64)
+    return out
+
+
+def order_positions(sample: pa.Table, sort_column: str | None = None,
+                    zorder: Sequence[str] | None = None) -> np.ndarray:
+    """Each sample row's position when the table is written sorted on ``sort_column`` (ascending,
+    NULLs last: ``sort_spec``) or in z-order of ``zorder``."""
+    if sort_column is not None:
+        idx = pc.array_sort_indices(sample.column(sort_column).combine_chunks(), null_placement="at_end").to_numpy()
+    else:
+        words = zorder_words([sample.column(c) for c in zorder or ()])
+        idx = np.lexsort(words.T[::-1]) if words.size else np.arange(sample.num_rows)
+    pos = np.empty(sample.num_rows, dtype=np.int64)
+    pos[idx] = np.arange(sample.num_rows)
+    return pos
+
+
+def sort_spec(column: str) -> str:
+    """Iceberg's sort order of the sort candidate on ``column``."""
+    return f"{column} ASC NULLS LAST"
+
+
+def most_filtered_columns(validation: Sequence[tuple[Any, float]], sample: pa.Table, kinds: Sequence[str] | None = None,
+                          top: int = 3) -> list[str]:
+    """The ``top`` sample columns the draws' own predicates name most (by weight; join filters
+    not counted), of ``kinds`` (``expr.sides.arrow_kind``) when given."""
+    from sqlglot import exp
+
+    from ..expr.evaluate import arrow_kind
+
+    names = {n.lower(): n for n in sample.schema.names}
+    weight: dict[str, float] = {}
+    for f, w in validation:
+        if f.is_true_expr():
+            continue
+        for c in {c.name.lower() for c in f.expr.find_all(exp.Column)} & set(names):
+            weight[c] = weight.get(c, 0.0) + float(w)
+    out = []
+    for c, _ in sorted(weight.items(), key=lambda cw: (-cw[1], cw[0])):
+        kind = arrow_kind(sample.schema.field(names[c]).type)
+        if kind is not None and (kinds is None or kind[0] in kinds):
+            out.append(names[c])
+    return out[:top]
+
+
+def ordered_reads(sample: pa.Table, validation: Sequence[tuple[Any, float]], b_sample: float,
+                  positions: np.ndarray) -> np.ndarray:
+    """Per draw, the share of the sample's rows in the files it opens when the table is written in
+    the order ``positions`` in files of ``b_sample`` sample rows (``workload.in_block.files_read``
+    of one block written along that order)."""
+    from ..layout import build_layout
+    from ..workload.in_block import files_read, zone_columns
+
+    single = build_layout(sample, [], validation, 1, max(1.0, float(sample.num_rows)))  # one block, no cut
+    ordered = sample.append_column("__pando_order", pa.array(positions, pa.int64()))
+    return files_read(single, ordered, validation, b_sample, "__pando_order", zones=zone_columns(validation, sample))
+
+
+def weighted_mean(values: np.ndarray, validation: Sequence[tuple[Any, float]]) -> float:
+    w = np.array([float(w) for _, w in validation])
+    return float(values @ w / w.sum()) if len(w) and w.sum() > 0 else 0.0
+
+
+def rank_candidates(now: Candidate, others: Sequence[Candidate]) -> list[tuple[Candidate, bool]]:
+    """The candidates by bytes per query (then rewrite seconds), the advised one marked: the
+    first that reads at least ``MIN_SAVING`` less than the table as is, else the table as is."""
+    ranked = sorted([now, *others], key=lambda c: (round(c.mb_per_query, 6), c.rewrite_seconds))
+    best = next((c for c in ranked if c is not now and c.strategy != "info"
+                 and c.mb_per_query <= (1 - MIN_SAVING) * now.mb_per_query), now)
+    return [(c, c is best) for c in ranked]
+
+
+def candidate(name: str, strategy: str, spec: str, fraction: float, table_mb: float, table_rows: int,
+              now_mb: float, seconds: float | None = None, why: str = "") -> Candidate:
+    """A candidate with its bytes, its rewrite's predicted cost, and when it repays it."""
+    mb = fraction * table_mb
+    if strategy == "none":
+        return Candidate(name, strategy, spec, fraction, mb, 0.0, 0.0, None, why)
+    rate = SECONDS_PER_MILLION_ROWS["zorder" if spec.startswith("zorder(") else strategy if strategy != "info"
+                                    else "pando"]
+    rewrite_seconds = (seconds or 0.0) + rate * table_rows / 1e6
+    rewrite_mb = 2 * table_mb  # read once, written once
+    saved = now_mb - mb
+    return Candidate(name, strategy, spec, fraction, mb, rewrite_seconds, rewrite_mb,
+                     rewrite_mb / saved if saved > 1e-12 else None, why)
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The advisor's ranking of one table's candidates (``advise``)."""
+
+    table: str
+    table_rows: int
+    table_mb: float
+    sample_rows: int
+    validation_draws: int
+    ranked: tuple[tuple[Candidate, bool], ...]  # (candidate, advised), best first
+    seconds: float  # the advice's own wall time
+    applied: str | None = None  # what ``apply`` ran (None: nothing)
+
+    @property
+    def advised(self) -> Candidate:
+        return next(c for c, a in self.ranked if a)
+
+    def rows(self) -> list[tuple]:
+        return [c.row(i + 1, a) for i, (c, a) in enumerate(self.ranked)]
+
+
+def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: Any,
+           io_properties: dict[str, str] | None = None, progress: Any = lambda m: None) -> tuple[Advice, Any]:
+    """Rank the candidates of the pyiceberg ``table`` (Spark name ``name``) for the workload
+    ``sources`` under the rewrite ``options`` (``RewriteOptions``; Pando's candidates are 1..k
+    trees). Returns the advice and the learned Pando layout (``spark.rewrite.LearnedLayout``, so
+    that applying it does not learn it again)."""
+    import dataclasses
+    import time
+
+    from ..spark import iceberg_jvm as jv
+    from ..spark.rewrite import learn_layout
+    from ..spark.rewrite_common import reads_now, static_table
+
+    started = time.time()
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        raise ValueError(f"table {name} has no snapshot (no data): nothing to advise on")
+    options = dataclasses.replace(options, k_selection="validate")
+    learned = learn_layout(spark, name, sources, options, snapshot_id=snapshot.snapshot_id, progress=progress,
+                           io_properties=io_properties)
+    sample, validation = learned.sample, [(f, float(w)) for f, w in learned.validation]
+    files = table.inspect.files()
+    data = files.filter(pc.equal(files.column("content"), 0))
+    table_mb = float(pc.sum(data.column("file_size_in_bytes")).as_py() or 0) / 1e6
+    rows = int(learned.table_rows)
+    b_sample = max(1.0, options.min_block_rows * sample.num_rows / max(1, rows))
+
+    progress(f"advisor: planning {len(validation)} validation draws on the table as it is")
+    static = static_table(jv.load_table(spark, name), io_properties)
+    now_rows, _ = reads_now(static, snapshot.snapshot_id, validation)
+    now_fraction = weighted_mean(now_rows, validation)
+    now = candidate("as is", "none", "", now_fraction, table_mb, rows, now_fraction * table_mb,
+                    why=f"its {len(data)} files planned exactly (min/max, partitions, its current layout)")
+    now_mb = now.mb_per_query
+    others = []
+    for column in most_filtered_columns(validation, sample, top=2):
+        progress(f"advisor: Iceberg's sort on {column}")
+        fraction = weighted_mean(ordered_reads(sample, validation, b_sample, order_positions(sample, column)),
+                                 validation)
+        others.append(candidate(f"sort({column})", "sort", sort_spec(column), fraction, table_mb, rows, now_mb,
+                                why="Iceberg's sort, files of min-block-rows rows, estimated on the sample"))
+    zcols = most_filtered_columns(validation, sample, kinds=_ZORDER_KINDS, top=3)
+    if len(zcols) >= 2:
+        progress(f"advisor: Iceberg's z-order of {', '.join(zcols)}")
+        fraction = weighted_mean(ordered_reads(sample, validation, b_sample, order_positions(sample, zorder=zcols)),
+                                 validation)
+        spec = f"zorder({','.join(zcols)})"
+        others.append(candidate(f"zorder({', '.join(zcols)})", "sort", spec, fraction, table_mb, rows, now_mb,
+                                why="Iceberg's z-order (its z-values), files of min-block-rows rows, on the sample"))
+    choice = learned.k_selection or {}
+    fractions = choice.get("validation_rows_fraction", {str(learned.layout.k): None})
+    kept = str(choice.get("kept", choice.get("kept_k", learned.layout.k)))
+    optimizer = learned.seconds_sampling + learned.seconds_optimizing
+    for label, fraction in fractions.items():
+        if fraction is None:
+            continue
+        is_kept = label == kept
+        why = (f"the §6 layout the k-selection keeps; its optimizer took {optimizer:.1f}s here" if is_kept else
+               "learned for comparison; the k-selection keeps the one above (more trees must read "
+               "markedly less)")
+        refused = learned.guard is not None and not learned.guard.holds
+        if is_kept and refused:  # never advised: the rewrite refuses it
+            why += "; not advised: a template would read more than max-template-regression × what it reads now"
+        others.append(candidate(f"pando k={label}", "pando" if is_kept and not refused else "info", label,
+                                float(fraction), table_mb, rows, now_mb, optimizer, why))
+    ranked = rank_candidates(now, others)
+    advice = Advice(name, rows, table_mb, sample.num_rows, len(validation), tuple(ranked), time.time() - started)
+    return advice, learned
+
+
+def apply_advice(spark: Any, name: str, advice: Advice, learned: Any, sources: Sequence[Any], options: Any,
+                 io_properties: dict[str, str] | None = None, progress: Any = lambda m: None) -> str | None:
+    """Write the advised candidate of ``advice`` (from ``advise``, with its ``learned`` layout):
+    Pando's layout without learning it again, or Iceberg's sort / z-order (``rewrite_data_files``,
+    files of about min-block-rows rows); nothing for the table as is. Says what it ran."""
+    from ..spark.rewrite import rewrite_table
+    from ..spark.session import refresh_table
+
+    best = advice.advised
+    if best.strategy == "none":
+        return None
+    if best.strategy == "pando":
+        r = rewrite_table(spark, name, list(sources), options, io_properties=io_properties, progress=progress,
+                          learned=learned)
+        return f"{best.name}: layout {r.layout_id}, snapshot {r.snapshot_id}"
+    files = max(1, -(-advice.table_rows // max(1, options.min_block_rows)))
+    target = max(1024, int(advice.table_mb * 1e6 / files))
+    catalog = spark.catalog.currentCatalog()
+    statement = (f"CALL {catalog}.system.rewrite_data_files(table => '{name}', strategy => 'sort', "
+                 f"sort_order => '{best.spec}', options => map('rewrite-all', 'true', "
+                 f"'target-file-size-bytes', '{target}'))")
+    progress(f"advisor: {statement}")
+    spark.sql(statement).collect()
+    refresh_table(spark, name)
+    return f"{best.name}: {statement}"

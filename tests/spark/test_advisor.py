@@ -1,0 +1,115 @@
+"""The layout advisor: Iceberg's own z-values, the ranking of candidates on a real table, and
+applying the advised one (real Spark, real Iceberg rewrites)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from pando_iceberg.maintenance.advisor import ADVICE_COLUMNS, MIN_SAVING, order_positions, zorder_words
+
+pytestmark = pytest.mark.spark
+
+WORKLOAD = [
+    "SELECT count(*) FROM adv.li WHERE l_shipdate >= date '1994-01-01' AND l_shipdate < date '1994-03-01'",
+    "SELECT count(*) FROM adv.li WHERE l_shipdate >= date '1996-06-01' AND l_shipdate < date '1996-07-01'",
+    "SELECT count(*) FROM adv.li WHERE l_quantity < 5 AND l_discount >= 0.08",
+    "SELECT count(*) FROM adv.li WHERE l_quantity > 47",
+    "SELECT count(*) FROM adv.li WHERE l_shipdate < date '1992-06-01'",
+]
+
+
+@pytest.fixture(scope="module")
+def li(spark, tpch):
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS adv")
+    spark.sql("DROP TABLE IF EXISTS adv.li")
+    # arrival in order-key order, files of about 6,000 rows; quantity and discount as doubles (z-order takes them)
+    spark.sql("CREATE TABLE adv.li USING iceberg TBLPROPERTIES ('write.target-file-size-bytes' = '262144') "
+              "AS SELECT l_orderkey, l_linenumber, l_partkey, l_shipdate, CAST(l_quantity AS DOUBLE) AS l_quantity, "
+              "CAST(l_discount AS DOUBLE) AS l_discount, l_extendedprice, l_shipmode, l_comment "
+              "FROM tpch.lineitem ORDER BY l_orderkey")
+    return "adv.li"
+
+
+def test_z_values_are_the_order_icebergs_zorder_writes(spark, catalog, tpch):
+    """Within each file Iceberg's z-order rewrite wrote, the rows are in our z-value order."""
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS adv")
+    spark.sql("DROP TABLE IF EXISTS adv.z")
+    spark.sql("CREATE TABLE adv.z USING iceberg AS SELECT l_orderkey, l_quantity, l_extendedprice, l_shipmode, "
+              "CAST(l_discount AS DOUBLE) AS disc, CASE WHEN l_linenumber = 3 THEN NULL ELSE l_partkey END AS pk "
+              "FROM tpch.lineitem")
+    for order in ("pk, disc", "l_shipmode, l_orderkey, disc"):
+        spark.sql(f"CALL {spark.catalog.currentCatalog()}.system.rewrite_data_files(table => 'adv.z', "
+                  f"strategy => 'sort', sort_order => 'zorder({order})', options => map('rewrite-all', 'true'))")
+        cols = [c.strip() for c in order.split(",")]
+        rows = spark.sql(f"SELECT _file, _pos, {', '.join(cols)} FROM adv.z").toPandas()
+        assert len(rows) == spark.table("adv.z").count()
+        checked = 0
+        for _, part in rows.groupby("_file"):
+            part = part.sort_values("_pos")
+            t = pa.Table.from_pandas(part[cols], preserve_index=False)
+            if "pk" in cols:  # pandas made the nullable integer a float column: back to integers with NULLs
+                t = t.set_column(cols.index("pk"), "pk", pa.array(part["pk"].astype("Int64"), pa.int64()))
+            words = [tuple(w) for w in zorder_words([t.column(c) for c in cols]).tolist()]
+            assert words == sorted(words), order
+            checked += len(words)
+        assert checked == len(rows)
+    t = pa.table({"a": [3, 1, None, 2]})
+    assert order_positions(t, "a").tolist() == [2, 0, 3, 1]  # ascending, NULLs last
+
+
+def test_advise_ranks_candidates_and_applies_the_advised_one(spark, catalog, li):
+    from pando_iceberg import PandoTable
+    from pando_iceberg.maintenance.clustering import clustering_information
+    from pando_iceberg.table import LayoutOptions
+
+    pt = PandoTable(catalog, li, spark=spark)
+    options = LayoutOptions.from_map({"min-block-rows": "6000", "max-template-regression": "off"})
+    a = pt.optimize.advise(WORKLOAD, options=options)
+    names = [c.name for c, _ in a.ranked]
+    assert "as is" in names and {"pando k=1", "pando k=2", "pando k=3", "pando k=4"} <= set(names)
+    assert "sort(l_shipdate)" in names and any(n.startswith("zorder(") for n in names)
+    mbs = [c.mb_per_query for c, _ in a.ranked]
+    assert mbs == sorted(mbs) and all(0 < c.rows_fraction <= 1 for c, _ in a.ranked)
+    now = next(c for c, _ in a.ranked if c.strategy == "none")
+    assert now.rewrite_seconds == 0 and now.repays_after_queries is None
+    best = a.advised
+    assert sum(adv for _, adv in a.ranked) == 1
+    # order-key order serves none of these filters: a layout reads markedly less and is advised
+    assert best.strategy in ("pando", "sort") and best.mb_per_query <= (1 - MIN_SAVING) * now.mb_per_query
+    assert best.repays_after_queries == pytest.approx(best.rewrite_mb / (now.mb_per_query - best.mb_per_query))
+    assert len(a.rows()[0]) == len(ADVICE_COLUMNS)
+    before = catalog.load_table(li).current_snapshot().snapshot_id
+    assert catalog.load_table(li).current_snapshot().snapshot_id == before  # advising wrote nothing
+
+    applied = pt.optimize.advise(WORKLOAD, options=options, apply=True)
+    assert applied.applied and applied.applied.startswith(applied.advised.name)
+    table = catalog.load_table(li)
+    assert table.current_snapshot().snapshot_id != before
+    assert spark.table(li).count() == spark.table("tpch.lineitem").count()
+    if applied.advised.strategy == "pando":
+        assert table.properties.get("pando.layout-id")
+    else:  # Iceberg's sort: its files barely overlap on the column now
+        column = applied.advised.spec.split()[0]
+        assert clustering_information(table, [column])[0].average_depth < 1.5
+
+
+def test_advise_procedure_and_its_errors(spark, catalog, li, lakehouse_cfg, tmp_path):
+    from pando_iceberg.procedures import ProcedureContext, ProcedureError, call
+
+    ctx = ProcedureContext(lakehouse_cfg, catalog, lambda: spark)
+    wl = tmp_path / "wl.sql"
+    wl.write_text(";\n".join(WORKLOAD) + ";\n")
+    r = call(ctx, f"CALL pando.system.advise(table => '{li}', workload => '{wl}', "
+                  "options => map('k', '2', 'min-block-rows', '6000', 'max-template-regression', 'off'))")
+    assert r.names == [c for c, _ in ADVICE_COLUMNS]
+    assert [row[0] for row in r.rows] == list(range(1, len(r.rows) + 1))
+    names = {row[1] for row in r.rows}
+    assert names >= {"as is", "pando k=1", "pando k=2"} and "pando k=3" not in names
+    assert sum(row[7] for row in r.rows) == 1 and any(n.startswith("advised: ") for n in r.notes)
+    with pytest.raises(ProcedureError, match=r"advise: give 'workload'"):
+        call(ctx, f"CALL pando.system.advise(table => '{li}')")
+    with pytest.raises(ValueError, match=r"unknown option 'kk'; accepted: in-block-order, k, "):
+        call(ctx, f"CALL pando.system.advise(table => '{li}', workload => '{wl}', options => map('kk', '2'))")
+    with pytest.raises(ProcedureError, match=r"table 'adv.nope' does not exist"):
+        call(ctx, f"CALL pando.system.advise(table => 'adv.nope', workload => '{wl}')")

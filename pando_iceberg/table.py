@@ -623,13 +623,14 @@ class TableOptimizer:
                                 guard_holds=learned.guard is None or learned.guard.holds)
 
     def advise(self, workload: Workload, k: int | None = None, *, options: LayoutOptions | None = None,
-               apply: bool = False) -> Any:
+               sort_orders: Sequence[str] = (), apply: bool = False) -> Any:
         """Rank the candidate layouts of the table for ``workload`` by predicted bytes per held-out
         query, with each one's predicted rewrite cost and the queries after which it repays it
         (``maintenance/advisor.py``): the table as is, Iceberg's sort and z-order on the columns
         the workload filters most, Pando with 1..k trees (``k``, else the options' or the table's
-        ``pando.layout.k``, else 4). ``apply``: write the advised one (Pando's without learning it
-        again). Returns a ``maintenance.advisor.Advice``."""
+        ``pando.layout.k``, else 4), and Iceberg's ``sort_orders`` asked for (``'c DESC'``,
+        ``'zorder(a, b)'``). ``apply``: write the advised one (Pando's without learning it again).
+        Returns a ``maintenance.advisor.Advice``."""
         from .maintenance.advisor import advise, apply_advice
 
         spark = self.pt._spark("optimize.advise")
@@ -647,8 +648,16 @@ class TableOptimizer:
                                 "whole-table layouts only; lay it out with optimize.rewrite(workload, where=...)")
         ropts = opts.to_rewrite_options()
         self.pt._refresh_spark()
-        advice, learned = advise(spark, table, self.pt.name, sources, ropts, io_properties=self.pt.io_properties,
-                                 progress=self.pt.progress)
+        if isinstance(sort_orders, str) or not all(isinstance(o, str) for o in sort_orders):
+            raise PandoApiError("optimize.advise", f"'sort_orders' must be a list of Iceberg sort orders "
+                                f"('c DESC', 'zorder(a, b)'), got {sort_orders!r}")
+        try:
+            advice, learned = advise(spark, table, self.pt.name, sources, ropts, io_properties=self.pt.io_properties,
+                                     progress=self.pt.progress, sort_orders=sort_orders)
+        except ValueError as e:
+            if "sort order" not in str(e):
+                raise
+            raise PandoApiError("optimize.advise", str(e)) from None
         if apply:
             done = apply_advice(spark, self.pt.name, advice, learned, sources, ropts,
                                 io_properties=self.pt.io_properties, progress=self.pt.progress)

@@ -119,18 +119,49 @@ def zorder_words(columns: Sequence[pa.ChunkedArray | pa.Array]) -> np.ndarray:
     return out
 
 
-def order_positions(sample: pa.Table, sort_column: str | None = None,
-                    zorder: Sequence[str] | None = None) -> np.ndarray:
-    """Each sample row's position when the table is written sorted on ``sort_column`` (ascending,
-    NULLs last: ``sort_spec``) or in z-order of ``zorder``."""
-    if sort_column is not None:
-        idx = pc.array_sort_indices(sample.column(sort_column).combine_chunks(), null_placement="at_end").to_numpy()
-    else:
-        words = zorder_words([sample.column(c) for c in zorder or ()])
-        idx = np.lexsort(words.T[::-1]) if words.size else np.arange(sample.num_rows)
-    pos = np.empty(sample.num_rows, dtype=np.int64)
-    pos[idx] = np.arange(sample.num_rows)
+def zorder_positions(sample: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """Each sample row's position when the table is written in Iceberg's z-order of ``columns``."""
+    idx = np.lexsort(zorder_words([sample.column(c) for c in columns]).T[::-1])
+    return _positions(idx)
+
+
+def _positions(idx: np.ndarray) -> np.ndarray:
+    pos = np.empty(len(idx), dtype=np.int64)
+    pos[idx] = np.arange(len(idx))
     return pos
+
+
+def order_positions_of(sample: pa.Table, spec: str) -> np.ndarray:
+    """Each sample row's position when the table is written in an Iceberg ``sort_order``:
+    ``zorder(a, b, ...)`` or one column with an optional direction and NULL placement (``c``,
+    ``c DESC NULLS LAST``; Iceberg's defaults: NULLs first ascending, last descending)."""
+    names = {n.lower(): n for n in sample.schema.names}
+
+    def column(text: str) -> str:
+        c = names.get(text.strip().strip("`").lower())
+        if c is None:
+            raise ValueError(f"sort order {spec!r} names {text.strip()!r}, which is not a column of the table; "
+                             f"columns: {', '.join(sample.schema.names)}")
+        return c
+
+    text = spec.strip()
+    if text.lower().startswith("zorder(") and text.endswith(")"):
+        cols = [column(c) for c in text[len("zorder("):-1].split(",")]
+        if len(cols) < 2:
+            raise ValueError(f"sort order {spec!r}: a z-order needs two columns or more")
+        return zorder_positions(sample, cols)
+    words = text.split()
+    tail = " ".join(w.upper() for w in words[1:])
+    forms = {"": (False, True), "ASC": (False, True), "DESC": (True, False), "ASC NULLS FIRST": (False, True),
+             "ASC NULLS LAST": (False, False), "DESC NULLS FIRST": (True, True), "DESC NULLS LAST": (True, False)}
+    if not words or tail not in forms:
+        raise ValueError(f"sort order {spec!r} is not one the advisor models; accepted: 'zorder(a, b, ...)' or "
+                         "one column with ASC/DESC and NULLS FIRST/LAST")
+    descending, nulls_first = forms[tail]
+    values = sample.column(column(words[0])).combine_chunks()
+    idx = pc.array_sort_indices(values, order="descending" if descending else "ascending",
+                                null_placement="at_start" if nulls_first else "at_end").to_numpy()
+    return _positions(idx)
 
 
 def sort_spec(column: str) -> str:
@@ -225,11 +256,13 @@ class Advice:
 
 
 def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: Any,
-           io_properties: dict[str, str] | None = None, progress: Any = lambda m: None) -> tuple[Advice, Any]:
+           io_properties: dict[str, str] | None = None, progress: Any = lambda m: None,
+           sort_orders: Sequence[str] = ()) -> tuple[Advice, Any]:
     """Rank the candidates of the pyiceberg ``table`` (Spark name ``name``) for the workload
     ``sources`` under the rewrite ``options`` (``RewriteOptions``; Pando's candidates are 1..k
-    trees). Returns the advice and the learned Pando layout (``spark.rewrite.LearnedLayout``, so
-    that applying it does not learn it again)."""
+    trees), Iceberg's ``sort_orders`` (``order_positions_of``) among them. Returns the advice
+    and the learned Pando layout (``spark.rewrite.LearnedLayout``, so that applying it does not
+    learn it again)."""
     import dataclasses
     import time
 
@@ -241,6 +274,9 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
     snapshot = table.current_snapshot()
     if snapshot is None:
         raise ValueError(f"table {name} has no snapshot (no data): nothing to advise on")
+    probe = table.schema().as_arrow().empty_table()
+    for spec in sort_orders:  # a sort order the advisor cannot model is said before anything is learned
+        order_positions_of(probe, spec)
     options = dataclasses.replace(options, k_selection="validate")
     learned = learn_layout(spark, name, sources, options, snapshot_id=snapshot.snapshot_id, progress=progress,
                            io_properties=io_properties)
@@ -259,20 +295,18 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
                     why=f"its {len(data)} files planned exactly (min/max, partitions, its current layout)")
     now_mb = now.mb_per_query
     others = []
-    for column in most_filtered_columns(validation, sample, top=2):
-        progress(f"advisor: Iceberg's sort on {column}")
-        fraction = weighted_mean(ordered_reads(sample, validation, b_sample, order_positions(sample, column)),
-                                 validation)
-        others.append(candidate(f"sort({column})", "sort", sort_spec(column), fraction, table_mb, rows, now_mb,
-                                why="Iceberg's sort, files of min-block-rows rows, estimated on the sample"))
+    orders = [sort_spec(c) for c in most_filtered_columns(validation, sample, top=2)]
     zcols = most_filtered_columns(validation, sample, kinds=_ZORDER_KINDS, top=3)
     if len(zcols) >= 2:
-        progress(f"advisor: Iceberg's z-order of {', '.join(zcols)}")
-        fraction = weighted_mean(ordered_reads(sample, validation, b_sample, order_positions(sample, zorder=zcols)),
-                                 validation)
-        spec = f"zorder({','.join(zcols)})"
-        others.append(candidate(f"zorder({', '.join(zcols)})", "sort", spec, fraction, table_mb, rows, now_mb,
-                                why="Iceberg's z-order (its z-values), files of min-block-rows rows, on the sample"))
+        orders.append(f"zorder({', '.join(zcols)})")
+    for spec in dict.fromkeys([*orders, *(sort_orders or ())]):
+        progress(f"advisor: Iceberg's sort order {spec}")
+        positions = order_positions_of(sample, spec)
+        fraction = weighted_mean(ordered_reads(sample, validation, b_sample, positions), validation)
+        label = spec if spec.startswith("zorder(") else f"sort({spec})"
+        others.append(candidate(label, "sort", spec, fraction, table_mb, rows, now_mb,
+                                why="Iceberg's rewrite_data_files with this sort order, files of min-block-rows rows, "
+                                    "estimated on the sample" + (" (asked for)" if spec not in orders else "")))
     choice = learned.k_selection or {}
     fractions = choice.get("validation_rows_fraction", {str(learned.layout.k): None})
     kept = str(choice.get("kept", choice.get("kept_k", learned.layout.k)))

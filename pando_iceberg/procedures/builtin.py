@@ -304,10 +304,11 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
            *WORKLOAD_PARAMS,
            Param("options", "map<string,string>", default={},
                  doc="as rewrite_data_files' (k: Pando's 1..k, default 4)"),
+           Param("sort_orders", "string", doc="more Iceberg sort orders to rank, ';'-separated: 'c; zorder(a, b)'"),
            Param("apply", "boolean", default=False, doc="write the advised layout"))
 def advise(ctx: ProcedureContext, table: str, workload: str | None = None, workload_log: str | None = None,
            since: str | None = None, until: str | None = None, options: dict[str, str] | None = None,
-           apply: bool = False) -> Result:
+           sort_orders: str | None = None, apply: bool = False) -> Result:
     """Rank candidate layouts (as is, Iceberg's sort and z-order, Pando with 1..k trees) by
     predicted bytes per held-out query, with each one's rewrite cost and when it repays it."""
     from ..maintenance.advisor import ADVICE_COLUMNS
@@ -319,7 +320,9 @@ def advise(ctx: ProcedureContext, table: str, workload: str | None = None, workl
         raise ProcedureError("advise: give 'workload' (SQL text, a .sql file, a directory or a query log) "
                              "or 'workload_log' (a .jsonl/.csv file or an Iceberg table)")
     with _verb_errors("advise"), _guard_errors("advise"):
-        a = ctx.pando_table(tbl).optimize.advise(sources, options=LayoutOptions.from_map(options or {}), apply=apply)
+        orders = [o.strip() for o in (sort_orders or "").split(";") if o.strip()]
+        a = ctx.pando_table(tbl).optimize.advise(sources, options=LayoutOptions.from_map(options or {}),
+                                                 sort_orders=orders, apply=apply)
     best = a.advised
     notes = [f"{a.table}: {a.table_rows:,} rows, {a.table_mb:.1f} MB; {a.validation_draws} held-out draws of the "
              f"workload's templates planned on {a.sample_rows:,} sample rows; advice took {a.seconds:.1f}s",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from pando_iceberg.maintenance.advisor import ADVICE_COLUMNS, MIN_SAVING, order_positions, zorder_words
+from pando_iceberg.maintenance.advisor import ADVICE_COLUMNS, MIN_SAVING, order_positions_of, zorder_words
 
 pytestmark = pytest.mark.spark
 
@@ -54,8 +54,15 @@ def test_z_values_are_the_order_icebergs_zorder_writes(spark, catalog, tpch):
             assert words == sorted(words), order
             checked += len(words)
         assert checked == len(rows)
-    t = pa.table({"a": [3, 1, None, 2]})
-    assert order_positions(t, "a").tolist() == [2, 0, 3, 1]  # ascending, NULLs last
+    t = pa.table({"a": [3, 1, None, 2], "b": [1.0, 0.0, 2.0, 0.5]})
+    assert order_positions_of(t, "a ASC NULLS LAST").tolist() == [2, 0, 3, 1]
+    assert order_positions_of(t, "a").tolist() == [3, 1, 0, 2]  # Iceberg's default: NULLs first
+    assert order_positions_of(t, "A desc").tolist() == [0, 2, 3, 1]  # descending: NULLs last
+    assert order_positions_of(t, "zorder(a, b)").tolist() == order_positions_of(t, "zorder(A,b)").tolist()
+    with pytest.raises(ValueError, match=r"names 'c', which is not a column of the table; columns: a, b"):
+        order_positions_of(t, "c")
+    with pytest.raises(ValueError, match=r"not one the advisor models; accepted: 'zorder\(a, b, ...\)'"):
+        order_positions_of(t, "a NULLS")
 
 
 def test_advise_ranks_candidates_and_applies_the_advised_one(spark, catalog, li):
@@ -68,7 +75,7 @@ def test_advise_ranks_candidates_and_applies_the_advised_one(spark, catalog, li)
     a = pt.optimize.advise(WORKLOAD, options=options)
     names = [c.name for c, _ in a.ranked]
     assert "as is" in names and {"pando k=1", "pando k=2", "pando k=3", "pando k=4"} <= set(names)
-    assert "sort(l_shipdate)" in names and any(n.startswith("zorder(") for n in names)
+    assert "sort(l_shipdate ASC NULLS LAST)" in names and any(n.startswith("zorder(") for n in names)
     mbs = [c.mb_per_query for c, _ in a.ranked]
     assert mbs == sorted(mbs) and all(0 < c.rows_fraction <= 1 for c, _ in a.ranked)
     now = next(c for c, _ in a.ranked if c.strategy == "none")
@@ -100,16 +107,19 @@ def test_advise_procedure_and_its_errors(spark, catalog, li, lakehouse_cfg, tmp_
     ctx = ProcedureContext(lakehouse_cfg, catalog, lambda: spark)
     wl = tmp_path / "wl.sql"
     wl.write_text(";\n".join(WORKLOAD) + ";\n")
-    r = call(ctx, f"CALL pando.system.advise(table => '{li}', workload => '{wl}', "
+    r = call(ctx, f"CALL pando.system.advise(table => '{li}', workload => '{wl}', sort_orders => 'l_partkey DESC', "
                   "options => map('k', '2', 'min-block-rows', '6000', 'max-template-regression', 'off'))")
     assert r.names == [c for c, _ in ADVICE_COLUMNS]
     assert [row[0] for row in r.rows] == list(range(1, len(r.rows) + 1))
     names = {row[1] for row in r.rows}
-    assert names >= {"as is", "pando k=1", "pando k=2"} and "pando k=3" not in names
+    assert names >= {"as is", "pando k=1", "pando k=2", "sort(l_partkey DESC)"} and "pando k=3" not in names
     assert sum(row[7] for row in r.rows) == 1 and any(n.startswith("advised: ") for n in r.notes)
     with pytest.raises(ProcedureError, match=r"advise: give 'workload'"):
         call(ctx, f"CALL pando.system.advise(table => '{li}')")
     with pytest.raises(ValueError, match=r"unknown option 'kk'; accepted: in-block-order, k, "):
         call(ctx, f"CALL pando.system.advise(table => '{li}', workload => '{wl}', options => map('kk', '2'))")
+    with pytest.raises(ProcedureError, match=r"advise: sort order 'nope DESC' names 'nope', which is not a column"):
+        call(ctx, f"CALL pando.system.advise(table => '{li}', workload => '{wl}', "
+                  "sort_orders => 'l_shipdate; nope DESC')")
     with pytest.raises(ProcedureError, match=r"table 'adv.nope' does not exist"):
         call(ctx, f"CALL pando.system.advise(table => 'adv.nope', workload => '{wl}')")

@@ -1,0 +1,89 @@
+"""``pando serve``: an Iceberg REST catalog whose server-side scan planning is Pando's.
+
+Any client of the REST protocol that plans scans on the server (pyiceberg with
+``scan-planning-mode=server``, Iceberg Java 1.11+) reads the files Pando's planner keeps,
+without importing ``pando_iceberg``::
+
+    from pando_iceberg.serve import run
+    run(catalog, host="127.0.0.1", port=8181, token=None)     # blocks; Ctrl-C / SIGTERM stop it gracefully
+
+    with ServerThread(catalog) as server:                     # in-process, on a free loopback port
+        RestCatalog("pando", uri=server.uri)
+
+``app.create_app`` builds the ASGI app (FastAPI) for another ASGI server.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Any
+
+from .app import ServeOptions, create_app
+from .errors import RestError
+
+__all__ = ["RestError", "ServeOptions", "ServerThread", "create_app", "run"]
+
+LOOPBACK = "127.0.0.1"
+
+
+def _config(catalog: Any, options: ServeOptions | None, host: str, log_level: str, access_log: bool) -> Any:
+    import uvicorn
+
+    return uvicorn.Config(create_app(catalog, options), host=host, log_level=log_level, access_log=access_log,
+                          timeout_graceful_shutdown=30, server_header=False)
+
+
+def run(catalog: Any, host: str = LOOPBACK, port: int = 8181, options: ServeOptions | None = None,
+        log_level: str = "info", access_log: bool = True) -> None:
+    """Serve ``catalog`` until SIGINT/SIGTERM; requests under way finish first (at most 30 s)."""
+    import uvicorn
+
+    config = _config(catalog, options, host, log_level, access_log)
+    config.port = port
+    logging.getLogger("pando_iceberg.serve").setLevel(getattr(logging, log_level.upper(), logging.INFO))
+    uvicorn.Server(config).run()
+
+
+class ServerThread:
+    """The server in a background thread on ``host`` and a free port (tests, notebooks, benchmarks);
+    ``uri`` is the catalog URI for a REST client. A context manager: leaving it stops the server
+    gracefully and joins the thread."""
+
+    def __init__(self, catalog: Any, options: ServeOptions | None = None, host: str = LOOPBACK,
+                 log_level: str = "warning", access_log: bool = False):
+        import uvicorn
+
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, 0))
+        self.host, self.port = self._sock.getsockname()[:2]
+        self.server = uvicorn.Server(_config(catalog, options, host, log_level, access_log))
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
+                                        name=f"pando-serve-{self.port}", daemon=True)
+
+    @property
+    def uri(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> ServerThread:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"pando serve did not start on {self.uri}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout)
+        self._sock.close()
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

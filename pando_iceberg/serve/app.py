@@ -1,0 +1,386 @@
+"""The Iceberg REST catalog routes over a pyiceberg catalog, with server-side scan planning.
+
+Routes (the REST specification's paths, no prefix): config; namespaces list/create/load/exists/
+drop/properties; tables list/create/load/exists/commit/drop/register and rename; planTableScan
+(``POST .../plan``), fetchPlanningResult (``GET .../plan/{plan-id}``), cancelPlanning
+(``DELETE .../plan/{plan-id}``) and fetchScanTasks (``POST .../tasks``). Request and response
+bodies are pyiceberg's own models. Catalog and planning work runs in the server's thread pool;
+the planner's caches are process-wide, bounded and locked (``planner.caches``), so concurrent
+requests share them.
+
+Every route checks the bearer token when one is set, every request body is limited to
+``max_request_bytes``, and every failure answers with the REST ErrorModel (``errors.py``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import Field
+from pydantic import ValidationError as PydanticValidationError
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.rest import (
+    DEFAULT_NAMESPACE_SEPARATOR,
+    SCAN_PLANNING_MODE,
+    Capability,
+    CreateTableRequest,
+    ListNamespaceResponse,
+    ListTableResponseEntry,
+    ListTablesResponse,
+    NamespaceResponse,
+    RegisterTableRequest,
+    TableResponse,
+    UpdateNamespacePropertiesResponse,
+)
+from pyiceberg.catalog.rest.scan_planning import FetchScanTasksRequest, PlanTableScanRequest
+from pyiceberg.table import CommitTableRequest, Table, TableIdentifier
+from pyiceberg.typedef import IcebergBaseModel, Identifier, Properties
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .errors import RestError, as_rest_error, bad_request, error_body
+from .planning import PlanStore, completed_plan, plan_request
+
+log = logging.getLogger("pando_iceberg.serve")
+
+__all__ = ["ServeOptions", "create_app"]
+
+# The endpoints advertised in the config response (pyiceberg checks each call against them).
+ENDPOINTS = [str(e) for e in (
+    Capability.V1_LIST_NAMESPACES, Capability.V1_LOAD_NAMESPACE, Capability.V1_NAMESPACE_EXISTS,
+    Capability.V1_UPDATE_NAMESPACE, Capability.V1_CREATE_NAMESPACE, Capability.V1_DELETE_NAMESPACE,
+    Capability.V1_LIST_TABLES, Capability.V1_LOAD_TABLE, Capability.V1_TABLE_EXISTS, Capability.V1_CREATE_TABLE,
+    Capability.V1_UPDATE_TABLE, Capability.V1_DELETE_TABLE, Capability.V1_RENAME_TABLE,
+    Capability.V1_REGISTER_TABLE, Capability.V1_SUBMIT_TABLE_SCAN_PLAN, Capability.V1_TABLE_SCAN_PLAN_TASKS)] + [
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan-id}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan-id}",
+]
+
+
+@dataclass
+class ServeOptions:
+    """``token``: the bearer token every request must carry (None: no check).
+    ``max_request_bytes``: larger request bodies are answered 413.
+    ``tasks_per_page``: plans with more file scan tasks answer with plan-task tokens, one page each.
+    ``max_plans``: completed plans kept for fetchPlanningResult and their pages."""
+
+    token: str | None = None
+    max_request_bytes: int = 8 * 1024 * 1024
+    tasks_per_page: int = 1000
+    max_plans: int = 256
+
+
+class CreateNamespaceRequest(IcebergBaseModel):
+    namespace: Identifier
+    properties: Properties = Field(default_factory=dict)
+
+
+class UpdateNamespacePropertiesRequest(IcebergBaseModel):
+    removals: list[str] = Field(default_factory=list)
+    updates: Properties = Field(default_factory=dict)
+
+
+class RenameTableRequest(IcebergBaseModel):
+    source: TableIdentifier
+    destination: TableIdentifier
+
+
+def _json(model: IcebergBaseModel, status: int = 200) -> Response:
+    # serialize_as_any: fields typed BooleanExpression (a task's residual) hold its subclasses
+    return Response(model.model_dump_json(serialize_as_any=True), status_code=status, media_type="application/json")
+
+
+def _error(e: RestError) -> Response:
+    return Response(error_body(e.status, e.type, e.message), status_code=e.status, media_type="application/json")
+
+
+def _namespace(raw: str) -> tuple[str, ...]:
+    """A namespace path parameter: its levels joined by the unit separator (0x1F)."""
+    parts = tuple(unquote(raw).split(DEFAULT_NAMESPACE_SEPARATOR))
+    if not all(parts):
+        raise bad_request(f"namespace {raw!r} has an empty level; accepted: levels joined by %1F")
+    return parts
+
+
+def _parse(model: type[IcebergBaseModel], body: bytes) -> Any:
+    try:
+        return model.model_validate_json(body or b"{}")
+    except PydanticValidationError as e:
+        detail = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}" for err in e.errors())
+        raise bad_request(f"invalid {model.__name__} body: {detail}") from None
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in the thread pool; a catalog's exception as its REST error."""
+    try:
+        return await run_in_threadpool(fn, *args)
+    except RestError:
+        raise
+    except Exception as e:
+        rest = as_rest_error(e)
+        if rest is None:
+            raise
+        raise rest from None
+
+
+class _Guard:
+    """Every request: the bearer token when one is set (401 otherwise) and the body size
+    (413 past ``max_request_bytes``, by Content-Length or as the body arrives)."""
+
+    def __init__(self, app: ASGIApp, options: ServeOptions):
+        self.app = app
+        self.options = options
+        self.expected = f"Bearer {options.token}".encode() if options.token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        if self.expected is not None and not hmac.compare_digest(headers.get(b"authorization", b""), self.expected):
+            await self._reject(send, RestError(401, "NotAuthorizedException",
+                                               "missing or wrong bearer token (Authorization: Bearer <token>)"))
+            return
+        limit = self.options.max_request_bytes
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            await self._reject(send, _too_large(limit))
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _too_large(limit)
+            return message
+
+        await self.app(scope, limited, send)
+
+    @staticmethod
+    async def _reject(send: Send, e: RestError) -> None:
+        body = error_body(e.status, e.type, e.message)
+        await send({"type": "http.response.start", "status": e.status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _too_large(limit: int) -> RestError:
+    return RestError(413, "RequestTooLargeException", f"request body larger than {limit} bytes (the server's limit)")
+
+
+def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI:
+    """The REST catalog app over ``catalog`` (a pyiceberg catalog; ``pando_iceberg.catalog.load_catalog``
+    gives the configured one)."""
+    from ..catalog import load_table
+
+    opts = options or ServeOptions()
+    store = PlanStore(max_plans=opts.max_plans)
+    app = FastAPI(title="pando serve", description="Iceberg REST catalog with Pando's server-side scan planning",
+                  docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.plans = store
+
+    @app.exception_handler(RestError)
+    async def rest_error(_: Request, e: RestError) -> Response:
+        if e.status >= 500:
+            log.warning("pando serve: %s %s", e.type, e.message)
+        return _error(e)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, e: RequestValidationError) -> Response:
+        return _error(bad_request(f"invalid request: {e.errors()}"))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, e: StarletteHTTPException) -> Response:
+        if e.status_code == 404:
+            return _error(RestError(404, "NoSuchEndpointException",
+                                    f"no route {request.method} {request.url.path}; the routes: GET /v1/config"))
+        if e.status_code == 405:
+            return _error(RestError(405, "MethodNotAllowedException",
+                                    f"{request.method} is not accepted on {request.url.path}"))
+        return _error(RestError(e.status_code, "RESTException", str(e.detail)))
+
+    @app.exception_handler(Exception)
+    async def server_error(_: Request, e: Exception) -> Response:
+        log.exception("pando serve: internal error")
+        return _error(RestError(500, "InternalServerError", f"{type(e).__name__}: {e}"))
+
+    def table_of(namespace: str, table: str) -> Table:
+        ident = (*_namespace(namespace), unquote(table))
+        return load_table(catalog, ident)
+
+    # ---- config ---------------------------------------------------------------------------------
+
+    @app.get("/v1/config")
+    async def get_config() -> Response:
+        # scan-planning-mode=server by default: a client plans through Pando unless it sets
+        # scan-planning-mode=client itself. Endpoints as the specification writes them ("GET /v1/...").
+        body = {"defaults": {SCAN_PLANNING_MODE: "server"}, "overrides": {}, "endpoints": ENDPOINTS}
+        return Response(json.dumps(body), media_type="application/json")
+
+    # ---- namespaces -----------------------------------------------------------------------------
+
+    @app.get("/v1/namespaces")
+    async def list_namespaces(parent: str | None = None) -> Response:
+        ns = _namespace(parent) if parent else ()
+        if ns and not await _call(catalog.namespace_exists, ns):
+            raise RestError(404, "NoSuchNamespaceException", f"namespace {'.'.join(ns)} does not exist")
+        found = await _call(catalog.list_namespaces, ns)
+        return _json(ListNamespaceResponse(namespaces=[tuple(n) for n in found]))
+
+    @app.post("/v1/namespaces")
+    async def create_namespace(request: Request) -> Response:
+        req = _parse(CreateNamespaceRequest, await request.body())
+        if not req.namespace or not all(req.namespace):
+            raise bad_request("namespace must be a non-empty list of non-empty levels, e.g. [\"db\"]")
+        await _call(catalog.create_namespace, tuple(req.namespace), req.properties)
+        props = await _call(catalog.load_namespace_properties, tuple(req.namespace))
+        return _json(NamespaceResponse(namespace=tuple(req.namespace), properties=props))
+
+    @app.get("/v1/namespaces/{namespace}")
+    async def load_namespace(namespace: str) -> Response:
+        ns = _namespace(namespace)
+        props = await _call(catalog.load_namespace_properties, ns)
+        return _json(NamespaceResponse(namespace=ns, properties=props))
+
+    @app.head("/v1/namespaces/{namespace}")
+    async def namespace_exists(namespace: str) -> Response:
+        exists = await _call(catalog.namespace_exists, _namespace(namespace))
+        return Response(status_code=204 if exists else 404)
+
+    @app.delete("/v1/namespaces/{namespace}")
+    async def drop_namespace(namespace: str) -> Response:
+        await _call(catalog.drop_namespace, _namespace(namespace))
+        return Response(status_code=204)
+
+    @app.post("/v1/namespaces/{namespace}/properties")
+    async def update_namespace_properties(namespace: str, request: Request) -> Response:
+        req = _parse(UpdateNamespacePropertiesRequest, await request.body())
+        overlap = set(req.removals) & set(req.updates)
+        if overlap:
+            raise RestError(422, "UnprocessableEntityException",
+                            f"properties both removed and updated: {', '.join(sorted(overlap))}")
+        summary = await _call(catalog.update_namespace_properties, _namespace(namespace), set(req.removals),
+                              req.updates)
+        return _json(UpdateNamespacePropertiesResponse(removed=summary.removed, updated=summary.updated,
+                                                       missing=summary.missing))
+
+    # ---- tables ---------------------------------------------------------------------------------
+
+    def table_response(table: Table) -> TableResponse:
+        return TableResponse(metadata_location=table.metadata_location, metadata=table.metadata,
+                             config={SCAN_PLANNING_MODE: "server"})
+
+    @app.get("/v1/namespaces/{namespace}/tables")
+    async def list_tables(namespace: str) -> Response:
+        ns = _namespace(namespace)
+        if not await _call(catalog.namespace_exists, ns):
+            raise RestError(404, "NoSuchNamespaceException", f"namespace {'.'.join(ns)} does not exist")
+        found = await _call(catalog.list_tables, ns)
+        return _json(ListTablesResponse(identifiers=[ListTableResponseEntry(namespace=tuple(t[:-1]), name=t[-1])
+                                                     for t in found]))
+
+    @app.post("/v1/namespaces/{namespace}/tables")
+    async def create_table(namespace: str, request: Request) -> Response:
+        req = _parse(CreateTableRequest, await request.body())
+        if req.stage_create:
+            raise RestError(501, "NotImplementedException",
+                            "stage-create is not supported by pando serve; accepted: create the table, then commit")
+        ns = _namespace(namespace)
+        if not await _call(catalog.namespace_exists, ns):
+            raise RestError(404, "NoSuchNamespaceException", f"namespace {'.'.join(ns)} does not exist")
+        kwargs: dict[str, Any] = {"properties": req.properties}
+        if req.location:
+            kwargs["location"] = req.location
+        if req.partition_spec is not None:
+            kwargs["partition_spec"] = req.partition_spec
+        if req.write_order is not None:
+            kwargs["sort_order"] = req.write_order
+
+        def create() -> Table:
+            return catalog.create_table((*ns, req.name), req.table_schema, **kwargs)
+
+        return _json(table_response(await _call(create)))
+
+    @app.post("/v1/namespaces/{namespace}/register")
+    async def register_table(namespace: str, request: Request) -> Response:
+        req = _parse(RegisterTableRequest, await request.body())
+        if req.overwrite:
+            raise RestError(501, "NotImplementedException", "register with overwrite is not supported by pando serve")
+        table = await _call(catalog.register_table, (*_namespace(namespace), req.name), req.metadata_location)
+        return _json(table_response(table))
+
+    @app.get("/v1/namespaces/{namespace}/tables/{table}")
+    async def load_table_route(namespace: str, table: str) -> Response:
+        return _json(table_response(await _call(table_of, namespace, table)))
+
+    @app.head("/v1/namespaces/{namespace}/tables/{table}")
+    async def table_exists(namespace: str, table: str) -> Response:
+        exists = await _call(catalog.table_exists, (*_namespace(namespace), unquote(table)))
+        return Response(status_code=204 if exists else 404)
+
+    @app.post("/v1/namespaces/{namespace}/tables/{table}")
+    async def commit_table(namespace: str, table: str, request: Request) -> Response:
+        req = _parse(CommitTableRequest, await request.body())
+
+        def commit() -> Any:
+            current = catalog.load_table((*_namespace(namespace), unquote(table)))
+            return catalog.commit_table(current, tuple(req.requirements), tuple(req.updates))
+
+        return _json(await _call(commit))
+
+    @app.delete("/v1/namespaces/{namespace}/tables/{table}")
+    async def drop_table(namespace: str, table: str, purgeRequested: bool = False) -> Response:  # noqa: N803
+        ident = (*_namespace(namespace), unquote(table))
+        await _call(catalog.purge_table if purgeRequested else catalog.drop_table, ident)
+        return Response(status_code=204)
+
+    @app.post("/v1/tables/rename")
+    async def rename_table(request: Request) -> Response:
+        req = _parse(RenameTableRequest, await request.body())
+        source = (*req.source.namespace.root, req.source.name)
+        destination = (*req.destination.namespace.root, req.destination.name)
+        await _call(catalog.rename_table, source, destination)
+        return Response(status_code=204)
+
+    # ---- server-side scan planning --------------------------------------------------------------
+
+    @app.post("/v1/namespaces/{namespace}/tables/{table}/plan")
+    async def plan_table_scan(namespace: str, table: str, request: Request) -> Response:
+        req = _parse(PlanTableScanRequest, await request.body())
+        tbl = await _call(table_of, namespace, table)
+        planned = await _call(plan_request, tbl, req)
+        answer = completed_plan(store, tbl, planned, opts.tasks_per_page)
+        log.info("pando serve: plan %s: %d files (%s%s) in %.1f ms", ".".join(tbl.name()), len(planned.tasks),
+                 planned.planner, "" if planned.iceberg_files is None else f"; Iceberg's plan {planned.iceberg_files}",
+                 planned.seconds * 1000)
+        return _json(answer)
+
+    @app.get("/v1/namespaces/{namespace}/tables/{table}/plan/{plan_id}")
+    async def fetch_planning_result(namespace: str, table: str, plan_id: str) -> Response:
+        return _json(store.plan((*_namespace(namespace), unquote(table)), plan_id))
+
+    @app.delete("/v1/namespaces/{namespace}/tables/{table}/plan/{plan_id}")
+    async def cancel_planning(namespace: str, table: str, plan_id: str) -> Response:
+        store.cancel((*_namespace(namespace), unquote(table)), plan_id)
+        return Response(status_code=204)
+
+    @app.post("/v1/namespaces/{namespace}/tables/{table}/tasks")
+    async def fetch_scan_tasks(namespace: str, table: str, request: Request) -> Response:
+        req = _parse(FetchScanTasksRequest, await request.body())
+        return _json(store.page((*_namespace(namespace), unquote(table)), req.plan_task))
+
+    app.add_middleware(_Guard, options=opts)
+    return app

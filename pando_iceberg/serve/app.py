@@ -42,14 +42,16 @@ from pyiceberg.catalog.rest import (
     UpdateNamespacePropertiesResponse,
 )
 from pyiceberg.catalog.rest.scan_planning import FetchScanTasksRequest, PlanTableScanRequest
+from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table import CommitTableRequest, Table, TableIdentifier
+from pyiceberg.table.sorting import SortOrder
 from pyiceberg.typedef import IcebergBaseModel, Identifier, Properties
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import RestError, as_rest_error, bad_request, error_body
-from .planning import PlanStore, completed_plan, plan_request
+from .planning import PlanStore, build, completed_plan, plan_request
 
 log = logging.getLogger("pando_iceberg.serve")
 
@@ -88,6 +90,15 @@ class CreateNamespaceRequest(IcebergBaseModel):
 class UpdateNamespacePropertiesRequest(IcebergBaseModel):
     removals: list[str] = Field(default_factory=list)
     updates: Properties = Field(default_factory=dict)
+
+
+class CreateTableBody(CreateTableRequest):
+    """pyiceberg's ``CreateTableRequest`` with the fields the specification makes optional
+    optional (pyiceberg's client leaves out the ones it has no value for)."""
+
+    location: str | None = Field(default=None)
+    partition_spec: PartitionSpec | None = Field(alias="partition-spec", default=None)
+    write_order: SortOrder | None = Field(alias="write-order", default=None)
 
 
 class RenameTableRequest(IcebergBaseModel):
@@ -280,7 +291,7 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
     # ---- tables ---------------------------------------------------------------------------------
 
     def table_response(table: Table) -> TableResponse:
-        return TableResponse(metadata_location=table.metadata_location, metadata=table.metadata,
+        return build(TableResponse, metadata_location=table.metadata_location, metadata=table.metadata,
                              config={SCAN_PLANNING_MODE: "server"})
 
     @app.get("/v1/namespaces/{namespace}/tables")
@@ -294,7 +305,7 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
 
     @app.post("/v1/namespaces/{namespace}/tables")
     async def create_table(namespace: str, request: Request) -> Response:
-        req = _parse(CreateTableRequest, await request.body())
+        req = _parse(CreateTableBody, await request.body())
         if req.stage_create:
             raise RestError(501, "NotImplementedException",
                             "stage-create is not supported by pando serve; accepted: create the table, then commit")
@@ -342,7 +353,7 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
         return _json(await _call(commit))
 
     @app.delete("/v1/namespaces/{namespace}/tables/{table}")
-    async def drop_table(namespace: str, table: str, purgeRequested: bool = False) -> Response:  # noqa: N803
+    async def drop_table(namespace: str, table: str, purgeRequested: bool = False) -> Response:
         ident = (*_namespace(namespace), unquote(table))
         await _call(catalog.purge_table if purgeRequested else catalog.drop_table, ident)
         return Response(status_code=204)

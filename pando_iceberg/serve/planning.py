@@ -23,7 +23,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pyiceberg.catalog.rest.scan_planning import (
     CountMap,
@@ -47,6 +47,7 @@ from pyiceberg.expressions import (
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.table import FileScanTask, Table
+from pyiceberg.typedef import IcebergBaseModel
 
 from .errors import RestError, bad_request
 
@@ -131,6 +132,15 @@ def plan_request(table: Table, request: PlanTableScanRequest) -> Planned:
 
 # ---- pyiceberg's tasks → the wire models ---------------------------------------------------------
 
+M = TypeVar("M", bound=IcebergBaseModel)
+
+
+def build(cls: type[M], **fields: Any) -> M:
+    """``cls(**fields)`` with the fields' Python names (pyiceberg's models take them, populate_by_name;
+    its type stubs list only the aliases)."""
+    return cls.model_validate(fields)
+
+
 def _counts(values: dict[int, int] | None) -> CountMap | None:
     if not values:
         return None
@@ -140,7 +150,7 @@ def _counts(values: dict[int, int] | None) -> CountMap | None:
 
 def _partition(data_file: DataFile) -> list[Any]:
     partition = data_file.partition
-    return [] if partition is None else list(partition)
+    return [] if partition is None else [partition[i] for i in range(len(partition))]
 
 
 def _common(data_file: DataFile) -> dict[str, Any]:
@@ -152,7 +162,7 @@ def _common(data_file: DataFile) -> dict[str, Any]:
 
 def rest_data_file(data_file: DataFile) -> RESTDataFile:
     """A data file as the REST ``DataFile`` (its counts; bounds are not sent)."""
-    return RESTDataFile(**_common(data_file), column_sizes=_counts(data_file.column_sizes),
+    return build(RESTDataFile, **_common(data_file), column_sizes=_counts(data_file.column_sizes),
                         value_counts=_counts(data_file.value_counts),
                         null_value_counts=_counts(data_file.null_value_counts),
                         nan_value_counts=_counts(data_file.nan_value_counts))
@@ -160,8 +170,8 @@ def rest_data_file(data_file: DataFile) -> RESTDataFile:
 
 def rest_delete_file(delete_file: DataFile) -> RESTPositionDeleteFile | RESTEqualityDeleteFile:
     if delete_file.content == DataFileContent.EQUALITY_DELETES:
-        return RESTEqualityDeleteFile(**_common(delete_file), equality_ids=delete_file.equality_ids)
-    return RESTPositionDeleteFile(**_common(delete_file),
+        return build(RESTEqualityDeleteFile, **_common(delete_file), equality_ids=delete_file.equality_ids)
+    return build(RESTPositionDeleteFile, **_common(delete_file),
                                   referenced_data_file=getattr(delete_file, "referenced_data_file", None),
                                   content_offset=getattr(delete_file, "content_offset", None),
                                   content_size_in_bytes=getattr(delete_file, "content_size_in_bytes", None))
@@ -215,9 +225,9 @@ def scan_tasks(tasks: Sequence[FileScanTask], planned: Planned, table: Table) ->
                 index[d.file_path] = len(deletes)
                 deletes.append(rest_delete_file(d))
             refs.append(index[d.file_path])
-        out.append(RESTFileScanTask(data_file=rest_data_file(task.file), delete_file_references=refs or None,
+        out.append(build(RESTFileScanTask, data_file=rest_data_file(task.file), delete_file_references=refs or None,
                                     residual_filter=_residual(task, planned, table)))
-    return ScanTasks(delete_files=deletes, file_scan_tasks=out)
+    return build(ScanTasks, delete_files=deletes, file_scan_tasks=out)
 
 
 # ---- plans and their pages ----------------------------------------------------------------------
@@ -246,7 +256,7 @@ class PlanStore:
         plan_id = uuid.uuid4().hex
         tokens = [f"{plan_id}-{i}" for i in range(page_count)]
         inline = first if first is not None else ScanTasks()
-        completed = PlanCompleted(plan_id=plan_id, delete_files=inline.delete_files,
+        completed = build(PlanCompleted, plan_id=plan_id, delete_files=inline.delete_files,
                                   file_scan_tasks=inline.file_scan_tasks, plan_tasks=tokens)
         with self._lock:
             self._expire(time.monotonic())

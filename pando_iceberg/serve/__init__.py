@@ -16,6 +16,7 @@ without importing ``pando_iceberg``::
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import threading
 import time
@@ -44,6 +45,11 @@ def run(catalog: Any, host: str = LOOPBACK, port: int = 8181, options: ServeOpti
     config = _config(catalog, options, host, log_level, access_log)
     config.port = port
     logging.getLogger("pando_iceberg.serve").setLevel(getattr(logging, log_level.upper(), logging.INFO))
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn shuts down on SIGINT/SIGTERM, then re-raises the signal to the handler it found:
+        # a no-op one, so a requested stop ends the process normally (exit 0), not by the signal.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: None)
     uvicorn.Server(config).run()
 
 

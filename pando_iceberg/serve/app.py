@@ -101,6 +101,12 @@ class CreateTableBody(CreateTableRequest):
     write_order: SortOrder | None = Field(alias="write-order", default=None)
 
 
+class CommitTableBody(CommitTableRequest):
+    """pyiceberg's ``CommitTableRequest``; the identifier is optional (the path names the table)."""
+
+    identifier: TableIdentifier | None = Field(default=None)  # type: ignore[assignment]
+
+
 class RenameTableRequest(IcebergBaseModel):
     source: TableIdentifier
     destination: TableIdentifier
@@ -124,11 +130,17 @@ def _namespace(raw: str) -> tuple[str, ...]:
 
 
 def _parse(model: type[IcebergBaseModel], body: bytes) -> Any:
+    """``body`` as ``model``; 400 naming the specification's request (``...Request``) and each problem."""
+    name = model.__name__.removesuffix("Body") + "Request" if model.__name__.endswith("Body") else model.__name__
     try:
         return model.model_validate_json(body or b"{}")
     except PydanticValidationError as e:
         detail = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}" for err in e.errors())
-        raise bad_request(f"invalid {model.__name__} body: {detail}") from None
+        raise bad_request(f"invalid {name} body: {detail}") from None
+    except (TypeError, ValueError) as e:  # pyiceberg's expression parser: an unknown expression type
+        raise bad_request(f"invalid {name} body: {e}; accepted: the Iceberg REST expression JSON "
+                          "(filter types and, or, not, lt, lt-eq, gt, gt-eq, eq, not-eq, in, not-in, is-null, "
+                          "not-null, is-nan, not-nan, starts-with, not-starts-with, true, false)") from None
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -344,7 +356,7 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
 
     @app.post("/v1/namespaces/{namespace}/tables/{table}")
     async def commit_table(namespace: str, table: str, request: Request) -> Response:
-        req = _parse(CommitTableRequest, await request.body())
+        req = _parse(CommitTableBody, await request.body())
 
         def commit() -> Any:
             current = catalog.load_table((*_namespace(namespace), unquote(table)))

@@ -62,7 +62,9 @@ class ServerThread:
                  log_level: str = "warning", access_log: bool = False):
         import uvicorn
 
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY only on sockets whose proto says TCP (with
+        # proto 0 every response waits ~40 ms for the client's delayed ACK: Nagle's algorithm)
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
         self.host, self.port = self._sock.getsockname()[:2]

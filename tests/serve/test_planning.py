@@ -160,3 +160,16 @@ def test_client_planning_still_works(server, table, make_client):
     assert not c.supports_server_side_planning()
     rest_table = c.load_table("db.t")
     assert len(list(rest_table.scan().plan_files())) == len(list(table.scan().plan_files()))
+
+
+def test_a_planning_failure_answers_icebergs_plan(table, client, monkeypatch, caplog):
+    """Pando's planner raising (here: a planning setting with a bad value) never fails the scan and
+    never loses a row: the answer is Iceberg's own plan."""
+    flt = EqualTo("region", "latam")
+    iceberg_files = sorted(t.file.file_path for t in table.scan(row_filter=flt).plan_files())
+    assert len(list(pando_iceberg.scan(table, row_filter=flt).plan_files())) < len(iceberg_files)
+    monkeypatch.setenv("PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS", "lots")
+    rest_scan = client.load_table("db.t").scan(row_filter=flt)
+    assert sorted(t.file.file_path for t in rest_scan.plan_files()) == iceberg_files
+    assert rest_scan.to_arrow().num_rows == table.scan(row_filter=flt).to_arrow().num_rows > 0
+    assert "answering Iceberg's plan" in caplog.text and "PANDO_JOIN_PRUNING_MAX_DIMENSION_ROWS" in caplog.text

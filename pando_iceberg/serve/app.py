@@ -51,7 +51,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import RestError, as_rest_error, bad_request, error_body
-from .planning import PlanStore, build, completed_plan, plan_request
+from .planning import Planned, PlanStore, build, completed_plan, plan_request
 
 log = logging.getLogger("pando_iceberg.serve")
 
@@ -383,13 +383,18 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
     @app.post("/v1/namespaces/{namespace}/tables/{table}/plan")
     async def plan_table_scan(namespace: str, table: str, request: Request) -> Response:
         req = _parse(PlanTableScanRequest, await request.body())
-        tbl = await _call(table_of, namespace, table)
-        planned = await _call(plan_request, tbl, req)
-        answer = completed_plan(store, tbl, planned, opts.tasks_per_page)
+
+        def plan() -> tuple[Table, Planned, bytes]:  # one trip to the thread pool per plan
+            tbl = table_of(namespace, table)
+            planned = plan_request(tbl, req)
+            body = completed_plan(store, tbl, planned, opts.tasks_per_page).model_dump_json(serialize_as_any=True)
+            return tbl, planned, body.encode()
+
+        tbl, planned, body = await _call(plan)
         log.info("pando serve: plan %s: %d files (%s%s) in %.1f ms", ".".join(tbl.name()), len(planned.tasks),
                  planned.planner, "" if planned.iceberg_files is None else f"; Iceberg's plan {planned.iceberg_files}",
                  planned.seconds * 1000)
-        return _json(answer)
+        return Response(body, media_type="application/json")
 
     @app.get("/v1/namespaces/{namespace}/tables/{table}/plan/{plan_id}")
     async def fetch_planning_result(namespace: str, table: str, plan_id: str) -> Response:

@@ -66,6 +66,7 @@ ENDPOINTS = [str(e) for e in (
     Capability.V1_REGISTER_TABLE, Capability.V1_SUBMIT_TABLE_SCAN_PLAN, Capability.V1_TABLE_SCAN_PLAN_TASKS)] + [
     "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan-id}",
     "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan-id}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
 ]
 
 
@@ -376,6 +377,13 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
         source = (*req.source.namespace.root, req.source.name)
         destination = (*req.destination.namespace.root, req.destination.name)
         await _call(catalog.rename_table, source, destination)
+        return Response(status_code=204)
+
+    @app.post("/v1/namespaces/{namespace}/tables/{table}/metrics")
+    async def report_metrics(namespace: str, table: str, request: Request) -> Response:
+        """Iceberg Java's scan and commit reports: accepted (logged at debug), not kept."""
+        body = await request.body()
+        log.debug("pando serve: metrics report for %s.%s: %d bytes", namespace, table, len(body))
         return Response(status_code=204)
 
     # ---- server-side scan planning --------------------------------------------------------------

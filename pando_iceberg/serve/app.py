@@ -47,6 +47,7 @@ from pyiceberg.table import CommitTableRequest, Table, TableIdentifier
 from pyiceberg.table.sorting import SortOrder
 from pyiceberg.typedef import IcebergBaseModel, Identifier, Properties
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -211,37 +212,9 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
     from ..catalog import load_table
 
     opts = options or ServeOptions()
-    store = PlanStore(max_plans=opts.max_plans)
-    app = FastAPI(title="pando serve", description="Iceberg REST catalog with Pando's server-side scan planning",
-                  docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.plans = store
+    app = base_app(opts)
 
-    @app.exception_handler(RestError)
-    async def rest_error(_: Request, e: RestError) -> Response:
-        if e.status >= 500:
-            log.warning("pando serve: %s %s", e.type, e.message)
-        return _error(e)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, e: RequestValidationError) -> Response:
-        return _error(bad_request(f"invalid request: {e.errors()}"))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, e: StarletteHTTPException) -> Response:
-        if e.status_code == 404:
-            return _error(RestError(404, "NoSuchEndpointException",
-                                    f"no route {request.method} {request.url.path}; the routes: GET /v1/config"))
-        if e.status_code == 405:
-            return _error(RestError(405, "MethodNotAllowedException",
-                                    f"{request.method} is not accepted on {request.url.path}"))
-        return _error(RestError(e.status_code, "RESTException", str(e.detail)))
-
-    @app.exception_handler(Exception)
-    async def server_error(_: Request, e: Exception) -> Response:
-        log.exception("pando serve: internal error")
-        return _error(RestError(500, "InternalServerError", f"{type(e).__name__}: {e}"))
-
-    def table_of(namespace: str, table: str) -> Table:
+    def table_of(namespace: str, table: str, _: Headers | None = None) -> Table:
         ident = (*_namespace(namespace), unquote(table))
         return load_table(catalog, ident)
 
@@ -386,14 +359,59 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
         log.debug("pando serve: metrics report for %s.%s: %d bytes", namespace, table, len(body))
         return Response(status_code=204)
 
-    # ---- server-side scan planning --------------------------------------------------------------
+    add_planning(app, table_of, opts)
+    return app
 
-    @app.post("/v1/namespaces/{namespace}/tables/{table}/plan")
+
+def base_app(opts: ServeOptions) -> FastAPI:
+    """A FastAPI app answering every failure with the ErrorModel, behind the token and size guard,
+    with its plan store (``app.state.plans``)."""
+    app = FastAPI(title="pando serve", description="Iceberg REST catalog with Pando's server-side scan planning",
+                  docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.plans = PlanStore(max_plans=opts.max_plans)
+
+    @app.exception_handler(RestError)
+    async def rest_error(_: Request, e: RestError) -> Response:
+        if e.status >= 500:
+            log.warning("pando serve: %s %s", e.type, e.message)
+        return _error(e)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, e: RequestValidationError) -> Response:
+        return _error(bad_request(f"invalid request: {e.errors()}"))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, e: StarletteHTTPException) -> Response:
+        if e.status_code == 404:
+            return _error(RestError(404, "NoSuchEndpointException",
+                                    f"no route {request.method} {request.url.path}; the routes: GET /v1/config"))
+        if e.status_code == 405:
+            return _error(RestError(405, "MethodNotAllowedException",
+                                    f"{request.method} is not accepted on {request.url.path}"))
+        return _error(RestError(e.status_code, "RESTException", str(e.detail)))
+
+    @app.exception_handler(Exception)
+    async def server_error(_: Request, e: Exception) -> Response:
+        log.exception("pando serve: internal error")
+        return _error(RestError(500, "InternalServerError", f"{type(e).__name__}: {e}"))
+
+    app.add_middleware(_Guard, options=opts)
+    return app
+
+
+def add_planning(app: FastAPI, table_of: Callable[[str, str, Headers], Table], opts: ServeOptions,
+                 root: str = "/v1") -> None:
+    """The scan-planning routes under ``root`` (``/v1``, or ``/v1/{prefix}`` behind a catalog with a
+    prefix); ``table_of(namespace, table, request headers)`` loads the table planned."""
+    store: PlanStore = app.state.plans
+    base = root + "/namespaces/{namespace}/tables/{table}"
+
+    @app.post(base + "/plan")
     async def plan_table_scan(namespace: str, table: str, request: Request) -> Response:
         req = _parse(PlanTableScanRequest, await request.body())
 
         def plan() -> tuple[Table, Planned, bytes]:  # one trip to the thread pool per plan
-            tbl = table_of(namespace, table)
+            tbl = table_of(namespace, table, request.headers)
             planned = plan_request(tbl, req)
             body = completed_plan(store, tbl, planned, opts.tasks_per_page).model_dump_json(serialize_as_any=True)
             return tbl, planned, body.encode()
@@ -404,19 +422,16 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
                  planned.seconds * 1000)
         return Response(body, media_type="application/json")
 
-    @app.get("/v1/namespaces/{namespace}/tables/{table}/plan/{plan_id}")
+    @app.get(base + "/plan/{plan_id}")
     async def fetch_planning_result(namespace: str, table: str, plan_id: str) -> Response:
         return _json(store.plan((*_namespace(namespace), unquote(table)), plan_id))
 
-    @app.delete("/v1/namespaces/{namespace}/tables/{table}/plan/{plan_id}")
+    @app.delete(base + "/plan/{plan_id}")
     async def cancel_planning(namespace: str, table: str, plan_id: str) -> Response:
         store.cancel((*_namespace(namespace), unquote(table)), plan_id)
         return Response(status_code=204)
 
-    @app.post("/v1/namespaces/{namespace}/tables/{table}/tasks")
+    @app.post(base + "/tasks")
     async def fetch_scan_tasks(namespace: str, table: str, request: Request) -> Response:
         req = _parse(FetchScanTasksRequest, await request.body())
         return _json(store.page((*_namespace(namespace), unquote(table)), req.plan_task))
-
-    app.add_middleware(_Guard, options=opts)
-    return app

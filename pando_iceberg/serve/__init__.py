@@ -10,7 +10,8 @@ without importing ``pando_iceberg``::
     with ServerThread(catalog) as server:                     # in-process, on a free loopback port
         RestCatalog("pando", uri=server.uri)
 
-``app.create_app`` builds the ASGI app (FastAPI) for another ASGI server.
+``app.create_app`` builds the ASGI app (FastAPI) for another ASGI server; ``proxy.create_proxy_app``
+the proxy in front of another REST catalog (``ServerThread(app=...)`` serves either).
 """
 
 from __future__ import annotations
@@ -30,19 +31,28 @@ __all__ = ["RestError", "ServeOptions", "ServerThread", "create_app", "run"]
 LOOPBACK = "127.0.0.1"
 
 
-def _config(catalog: Any, options: ServeOptions | None, host: str, log_level: str, access_log: bool) -> Any:
+def _config(app: Any, host: str, log_level: str, access_log: bool) -> Any:
     import uvicorn
 
-    return uvicorn.Config(create_app(catalog, options), host=host, log_level=log_level, access_log=access_log,
-                          timeout_graceful_shutdown=30, server_header=False)
+    return uvicorn.Config(app, host=host, log_level=log_level, access_log=access_log, timeout_graceful_shutdown=30,
+                          server_header=False)
 
 
 def run(catalog: Any, host: str = LOOPBACK, port: int = 8181, options: ServeOptions | None = None,
-        log_level: str = "info", access_log: bool = True) -> None:
-    """Serve ``catalog`` until SIGINT/SIGTERM; requests under way finish first (at most 30 s)."""
+        log_level: str = "info", access_log: bool = True, upstream: str | None = None,
+        upstream_token: str | None = None) -> None:
+    """Serve ``catalog`` until SIGINT/SIGTERM; requests under way finish first (at most 30 s).
+    With ``upstream`` (a REST catalog's URI; ``catalog`` is then None): the proxy in front of it
+    (``proxy.py``)."""
     import uvicorn
 
-    config = _config(catalog, options, host, log_level, access_log)
+    if upstream is not None:
+        from .proxy import create_proxy_app
+
+        app = create_proxy_app(upstream, options, upstream_token)
+    else:
+        app = create_app(catalog, options)
+    config = _config(app, host, log_level, access_log)
     config.port = port
     logging.getLogger("pando_iceberg.serve").setLevel(getattr(logging, log_level.upper(), logging.INFO))
     if threading.current_thread() is threading.main_thread():
@@ -58,8 +68,8 @@ class ServerThread:
     ``uri`` is the catalog URI for a REST client. A context manager: leaving it stops the server
     gracefully and joins the thread."""
 
-    def __init__(self, catalog: Any, options: ServeOptions | None = None, host: str = LOOPBACK,
-                 log_level: str = "warning", access_log: bool = False):
+    def __init__(self, catalog: Any = None, options: ServeOptions | None = None, host: str = LOOPBACK,
+                 log_level: str = "warning", access_log: bool = False, app: Any = None):
         import uvicorn
 
         # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY only on sockets whose proto says TCP (with
@@ -68,7 +78,8 @@ class ServerThread:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
         self.host, self.port = self._sock.getsockname()[:2]
-        self.server = uvicorn.Server(_config(catalog, options, host, log_level, access_log))
+        self.app = app if app is not None else create_app(catalog, options)
+        self.server = uvicorn.Server(_config(self.app, host, log_level, access_log))
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
                                         name=f"pando-serve-{self.port}", daemon=True)
 

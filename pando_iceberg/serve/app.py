@@ -47,7 +47,6 @@ from pyiceberg.table import CommitTableRequest, Table, TableIdentifier
 from pyiceberg.table.sorting import SortOrder
 from pyiceberg.typedef import IcebergBaseModel, Identifier, Properties
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -123,7 +122,7 @@ def _error(e: RestError) -> Response:
     return Response(error_body(e.status, e.type, e.message), status_code=e.status, media_type="application/json")
 
 
-def _namespace(raw: str) -> tuple[str, ...]:
+def namespace_levels(raw: str) -> tuple[str, ...]:
     """A namespace path parameter: its levels joined by the unit separator (0x1F)."""
     parts = tuple(unquote(raw).split(DEFAULT_NAMESPACE_SEPARATOR))
     if not all(parts):
@@ -145,7 +144,7 @@ def _parse(model: type[IcebergBaseModel], body: bytes) -> Any:
                           "not-null, is-nan, not-nan, starts-with, not-starts-with, true, false)") from None
 
 
-async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+async def call_blocking(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` in the thread pool; a catalog's exception as its REST error."""
     try:
         return await run_in_threadpool(fn, *args)
@@ -214,8 +213,8 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
     opts = options or ServeOptions()
     app = base_app(opts)
 
-    def table_of(namespace: str, table: str, _: Headers | None = None) -> Table:
-        ident = (*_namespace(namespace), unquote(table))
+    def table_of(namespace: str, table: str, _: Request | None = None) -> Table:
+        ident = (*namespace_levels(namespace), unquote(table))
         return load_table(catalog, ident)
 
     # ---- config ---------------------------------------------------------------------------------
@@ -231,10 +230,10 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
 
     @app.get("/v1/namespaces")
     async def list_namespaces(parent: str | None = None) -> Response:
-        ns = _namespace(parent) if parent else ()
-        if ns and not await _call(catalog.namespace_exists, ns):
+        ns = namespace_levels(parent) if parent else ()
+        if ns and not await call_blocking(catalog.namespace_exists, ns):
             raise RestError(404, "NoSuchNamespaceException", f"namespace {'.'.join(ns)} does not exist")
-        found = await _call(catalog.list_namespaces, ns)
+        found = await call_blocking(catalog.list_namespaces, ns)
         return _json(ListNamespaceResponse(namespaces=[tuple(n) for n in found]))
 
     @app.post("/v1/namespaces")
@@ -242,24 +241,24 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
         req = _parse(CreateNamespaceRequest, await request.body())
         if not req.namespace or not all(req.namespace):
             raise bad_request("namespace must be a non-empty list of non-empty levels, e.g. [\"db\"]")
-        await _call(catalog.create_namespace, tuple(req.namespace), req.properties)
-        props = await _call(catalog.load_namespace_properties, tuple(req.namespace))
+        await call_blocking(catalog.create_namespace, tuple(req.namespace), req.properties)
+        props = await call_blocking(catalog.load_namespace_properties, tuple(req.namespace))
         return _json(NamespaceResponse(namespace=tuple(req.namespace), properties=props))
 
     @app.get("/v1/namespaces/{namespace}")
     async def load_namespace(namespace: str) -> Response:
-        ns = _namespace(namespace)
-        props = await _call(catalog.load_namespace_properties, ns)
+        ns = namespace_levels(namespace)
+        props = await call_blocking(catalog.load_namespace_properties, ns)
         return _json(NamespaceResponse(namespace=ns, properties=props))
 
     @app.head("/v1/namespaces/{namespace}")
     async def namespace_exists(namespace: str) -> Response:
-        exists = await _call(catalog.namespace_exists, _namespace(namespace))
+        exists = await call_blocking(catalog.namespace_exists, namespace_levels(namespace))
         return Response(status_code=204 if exists else 404)
 
     @app.delete("/v1/namespaces/{namespace}")
     async def drop_namespace(namespace: str) -> Response:
-        await _call(catalog.drop_namespace, _namespace(namespace))
+        await call_blocking(catalog.drop_namespace, namespace_levels(namespace))
         return Response(status_code=204)
 
     @app.post("/v1/namespaces/{namespace}/properties")
@@ -269,8 +268,8 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
         if overlap:
             raise RestError(422, "UnprocessableEntityException",
                             f"properties both removed and updated: {', '.join(sorted(overlap))}")
-        summary = await _call(catalog.update_namespace_properties, _namespace(namespace), set(req.removals),
-                              req.updates)
+        summary = await call_blocking(catalog.update_namespace_properties, namespace_levels(namespace),
+                                      set(req.removals), req.updates)
         return _json(UpdateNamespacePropertiesResponse(removed=summary.removed, updated=summary.updated,
                                                        missing=summary.missing))
 
@@ -282,10 +281,10 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
 
     @app.get("/v1/namespaces/{namespace}/tables")
     async def list_tables(namespace: str) -> Response:
-        ns = _namespace(namespace)
-        if not await _call(catalog.namespace_exists, ns):
+        ns = namespace_levels(namespace)
+        if not await call_blocking(catalog.namespace_exists, ns):
             raise RestError(404, "NoSuchNamespaceException", f"namespace {'.'.join(ns)} does not exist")
-        found = await _call(catalog.list_tables, ns)
+        found = await call_blocking(catalog.list_tables, ns)
         return _json(ListTablesResponse(identifiers=[ListTableResponseEntry(namespace=tuple(t[:-1]), name=t[-1])
                                                      for t in found]))
 
@@ -295,8 +294,8 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
         if req.stage_create:
             raise RestError(501, "NotImplementedException",
                             "stage-create is not supported by pando serve; accepted: create the table, then commit")
-        ns = _namespace(namespace)
-        if not await _call(catalog.namespace_exists, ns):
+        ns = namespace_levels(namespace)
+        if not await call_blocking(catalog.namespace_exists, ns):
             raise RestError(404, "NoSuchNamespaceException", f"namespace {'.'.join(ns)} does not exist")
         kwargs: dict[str, Any] = {"properties": req.properties}
         if req.location:
@@ -309,23 +308,24 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
         def create() -> Table:
             return catalog.create_table((*ns, req.name), req.table_schema, **kwargs)
 
-        return _json(table_response(await _call(create)))
+        return _json(table_response(await call_blocking(create)))
 
     @app.post("/v1/namespaces/{namespace}/register")
     async def register_table(namespace: str, request: Request) -> Response:
         req = _parse(RegisterTableRequest, await request.body())
         if req.overwrite:
             raise RestError(501, "NotImplementedException", "register with overwrite is not supported by pando serve")
-        table = await _call(catalog.register_table, (*_namespace(namespace), req.name), req.metadata_location)
+        table = await call_blocking(catalog.register_table, (*namespace_levels(namespace), req.name),
+                                    req.metadata_location)
         return _json(table_response(table))
 
     @app.get("/v1/namespaces/{namespace}/tables/{table}")
     async def load_table_route(namespace: str, table: str) -> Response:
-        return _json(table_response(await _call(table_of, namespace, table)))
+        return _json(table_response(await call_blocking(table_of, namespace, table)))
 
     @app.head("/v1/namespaces/{namespace}/tables/{table}")
     async def table_exists(namespace: str, table: str) -> Response:
-        exists = await _call(catalog.table_exists, (*_namespace(namespace), unquote(table)))
+        exists = await call_blocking(catalog.table_exists, (*namespace_levels(namespace), unquote(table)))
         return Response(status_code=204 if exists else 404)
 
     @app.post("/v1/namespaces/{namespace}/tables/{table}")
@@ -333,15 +333,15 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
         req = _parse(CommitTableBody, await request.body())
 
         def commit() -> Any:
-            current = catalog.load_table((*_namespace(namespace), unquote(table)))
+            current = catalog.load_table((*namespace_levels(namespace), unquote(table)))
             return catalog.commit_table(current, tuple(req.requirements), tuple(req.updates))
 
-        return _json(await _call(commit))
+        return _json(await call_blocking(commit))
 
     @app.delete("/v1/namespaces/{namespace}/tables/{table}")
     async def drop_table(namespace: str, table: str, purgeRequested: bool = False) -> Response:
-        ident = (*_namespace(namespace), unquote(table))
-        await _call(catalog.purge_table if purgeRequested else catalog.drop_table, ident)
+        ident = (*namespace_levels(namespace), unquote(table))
+        await call_blocking(catalog.purge_table if purgeRequested else catalog.drop_table, ident)
         return Response(status_code=204)
 
     @app.post("/v1/tables/rename")
@@ -349,7 +349,7 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
         req = _parse(RenameTableRequest, await request.body())
         source = (*req.source.namespace.root, req.source.name)
         destination = (*req.destination.namespace.root, req.destination.name)
-        await _call(catalog.rename_table, source, destination)
+        await call_blocking(catalog.rename_table, source, destination)
         return Response(status_code=204)
 
     @app.post("/v1/namespaces/{namespace}/tables/{table}/metrics")
@@ -399,10 +399,10 @@ def base_app(opts: ServeOptions) -> FastAPI:
     return app
 
 
-def add_planning(app: FastAPI, table_of: Callable[[str, str, Headers], Table], opts: ServeOptions,
+def add_planning(app: FastAPI, table_of: Callable[[str, str, Request], Table], opts: ServeOptions,
                  root: str = "/v1") -> None:
     """The scan-planning routes under ``root`` (``/v1``, or ``/v1/{prefix}`` behind a catalog with a
-    prefix); ``table_of(namespace, table, request headers)`` loads the table planned."""
+    prefix); ``table_of(namespace, table, request)`` loads the table planned."""
     store: PlanStore = app.state.plans
     base = root + "/namespaces/{namespace}/tables/{table}"
 
@@ -411,12 +411,12 @@ def add_planning(app: FastAPI, table_of: Callable[[str, str, Headers], Table], o
         req = _parse(PlanTableScanRequest, await request.body())
 
         def plan() -> tuple[Table, Planned, bytes]:  # one trip to the thread pool per plan
-            tbl = table_of(namespace, table, request.headers)
+            tbl = table_of(namespace, table, request)
             planned = plan_request(tbl, req)
             body = completed_plan(store, tbl, planned, opts.tasks_per_page).model_dump_json(serialize_as_any=True)
             return tbl, planned, body.encode()
 
-        tbl, planned, body = await _call(plan)
+        tbl, planned, body = await call_blocking(plan)
         log.info("pando serve: plan %s: %d files (%s%s) in %.1f ms", ".".join(tbl.name()), len(planned.tasks),
                  planned.planner, "" if planned.iceberg_files is None else f"; Iceberg's plan {planned.iceberg_files}",
                  planned.seconds * 1000)
@@ -424,14 +424,14 @@ def add_planning(app: FastAPI, table_of: Callable[[str, str, Headers], Table], o
 
     @app.get(base + "/plan/{plan_id}")
     async def fetch_planning_result(namespace: str, table: str, plan_id: str) -> Response:
-        return _json(store.plan((*_namespace(namespace), unquote(table)), plan_id))
+        return _json(store.plan((*namespace_levels(namespace), unquote(table)), plan_id))
 
     @app.delete(base + "/plan/{plan_id}")
     async def cancel_planning(namespace: str, table: str, plan_id: str) -> Response:
-        store.cancel((*_namespace(namespace), unquote(table)), plan_id)
+        store.cancel((*namespace_levels(namespace), unquote(table)), plan_id)
         return Response(status_code=204)
 
     @app.post(base + "/tasks")
     async def fetch_scan_tasks(namespace: str, table: str, request: Request) -> Response:
         req = _parse(FetchScanTasksRequest, await request.body())
-        return _json(store.page((*_namespace(namespace), unquote(table)), req.plan_task))
+        return _json(store.page((*namespace_levels(namespace), unquote(table)), req.plan_task))

@@ -32,4 +32,4 @@ def test_concurrent_clients_zero_errors(table, server, scan_api, make_client):
     with ThreadPoolExecutor(CLIENTS) as pool:
         problems = [p for ps in pool.map(client_run, range(CLIENTS)) for p in ps]
     assert problems == []
-    assert 0 < len(server.server.config.app.state.plans) <= 256  # the plan store stays bounded
+    assert 0 < len(server.app.state.plans) <= 256  # the plan store stays bounded

@@ -42,9 +42,11 @@ from pyiceberg.catalog.rest import (
     UpdateNamespacePropertiesResponse,
 )
 from pyiceberg.catalog.rest.scan_planning import FetchScanTasksRequest, PlanTableScanRequest
-from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.table import CommitTableRequest, Table, TableIdentifier
-from pyiceberg.table.sorting import SortOrder
+from pyiceberg.table.metadata import new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import IcebergBaseModel, Identifier, Properties
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -106,6 +108,17 @@ class CommitTableBody(CommitTableRequest):
     """pyiceberg's ``CommitTableRequest``; the identifier is optional (the path names the table)."""
 
     identifier: TableIdentifier | None = Field(default=None)  # type: ignore[assignment]
+
+
+class _Named:
+    """A table known by its name only: what a SQL catalog's ``commit_table`` reads of a table that
+    a commit with ``assert-create`` creates."""
+
+    def __init__(self, identifier: tuple[str, ...]):
+        self.identifier = identifier
+
+    def name(self) -> tuple[str, ...]:
+        return self.identifier
 
 
 class RenameTableRequest(IcebergBaseModel):
@@ -291,9 +304,6 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
     @app.post("/v1/namespaces/{namespace}/tables")
     async def create_table(namespace: str, request: Request) -> Response:
         req = _parse(CreateTableBody, await request.body())
-        if req.stage_create:
-            raise RestError(501, "NotImplementedException",
-                            "stage-create is not supported by pando serve; accepted: create the table, then commit")
         ns = namespace_levels(namespace)
         if not await call_blocking(catalog.namespace_exists, ns):
             raise RestError(404, "NoSuchNamespaceException", f"namespace {'.'.join(ns)} does not exist")
@@ -308,6 +318,20 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
         def create() -> Table:
             return catalog.create_table((*ns, req.name), req.table_schema, **kwargs)
 
+        def stage() -> TableResponse:
+            # stage-create (CREATE TABLE AS SELECT): the new table's metadata, nothing written; the
+            # client's commit (requirement assert-create) creates it
+            if catalog.table_exists((*ns, req.name)):
+                raise RestError(409, "AlreadyExistsException", f"table {'.'.join((*ns, req.name))} already exists")
+            location = catalog.create_table_transaction((*ns, req.name), req.table_schema,
+                                                        **kwargs).table_metadata.location
+            metadata = new_table_metadata(req.table_schema, req.partition_spec or UNPARTITIONED_PARTITION_SPEC,
+                                          req.write_order or UNSORTED_SORT_ORDER, location, dict(req.properties))
+            return build(TableResponse, metadata_location=None, metadata=metadata,
+                         config={SCAN_PLANNING_MODE: "server"})
+
+        if req.stage_create:
+            return _json(await call_blocking(stage))
         return _json(table_response(await call_blocking(create)))
 
     @app.post("/v1/namespaces/{namespace}/register")
@@ -333,7 +357,12 @@ def create_app(catalog: Catalog, options: ServeOptions | None = None) -> FastAPI
         req = _parse(CommitTableBody, await request.body())
 
         def commit() -> Any:
-            current = catalog.load_table((*namespace_levels(namespace), unquote(table)))
+            ident = (*namespace_levels(namespace), unquote(table))
+            current: Any
+            if any(isinstance(r, AssertCreate) for r in req.requirements):
+                current = _Named(ident)  # a staged table's first commit: the catalog creates it (SQL catalogs)
+            else:
+                current = catalog.load_table(ident)
             return catalog.commit_table(current, tuple(req.requirements), tuple(req.updates))
 
         return _json(await call_blocking(commit))

@@ -95,3 +95,22 @@ def test_tables_create_commit_rename_drop(rest, embedded):
             embedded.drop_table(ident)
         embedded.drop_namespace("serve_tables")
 
+
+
+def test_staged_create_is_created_by_its_commit(rest, embedded):
+    """stage-create (what CREATE TABLE AS SELECT uses): nothing exists until the transaction's
+    commit (requirement assert-create) creates the table with its first snapshot."""
+    rest.create_namespace("serve_staged")
+    try:
+        txn = rest.create_table_transaction("serve_staged.t", SCHEMA, properties={"made": "staged"})
+        assert not embedded.table_exists("serve_staged.t")
+        txn.append(pa.table({"id": [1, 2], "name": ["a", "b"]}, schema=SCHEMA))
+        txn.commit_transaction()
+        made = embedded.load_table("serve_staged.t")
+        assert made.scan().to_arrow().num_rows == 2 and made.properties["made"] == "staged"
+        with pytest.raises(TableAlreadyExistsError):
+            rest.create_table_transaction("serve_staged.t", SCHEMA)
+    finally:
+        for ident in embedded.list_tables("serve_staged"):
+            embedded.drop_table(ident)
+        embedded.drop_namespace("serve_staged")

@@ -22,12 +22,14 @@ def rest_spark(spark, catalog):
         spark.conf.set(f"{prefix}.uri", server.uri)
         yield spark, server
         spark.sql("DROP TABLE IF EXISTS rest_pando.serve_spark.events")
+        spark.sql("DROP TABLE IF EXISTS rest_pando.serve_spark.kinds")
         spark.sql("DROP NAMESPACE IF EXISTS rest_pando.serve_spark")
 
 
 def test_spark_writes_and_reads_through_the_server(rest_spark, catalog, make_client):
     spark, server = rest_spark
     spark.sql("CREATE NAMESPACE IF NOT EXISTS rest_pando.serve_spark")
+    spark.sql("DROP TABLE IF EXISTS rest_pando.serve_spark.events")
     spark.sql("CREATE TABLE rest_pando.serve_spark.events (id BIGINT, kind STRING) USING iceberg "
               "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')")
     spark.sql("INSERT INTO rest_pando.serve_spark.events SELECT id, CASE WHEN id % 3 = 0 THEN 'a' ELSE 'b' END "
@@ -52,3 +54,13 @@ def test_spark_writes_and_reads_through_the_server(rest_spark, catalog, make_cli
     assert spark.sql("SELECT count(*) FROM rest_pando.serve_spark.events").first()[0] == 3600
     rest_table = make_client(server.uri).load_table("serve_spark.events")
     assert sorted(rest_table.scan(row_filter="kind = 'a'").to_arrow().column("id").to_pylist()) == want
+
+
+def test_spark_create_table_as_select_through_the_server(rest_spark, catalog):
+    """CREATE TABLE AS SELECT: a staged create, then the commit that creates the table."""
+    spark, _ = rest_spark
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS rest_pando.serve_spark")
+    spark.sql("CREATE TABLE rest_pando.serve_spark.kinds USING iceberg AS "
+              "SELECT id % 4 AS kind, count(*) AS n FROM range(0, 1000) GROUP BY 1")
+    assert spark.sql("SELECT sum(n) FROM rest_pando.serve_spark.kinds").first()[0] == 1000
+    assert catalog.load_table("serve_spark.kinds").scan().to_arrow().num_rows == 4

@@ -194,10 +194,11 @@ def unbound(expr: BooleanExpression, table: Table) -> BooleanExpression:
         if name is None:
             raise ValueError(f"no column with field id {field_id}")
         cls: Any = expr.as_unbound
+        # the bound literals themselves: they serialize as the filter's did (a date as 'yyyy-mm-dd')
         if hasattr(expr, "literals"):
-            return cls(name, {lit.value for lit in expr.literals})
+            return cls(name, set(expr.literals))
         if hasattr(expr, "literal"):
-            return cls(name, expr.literal.value)
+            return cls(name, expr.literal)
         return cls(name)
     return expr  # already unbound
 

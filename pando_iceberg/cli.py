@@ -287,6 +287,34 @@ def cmd_soak(args) -> int:
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
+def cmd_serve(args) -> int:
+    from .serve import LOOPBACK, ServeOptions, run
+
+    if args.port < 0 or args.port > 65535:
+        raise CliError(f"--port must be 0..65535, got {args.port}")
+    if args.max_request_bytes <= 0 or args.tasks_per_page <= 0:
+        raise CliError("--max-request-bytes and --tasks-per-page must be positive integers")
+    if args.upstream is not None and not args.upstream.startswith(("http://", "https://")):
+        raise CliError(f"--upstream must be a REST catalog's http:// or https:// URI, got {args.upstream!r}")
+    token = args.token or os.environ.get("PANDO_SERVE_TOKEN") or None
+    if args.host != LOOPBACK and token is None:
+        print(f"pando serve: warning: listening on {args.host} without a bearer token (--token or "
+              "PANDO_SERVE_TOKEN): any client that reaches it may read and change the catalog", file=sys.stderr)
+    options = ServeOptions(token=token, max_request_bytes=args.max_request_bytes, tasks_per_page=args.tasks_per_page)
+    if args.upstream is not None:
+        print(f"pando serve: proxy of {args.upstream} at http://{args.host}:{args.port}", file=sys.stderr)
+        run(None, host=args.host, port=args.port, options=options, log_level=args.log_level, upstream=args.upstream,
+            upstream_token=os.environ.get("PANDO_SERVE_UPSTREAM_TOKEN") or None)
+        return EXIT_OK
+    from .catalog import load_catalog
+
+    cfg = _config(args)
+    print(f"pando serve: catalog {cfg.catalog.name} at http://{args.host}:{args.port} "
+          f"(pyiceberg: RestCatalog(uri=..., **{{'scan-planning-mode': 'server'}}))", file=sys.stderr)
+    run(load_catalog(cfg), host=args.host, port=args.port, options=options, log_level=args.log_level)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     # Global options may stand before or after the sub-command; SUPPRESS keeps a sub-parser's
     # missing value from overwriting one given before it.
@@ -360,6 +388,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--inject", action="append", metavar="DAY:KIND",
                    help="inject a discrepancy the checks must find (delete-behind-model, lose-a-layout-file)")
     s.set_defaults(func=cmd_soak)
+    s = sub.add_parser("serve", parents=[common],
+                       help="an Iceberg REST catalog over the configured catalog; its scan planning is Pando's")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback only)")
+    s.add_argument("--port", type=int, default=8181, help="port to listen on (default 8181)")
+    s.add_argument("--token", help="bearer token every request must carry (default: $PANDO_SERVE_TOKEN; none: "
+                                   "no check)")
+    s.add_argument("--max-request-bytes", type=int, default=8 * 1024 * 1024,
+                   help="larger request bodies are answered 413 (default 8 MiB)")
+    s.add_argument("--tasks-per-page", type=int, default=1000,
+                   help="plans with more file scan tasks are answered in pages (plan tasks; default 1000)")
+    s.add_argument("--upstream", metavar="URI",
+                   help="proxy mode: forward every request to the REST catalog at URI except scan planning, which "
+                        "Pando answers (its token: $PANDO_SERVE_UPSTREAM_TOKEN, else the client's)")
+    s.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"], default="info",
+                   help="server log level; the access log is written at info (default info)")
+    s.set_defaults(func=cmd_serve)
     return p
 
 

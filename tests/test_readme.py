@@ -176,6 +176,10 @@ def test_the_quickstart_runs_on_a_fresh_lakehouse(tmp_path: Path) -> None:
     stages = list(zip(_cells(calls, "table"), _cells(calls, "stage"), _cells(calls, "files")))
     read = {(t, stage): files for t, stage, files in stages}
     assert int(read["tpch.orders", "pando (∩ trees)"]) < int(read["tpch.orders", "all live files"]), calls
+    candidates = _cells(calls, "candidate")
+    assert "as is" in candidates and "pando k=1" in candidates, calls
+    assert [v.lower() for v in _cells(calls, "advised")].count("true") == 1, calls
+    assert _cells(calls, "column") == ["l_shipdate"] and int(_cells(calls, "max_depth")[0]) >= 1, calls
 
     # ---- the Python -------------------------------------------------------------------------------
     (work / "quickstart.py").write_text(blocks["python"])

@@ -149,7 +149,8 @@ class PandoDataScan(DataScan):
         if isinstance(self.pando_filter, BooleanExpression) and isinstance(expr, BooleanExpression):
             combined: RowFilter = E.And(self.pando_filter, expr)
         else:
-            combined = f"({_as_sql(self.pando_filter)}) AND ({_as_sql(expr)})"
+            schema = self.table.schema()
+            combined = f"({_as_sql(self.pando_filter, schema)}) AND ({_as_sql(expr, schema)})"
         return self.update(pando_filter=combined, row_filter=_reader_filter(self.table, combined))
 
     # ---- reading (SQL text: the exact filter after pyiceberg's implied one) ------------------
@@ -252,8 +253,8 @@ def _in_keys(column: pa.ChunkedArray | pa.Array, keys: Any) -> np.ndarray:
     return np.asarray(pc.fill_null(pc.is_in(column, value_set=value_set), False), dtype=bool)
 
 
-def _as_sql(flt: RowFilter) -> str:
-    return flt if isinstance(flt, str) else pyiceberg_to_sql(flt)
+def _as_sql(flt: RowFilter, schema: Any) -> str:
+    return flt if isinstance(flt, str) else pyiceberg_to_sql(flt, schema)
 
 
 # ---- a pyiceberg expression → a SQL filter true on every row pyiceberg's reader keeps ---------
@@ -272,24 +273,24 @@ _ORDER = {E.LessThan: E.GreaterThanOrEqual, E.LessThanOrEqual: E.GreaterThan,
 def pruning_sql(expr: BooleanExpression, table: Table) -> str:
     """Spark SQL that holds on every row pyiceberg's reader keeps for ``expr`` (a superset)."""
     floats = {f.name.lower() for f in table.schema().fields if isinstance(f.field_type, (FloatType, DoubleType))}
-    return _sides(expr, floats)[0]
+    return _sides(expr, floats, table.schema())[0]
 
 
-def _sides(e: BooleanExpression, floats: set[str]) -> tuple[str, str]:
+def _sides(e: BooleanExpression, floats: set[str], schema: Any) -> tuple[str, str]:
     if isinstance(e, E.AlwaysTrue):
         return "TRUE", "FALSE"
     if isinstance(e, E.AlwaysFalse):
         return "FALSE", "TRUE"
     if isinstance(e, E.Not):
-        t, f = _sides(e.child, floats)
+        t, f = _sides(e.child, floats, schema)
         return f, t
     if isinstance(e, (E.And, E.Or)):
-        (lt, lf), (rt, rf) = _sides(e.left, floats), _sides(e.right, floats)
+        (lt, lf), (rt, rf) = _sides(e.left, floats, schema), _sides(e.right, floats, schema)
         if isinstance(e, E.And):
             return f"({lt}) AND ({rt})", f"({lf}) OR ({rf})"
         return f"({lt}) OR ({rt})", f"({lf}) AND ({rf})"
     try:
-        return _atom_sides(e, floats)
+        return _atom_sides(e, floats, schema)
     except Exception:  # a literal or node the SQL translation does not take: no claim
         return "TRUE", "TRUE"
 
@@ -298,13 +299,15 @@ def _is_nan(value: Any) -> bool:
     return isinstance(value, float) and value != value
 
 
-def _atom_sides(e: BooleanExpression, floats: set[str]) -> tuple[str, str]:
+def _atom_sides(e: BooleanExpression, floats: set[str], schema: Any) -> tuple[str, str]:
     P: Any = E  # pyiceberg's predicates take positional arguments (pydantic); their stubs say keywords only
     term = getattr(e, "term", None)
     if term is None:
         return "TRUE", "TRUE"
     name = term.name if hasattr(term, "name") else term.ref().field.name
-    sql = pyiceberg_to_sql
+    def sql(expr: BooleanExpression) -> str:
+        return pyiceberg_to_sql(expr, schema)
+
     lits = [lit.value for lit in getattr(e, "literals", ())] + ([e.literal.value] if hasattr(e, "literal") else [])
     if any(_is_nan(v) for v in lits):
         return "TRUE", "TRUE"

@@ -128,7 +128,7 @@ def table_filter(table, filter: Any = None, schemas: dict[str, pa.Schema] | None
         return TableFilter.from_sql(filter, schema, table=name, schemas=schemas)
     from .pyiceberg_sql import pyiceberg_to_sql
 
-    return TableFilter.from_sql(pyiceberg_to_sql(filter), schema, table=name, schemas=schemas)
+    return TableFilter.from_sql(pyiceberg_to_sql(filter, table.schema()), schema, table=name, schemas=schemas)
 
 
 def _subquery_schemas(table, sql: str) -> dict[str, pa.Schema] | None:

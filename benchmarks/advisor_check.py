@@ -2,7 +2,8 @@
 laid out, ``advise`` on the table as loaded (the run's training workload, its block rows, the
 sort orders its sort and z-order layouts used) predicts MB per held-out query for the table as
 is, Iceberg's sort and z-order and Pando; the run measured the same layouts on its held-out
-queries. Prints one row per table and layout, predicted and measured, and the advice's seconds.
+queries (bytes per scan of the table). Prints one row per table and layout, predicted and
+measured, and the advice's seconds.
 
     PYTHONPATH=. .venv/bin/python benchmarks/advisor_check.py --home H --out OUT [--master 'local[2]'] [--json F]
 
@@ -69,8 +70,10 @@ def main() -> None:
                     predicted = kept
                 else:
                     predicted = by_spec.get(orders.get(x) or "")
-                reads = [q["layouts"][x]["tables"][t]["bytes"] for q in measured.values()
-                         if t in q["tables"] and x in q["layouts"] and t in q["layouts"][x]["tables"]]
+                # per scan of the table: a query that reads it twice (a self-join, a subquery) counts twice
+                reads = [m["bytes"] / max(1, m["scans"]) for q in measured.values()
+                         if t in q["tables"] and x in q["layouts"] and t in q["layouts"][x]["tables"]
+                         for m in [q["layouts"][x]["tables"][t]]]
                 got = sum(reads) / len(reads) / 1e6 if reads else None
                 want = predicted.mb_per_query if predicted is not None else None
                 rows.append({"table": t, "layout": x, "candidate": predicted.name if predicted else None,

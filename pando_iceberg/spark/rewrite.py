@@ -23,22 +23,28 @@ failure.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from ..progress import spark_job_progress
 from ..workload.in_block import (
+    GUARD_MERGES,
     GUARD_WEIGHTS,
     BlockFiles,
     InBlockOrder,
     TemplateGuard,
     block_files,
     choose_in_block_order,
+    guard_multipliers,
+    merged_layout,
     order_cuts,
+    order_trees,
     select_layout,
     zone_columns,
 )
@@ -215,36 +221,74 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
 
     choice = choose() if len(learned) > 1 or guard else None
     if choice is not None and choice.guard is not None and not choice.guard.holds:
-        # The guard as a constraint: more candidates, each with cuts along the order the table
-        # already has, the breaking templates' draws weighing GUARD_WEIGHTS[i] times more (a
-        # penalty on the constraint), until one holds it.
+        # The guard as a constraint (docs/LAYOUT.md, "Do no harm"): at most GUARD_LEARNINGS more
+        # candidates, cheapest construction first, each measured as it comes (select_layout keeps
+        # the best that holds the guard; the measures of the earlier ones are reused).
         zones = [c for c, _ in zone_columns(expected.validation, sample)]
         extra = order_cuts(file_bounds(static, snapshot_id, zones), sample.schema)
-        breaking: set[str] = {t.template for t in choice.guard.breaking()}
+        first_guard = choice.guard
+        breaking: set[str] = {t.template for t in first_guard.breaking()}
 
-        def candidate(k: int, factor: int) -> bool:
-            """Learn one more candidate; whether it holds the guard."""
+        def add(label: str, build: Callable[[], Any], workload: list) -> bool:
+            """One more candidate (with its in-block order); whether it holds the guard."""
             nonlocal choice
-            weighted = [(f, w * factor if template_key(f) in breaking else w) for f, w in expected.queries]
-            progress(f"no layout keeps every template within {bound:g}× of what it reads now: learning k={k} "
-                     f"with {len(extra)} cuts along the table's current order, {len(breaking)} template(s) "
-                     f"weighing {factor}×")
-            learn(k, cuts + extra, weighted)
-            labels.append(f"{k} with the table's order" + (f", {factor}× on breaking templates" if factor > 1 else ""))
+            started = time.time()
+            progress(f"no layout keeps every template within {bound:g}× of what it reads now: {label}")
+            layout = build()
+            learned.append((layout, in_block_order(layout, sample, workload, b_sample, options, evaluations)))
+            parts["trees"] += time.time() - started
+            labels.append(label)
             choice = choose()
             return choice.holds[-1]
 
-        # The most constrained candidate first (one tree, the heaviest weight): when even it breaks
-        # the guard, the milder ones are not tried (weighing the breaking templates less does not,
-        # as a rule, make them read less), and a refusal costs one learning, not eight. Otherwise
-        # the mildest that holds it, in order: k trees, then one (a block of one tree is a leaf, as
-        # narrow on the table's order as its cuts make it; blocks merged from k-tuples of several
-        # trees are wider on all of them), each weight in turn.
-        if candidate(1, GUARD_WEIGHTS[-1]):
-            for factor in GUARD_WEIGHTS:
-                if any(candidate(k, factor) for k in dict.fromkeys((options.k, 1))
-                       if (k, factor) != (1, GUARD_WEIGHTS[-1])):
+        def weighed(multipliers: dict[str, float]) -> list:
+            return [(f, w * multipliers.get(template_key(f), 1.0)) for f, w in expected.queries]
+
+        held, last = False, first_guard
+        multipliers: dict[str, float] = {}
+        if extra:
+            # 1. The order the table has as the first of k trees, learned once; then §6.2's blocks of
+            #    their k-tuples with the constraint priced in (guard_multipliers: the breaking
+            #    templates' draws weigh more by how far the last candidate was over), a few times.
+            started = time.time()
+            guarded = [(f, w) for f, w in expected.queries if template_key(f) in breaking]
+            trees = order_trees(sample, extra, cuts, expected.queries, guarded, options.k, b_sample,
+                                evaluations=evaluations, max_ktuples=options.max_ktuples)
+            parts["trees"] += time.time() - started
+            # Once a merge holds the guard, the rest of the budget narrows the multipliers between the
+            # last that broke it and the lightest that holds (geometric midpoints): merges are cheap.
+            lo: dict[str, float] = {}
+            hi: dict[str, float] | None = None
+            for i in range(GUARD_MERGES):
+                if hi is not None:
+                    multipliers = {t: math.sqrt(lo.get(t, 1.0) * m) for t, m in hi.items()}
+                elif i:
+                    multipliers = guard_multipliers(last, multipliers)
+                w = ", ".join(f"{m:.1f}" for m in multipliers.values())
+                holds = add(f"{options.k} with the table's order as tree 1, merged"
+                            + (f" with {len(multipliers)} template(s) weighing {w}×" if multipliers else ""),
+                            partial(merged_layout, trees, sample, weighed(multipliers), b_sample,
+                                    evaluations=evaluations), weighed(multipliers))
+                if holds:
+                    held, hi = True, dict(multipliers)
+                else:
+                    lo, last = dict(multipliers), choice.guards[-1]
+                if hi is not None and all(m <= 1.1 * lo.get(t, 1.0) for t, m in hi.items()):
                     break
+        if not held:
+            # 2. Trees learned again with the constraint priced in (the order cuts among the cuts).
+            multipliers = guard_multipliers(last, multipliers)
+            w = ", ".join(f"{m:.1f}" for m in multipliers.values())
+            held = add(f"{options.k} with the table's order, {len(multipliers)} template(s) weighing {w}×",
+                       partial(build_layout, sample, cuts + extra, weighed(multipliers), options.k, b_sample,
+                               max_ktuples=options.max_ktuples, evaluations=evaluations), weighed(multipliers))
+        if not held and not any(choice.holds):
+            # 3. The most constrained (one tree, cuts along the table's order, the breaking templates
+            #    weighing the most): when even it breaks the guard, the rewrite is refused.
+            top = {t: float(GUARD_WEIGHTS[-1]) for t in breaking | set(multipliers)}
+            add(f"1 with the table's order, {len(top)} template(s) weighing {GUARD_WEIGHTS[-1]}×",
+                lambda: build_layout(sample, cuts + extra, weighed(top), 1, b_sample,
+                                     max_ktuples=options.max_ktuples, evaluations=evaluations), weighed(top))
     k_selection = None
     if choice is not None:
         k_selection = choice.to_json(labels)

@@ -157,11 +157,13 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     in-block order of its files (``workload/in_block.py``). Under 'validate' (§6.3's k, measured)
     the layouts of 1..k trees are candidates; under the per-template guard
     (``max-template-regression``) only those whose every template reads at most the bound × what
-    it reads on the table now; when none does, more candidates learned with cuts along the order
-    the table already has (``in_block.order_cuts``) and the breaking templates weighing
-    ``GUARD_WEIGHTS`` times more (k trees, then one), until one holds it — after the most
-    constrained one (one tree, the heaviest weight) has shown that one can. ``LearnedLayout.guard`` says whether the
-    kept layout holds the guard: ``rewrite_table`` refuses one that does not, unless forced."""
+    it reads on the table now; when none does, more candidates, cheapest first (docs/LAYOUT.md):
+    the order the table already has (``in_block.order_cuts``) as one more tree before the
+    unconstrained choice's trees, blocks merged (§6.2) with the breaking templates' draws weighing
+    ``guard_multipliers`` more (``GUARD_MERGES`` times at most, nothing learned again); then k trees
+    learned again so weighed; then the most constrained (one tree, ``GUARD_WEIGHTS[-1]``).
+    ``LearnedLayout.guard`` says whether the kept layout holds the guard: ``rewrite_table`` refuses
+    one that does not, unless forced."""
     from ..layout import Evaluations, build_layout
 
     t0 = time.time()
@@ -221,9 +223,9 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
 
     choice = choose() if len(learned) > 1 or guard else None
     if choice is not None and choice.guard is not None and not choice.guard.holds:
-        # The guard as a constraint (docs/LAYOUT.md, "Do no harm"): at most GUARD_LEARNINGS more
-        # candidates, cheapest construction first, each measured as it comes (select_layout keeps
-        # the best that holds the guard; the measures of the earlier ones are reused).
+        # The guard as a constraint (docs/LAYOUT.md, "Do no harm"): more candidates, cheapest
+        # construction first (GUARD_MERGES merges, then at most two layouts learned again), each
+        # measured as it comes (select_layout keeps the best that holds the guard).
         zones = [c for c, _ in zone_columns(expected.validation, sample)]
         extra = order_cuts(file_bounds(static, snapshot_id, zones), sample.schema)
         first_guard = choice.guard
@@ -247,13 +249,15 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
         held, last = False, first_guard
         multipliers: dict[str, float] = {}
         if extra:
-            # 1. The order the table has as the first of k trees, learned once; then §6.2's blocks of
-            #    their k-tuples with the constraint priced in (guard_multipliers: the breaking
-            #    templates' draws weigh more by how far the last candidate was over), a few times.
+            # 1. The order the table has as one more tree before the unconstrained choice's k (no
+            #    learning again); §6.2's blocks of their k-tuples with the constraint priced in
+            #    (guard_multipliers: the breaking templates' draws weigh more by how far the last
+            #    candidate was over), a few times.
             started = time.time()
             guarded = [(f, w) for f, w in expected.queries if template_key(f) in breaking]
-            trees = order_trees(sample, extra, cuts, expected.queries, guarded, options.k, b_sample,
-                                evaluations=evaluations, max_ktuples=options.max_ktuples)
+            free = learned[choice.index][0]
+            trees = order_trees(sample, extra, guarded, free.trees, b_sample, evaluations=evaluations,
+                                max_ktuples=options.max_ktuples)
             parts["trees"] += time.time() - started
             # Once a merge holds the guard, the rest of the budget narrows the multipliers between the
             # last that broke it and the lightest that holds (geometric midpoints): merges are cheap.
@@ -265,7 +269,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
                 elif i:
                     multipliers = guard_multipliers(last, multipliers)
                 w = ", ".join(f"{m:.1f}" for m in multipliers.values())
-                holds = add(f"{options.k} with the table's order as tree 1, merged"
+                holds = add(f"{len(trees)} (the table's order and k={free.k}'s trees), merged"
                             + (f" with {len(multipliers)} template(s) weighing {w}×" if multipliers else ""),
                             partial(merged_layout, trees, sample, weighed(multipliers), b_sample,
                                     evaluations=evaluations), weighed(multipliers))

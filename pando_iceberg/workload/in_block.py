@@ -31,6 +31,7 @@ pruning is sound on its own.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +49,6 @@ from pando_iceberg.workload.templates import range_columns, template_key, typed_
 
 __all__ = [
     "DEFAULT_MAX_TEMPLATE_REGRESSION",
-    "GUARD_LEARNINGS",
     "GUARD_MERGES",
     "GUARD_WEIGHTS",
     "MAX_FILE_FACTOR",
@@ -401,11 +401,9 @@ P_MAX_TEMPLATE_REGRESSION = "pando.layout.max-template-regression"  # table prop
 # guard (``spark/rewrite.learn_layout``, ``spark/partitioned.py``): the first is the candidate
 # with the table's order cuts alone.
 GUARD_WEIGHTS = (1, 4, 16, 64)
-# At most this many candidates' trees learned for the guard when the unconstrained ones break it
-# (``spark/rewrite.learn_layout``): the order trees (``order_trees``), one reweighed layout, and
-# the most constrained (one tree, ``GUARD_WEIGHTS[-1]``) before a refusal ...
-GUARD_LEARNINGS = 3
-# and at most this many §6.2 bottom-ups over the order trees (``order_trees``), one per multipliers.
+# When the unconstrained candidates break the guard (``spark/rewrite.learn_layout``): at most this
+# many §6.2 bottom-ups over the order trees (``order_trees``), one per set of multipliers, then at
+# most two layouts learned again (reweighed; the most constrained) before a refusal.
 GUARD_MERGES = 6
 
 
@@ -648,31 +646,23 @@ def order_cuts(bounds: Mapping[str, tuple[Sequence[Any], Sequence[Any]]], schema
     return out
 
 
-def order_trees(sample: pa.Table, order: Sequence[ExprCut], cuts: Sequence[Any],
-                queries: Sequence[tuple[TableFilter, float]], guarded: Sequence[tuple[TableFilter, float]],
-                k: int, b_sample: float, *, evaluations: Evaluations, max_ktuples: int | None = 10_000) -> list:
-    """k trees whose first is the order the table already has (the guard's cheap construction,
-    beyond the paper): §6.1's greedy over ``order`` (the table's current order cuts,
-    ``order_cuts``) for the ``guarded`` draws alone (the templates the layouts learned so far make
-    read more than the guard allows), then the other k − 1 trees over ``cuts`` for the whole
-    workload, their k-tuples shared out among the first tree's leaves (``layout.leaf_budget``
-    divided by them). Every k-tuple lies within one leaf of the first tree, a range of the current
-    files at most as fine as they are; ``merged_layout`` then makes blocks of them, as often as the
-    guard asks, without learning the trees again."""
-    from pando_iceberg.layout import build_trees, leaf_budget, top_down_threshold
+def order_trees(sample: pa.Table, order: Sequence[ExprCut], guarded: Sequence[tuple[TableFilter, float]],
+                others: Sequence[Any], b_sample: float, *, evaluations: Evaluations,
+                max_ktuples: int | None = 10_000) -> list:
+    """The trees of a layout learned already (``others``: the unconstrained candidate's k, copied)
+    behind one more, the order the table already has (the guard's cheap construction, beyond the
+    paper): §6.1's greedy over ``order`` (the table's current order cuts, ``order_cuts``) for the
+    ``guarded`` draws alone (the templates the unconstrained layouts make read more than the guard
+    allows), leaves of at least ``b_sample`` rows. Every k-tuple then lies within one leaf of the
+    first tree, a range of the current files at most as fine as they are; ``merged_layout`` makes
+    blocks of them, as often as the guard asks, and nothing is learned again."""
+    from pando_iceberg.layout import build_trees, top_down_threshold
     from pando_iceberg.layout.cost import normalize_queries
 
-    order, cuts = list(order), list(cuts)
+    order = list(order)
     first = build_trees(sample, order, list(guarded), 1, top_down_threshold(b_sample, 1), max_ktuples,
                         masks=evaluations.masks(order), sides=evaluations.sides(normalize_queries(guarded)[0], order))
-    if k <= 1:
-        return first
-    budget = leaf_budget(sample.num_rows, b_sample, k)
-    slices = max(1, len(first[0].leaves()))
-    sides = evaluations.sides(normalize_queries(queries)[0], cuts)
-    shared = None if budget is None else max(2, budget // slices)
-    return first + build_trees(sample, cuts, list(queries), k - 1, top_down_threshold(b_sample, k), max_ktuples,
-                               masks=evaluations.masks(cuts), sides=sides, leaf_budget=shared)
+    return first + copy.deepcopy(list(others))
 
 
 def merged_layout(trees: Sequence[Any], sample: pa.Table, queries: Sequence[tuple[TableFilter, float]],

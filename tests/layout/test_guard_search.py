@@ -1,7 +1,7 @@
 """The guard's bounded search (``workload/in_block.py``: ``order_trees``, ``merged_layout``,
 ``guard_multipliers``; ``spark/rewrite.learn_layout`` drives them): the table's current order as
-the first of k trees, learned once, and §6.2's blocks of their k-tuples merged again with the
-constraint priced into the draws' weights. Pure Python: the date-ordered table of
+one more tree before the unconstrained layout's (nothing learned again), and §6.2's blocks of
+their k-tuples merged with the constraint priced into the draws' weights. Pure Python: the date-ordered table of
 ``test_guard.py`` (files of B rows by day), whose week template the unconstrained layouts read
 several times more of."""
 
@@ -61,10 +61,12 @@ def test_the_order_tree_keeps_the_date_template_where_the_unconstrained_layouts_
     ev = Evaluations(table)
     free = [(build_layout(table, wl.candidate_cuts(), wl.queries, k, B, evaluations=ev), None) for k in (1, 2, 3)]
     week = [(f, w) for f, w in wl.queries if template_key(f) == WEEK]
-    trees = order_trees(table, cuts, wl.candidate_cuts(), wl.queries, week, 2, B, evaluations=ev)
-    assert len(trees) == 2
+    unconstrained = select_layout(free, table, wl.validation, B).index
+    trees = order_trees(table, cuts, week, free[unconstrained][0].trees, B, evaluations=ev)
+    assert len(trees) == free[unconstrained][0].k + 1
     order_keys = {c.key for c in cuts}
     assert {c.key for c in trees[0].node_cut if c is not None} <= order_keys  # tree 1: the files' bounds only
+    assert len(trees[0].leaves()) > 1
 
     def merged(m):
         return merged_layout(trees, table, [(f, w * m if template_key(f) == WEEK else w) for f, w in wl.queries],

@@ -23,7 +23,6 @@ failure.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -160,7 +159,7 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     it reads on the table now; when none does, more candidates, cheapest first (docs/LAYOUT.md):
     the order the table already has (``in_block.order_cuts``) as one more tree before the
     unconstrained choice's trees, blocks merged (§6.2) with the breaking templates' draws weighing
-    ``guard_multipliers`` more (``GUARD_MERGES`` times at most, nothing learned again); then k trees
+    ``guard_multipliers`` more until one holds (``GUARD_MERGES`` at most, nothing learned again); then k trees
     learned again so weighed; then the most constrained (one tree, ``GUARD_WEIGHTS[-1]``).
     ``LearnedLayout.guard`` says whether the kept layout holds the guard: ``rewrite_table`` refuses
     one that does not, unless forced."""
@@ -259,25 +258,16 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
             trees = order_trees(sample, extra, guarded, free.trees, b_sample, evaluations=evaluations,
                                 max_ktuples=options.max_ktuples)
             parts["trees"] += time.time() - started
-            # Once a merge holds the guard, the rest of the budget narrows the multipliers between the
-            # last that broke it and the lightest that holds (geometric midpoints): merges are cheap.
-            lo: dict[str, float] = {}
-            hi: dict[str, float] | None = None
             for i in range(GUARD_MERGES):
-                if hi is not None:
-                    multipliers = {t: math.sqrt(lo.get(t, 1.0) * m) for t, m in hi.items()}
-                elif i:
+                if i:
                     multipliers = guard_multipliers(last, multipliers)
                 w = ", ".join(f"{m:.1f}" for m in multipliers.values())
-                holds = add(f"{len(trees)} (the table's order and k={free.k}'s trees), merged"
-                            + (f" with {len(multipliers)} template(s) weighing {w}×" if multipliers else ""),
-                            partial(merged_layout, trees, sample, weighed(multipliers), b_sample,
-                                    evaluations=evaluations), weighed(multipliers))
-                if holds:
-                    held, hi = True, dict(multipliers)
-                else:
-                    lo, last = dict(multipliers), choice.guards[-1]
-                if hi is not None and all(m <= 1.1 * lo.get(t, 1.0) for t, m in hi.items()):
+                held = add(f"{len(trees)} (the table's order and k={free.k}'s trees), merged"
+                           + (f" with {len(multipliers)} template(s) weighing {w}×" if multipliers else ""),
+                           partial(merged_layout, trees, sample, weighed(multipliers), b_sample,
+                                   evaluations=evaluations), weighed(multipliers))
+                last = choice.guards[-1]
+                if held or all(multipliers.get(t.template) == GUARD_WEIGHTS[-1] for t in last.breaking()):
                     break
         if not held:
             # 2. Trees learned again with the constraint priced in (the order cuts among the cuts).

@@ -404,7 +404,7 @@ GUARD_WEIGHTS = (1, 4, 16, 64)
 # When the unconstrained candidates break the guard (``spark/rewrite.learn_layout``): at most this
 # many §6.2 bottom-ups over the order trees (``order_trees``), one per set of multipliers, then at
 # most two layouts learned again (reweighed; the most constrained) before a refusal.
-GUARD_MERGES = 6
+GUARD_MERGES = 4
 
 
 def guard_multipliers(guard: TemplateGuard, previous: Mapping[str, float] | None = None) -> dict[str, float]:

@@ -74,8 +74,10 @@ def test_the_unconstrained_objective_sacrifices_the_week_and_the_guard_keeps_it(
     week = [n for n in r.notes if n.startswith("month = ? AND day BETWEEN")]
     assert len(week) == 1 and week[0].endswith(": holds"), r.notes
     kept = _week_rows(catalog, "guarded")
-    assert all(a <= 1.1 * b + MONTH_ROWS for a, b in zip(kept, before, strict=True)), (kept, before)
-    assert sum(kept) < sum(sacrificed)
+    # the guard bounds the template's mean read (estimated on the sample's draws): held-out weeks,
+    # planned on the files written, within it and a file of b rows
+    assert sum(kept) / len(kept) <= 1.1 * sum(before) / len(before) + 1_000, (kept, sacrificed)
+    assert sum(kept) < sum(sacrificed) / 2
     assert spark.table("dateguard.guarded").count() == 12 * MONTH_ROWS
 
 

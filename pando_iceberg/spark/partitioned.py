@@ -47,12 +47,16 @@ from ..storage.partitions import (
 from ..storage.pointer import layout_pointer
 from ..storage.sidecar import LayoutSidecar, new_layout_id
 from ..workload.in_block import (
+    GUARD_MERGES,
     GUARD_WEIGHTS,
     P_MAX_TEMPLATE_REGRESSION,
     LayoutChoice,
     TemplateGuard,
     files_read,
+    guard_multipliers,
+    merged_layout,
     order_cuts,
+    order_trees,
     select_layout,
     zone_columns,
 )
@@ -320,20 +324,42 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
                                 evaluations)
         assert choice.guard is not None  # select_layout under a bound always measures one
         if not choice.guard.holds:
-            # The most constrained candidate of the whole-table rewrite (``rewrite.learn_layout``):
-            # one tree, cuts along the order the partition's files already have, the breaking
-            # templates' draws weighing the most.
+            # As the whole-table rewrite does (``rewrite.learn_layout``): the order the partition's
+            # files already have as one more tree before the unconstrained choice's, blocks merged
+            # with the breaking templates priced in (``guard_multipliers``); then the most
+            # constrained candidate (one tree, cuts along that order, the breaking templates' draws
+            # weighing the most).
             progress(f"partition {name}: no layout keeps every template within {bound:g}× of what it reads now: "
-                     "learning k=1 along the partition's current order")
+                     "merging along the partition's current order")
             zones = [c for c, _ in zone_columns(expected.validation, part_sample)]
             mine = {p for p in files if part_of[p] == name}
             extra = order_cuts(file_bounds(static, base_id, zones, mine), part_sample.schema)
             breaking = {t.template for t in choice.guard.breaking()}
-            weighted = [(f, w * GUARD_WEIGHTS[-1] if template_key(f) in breaking else w) for f, w in expected.queries]
-            learned.append((build_layout(part_sample, cuts + extra, weighted, 1, b_sample,
-                                         max_ktuples=options.max_ktuples, evaluations=evaluations), None))
-            choice = guarded_choice(learned, part_sample, expected.validation, now, now_bytes, bound, file_fraction,
-                                    evaluations)
+            if extra:
+                trees = order_trees(part_sample, extra, [(f, w) for f, w in expected.queries
+                                                         if template_key(f) in breaking],
+                                    learned[choice.index][0].trees, b_sample, evaluations=evaluations,
+                                    max_ktuples=options.max_ktuples)
+                multipliers: dict[str, float] = {}
+                last = choice.guard
+                for i in range(GUARD_MERGES):
+                    if i:
+                        multipliers = guard_multipliers(last, multipliers)
+                    weighed = [(f, w * multipliers.get(template_key(f), 1.0)) for f, w in expected.queries]
+                    learned.append((merged_layout(trees, part_sample, weighed, b_sample, evaluations=evaluations),
+                                    None))
+                    choice = guarded_choice(learned, part_sample, expected.validation, now, now_bytes, bound,
+                                            file_fraction, evaluations)
+                    last = choice.guards[-1]
+                    if choice.holds[-1]:
+                        break
+            if not any(choice.holds):
+                weighted = [(f, w * GUARD_WEIGHTS[-1] if template_key(f) in breaking else w)
+                            for f, w in expected.queries]
+                learned.append((build_layout(part_sample, cuts + extra, weighted, 1, b_sample,
+                                             max_ktuples=options.max_ktuples, evaluations=evaluations), None))
+                choice = guarded_choice(learned, part_sample, expected.validation, now, now_bytes, bound,
+                                        file_fraction, evaluations)
         guard = choice.guard
         assert guard is not None
         of = f"partition {name}"

@@ -26,19 +26,24 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from ..progress import spark_job_progress
 from ..workload.in_block import (
+    GUARD_MERGES,
     GUARD_WEIGHTS,
     BlockFiles,
     InBlockOrder,
     TemplateGuard,
     block_files,
     choose_in_block_order,
+    guard_multipliers,
+    merged_layout,
     order_cuts,
+    order_trees,
     select_layout,
     zone_columns,
 )
@@ -152,11 +157,13 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     in-block order of its files (``workload/in_block.py``). Under 'validate' (§6.3's k, measured)
     the layouts of 1..k trees are candidates; under the per-template guard
     (``max-template-regression``) only those whose every template reads at most the bound × what
-    it reads on the table now; when none does, more candidates learned with cuts along the order
-    the table already has (``in_block.order_cuts``) and the breaking templates weighing
-    ``GUARD_WEIGHTS`` times more (k trees, then one), until one holds it — after the most
-    constrained one (one tree, the heaviest weight) has shown that one can. ``LearnedLayout.guard`` says whether the
-    kept layout holds the guard: ``rewrite_table`` refuses one that does not, unless forced."""
+    it reads on the table now; when none does, more candidates, cheapest first (docs/LAYOUT.md):
+    the order the table already has (``in_block.order_cuts``) as one more tree before the
+    unconstrained choice's trees, blocks merged (§6.2) with the breaking templates' draws weighing
+    ``guard_multipliers`` more until one holds (``GUARD_MERGES`` at most, nothing learned again); then k trees
+    learned again so weighed; then the most constrained (one tree, ``GUARD_WEIGHTS[-1]``).
+    ``LearnedLayout.guard`` says whether the kept layout holds the guard: ``rewrite_table`` refuses
+    one that does not, unless forced."""
     from ..layout import Evaluations, build_layout
 
     t0 = time.time()
@@ -216,36 +223,67 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
 
     choice = choose() if len(learned) > 1 or guard else None
     if choice is not None and choice.guard is not None and not choice.guard.holds:
-        # The guard as a constraint: more candidates, each with cuts along the order the table
-        # already has, the breaking templates' draws weighing GUARD_WEIGHTS[i] times more (a
-        # penalty on the constraint), until one holds it.
+        # The guard as a constraint (docs/LAYOUT.md, "Do no harm"): more candidates, cheapest
+        # construction first (GUARD_MERGES merges, then at most two layouts learned again), each
+        # measured as it comes (select_layout keeps the best that holds the guard).
         zones = [c for c, _ in zone_columns(expected.validation, sample)]
         extra = order_cuts(file_bounds(static, snapshot_id, zones), sample.schema)
-        breaking: set[str] = {t.template for t in choice.guard.breaking()}
+        first_guard = choice.guard
+        breaking: set[str] = {t.template for t in first_guard.breaking()}
 
-        def candidate(k: int, factor: int) -> bool:
-            """Learn one more candidate; whether it holds the guard."""
+        def add(label: str, build: Callable[[], Any], workload: list) -> bool:
+            """One more candidate (with its in-block order); whether it holds the guard."""
             nonlocal choice
-            weighted = [(f, w * factor if template_key(f) in breaking else w) for f, w in expected.queries]
-            progress(f"no layout keeps every template within {bound:g}× of what it reads now: learning k={k} "
-                     f"with {len(extra)} cuts along the table's current order, {len(breaking)} template(s) "
-                     f"weighing {factor}×")
-            learn(k, cuts + extra, weighted)
-            labels.append(f"{k} with the table's order" + (f", {factor}× on breaking templates" if factor > 1 else ""))
+            started = time.time()
+            progress(f"no layout keeps every template within {bound:g}× of what it reads now: {label}")
+            layout = build()
+            learned.append((layout, in_block_order(layout, sample, workload, b_sample, options, evaluations)))
+            parts["trees"] += time.time() - started
+            labels.append(label)
             choice = choose()
             return choice.holds[-1]
 
-        # The most constrained candidate first (one tree, the heaviest weight): when even it breaks
-        # the guard, the milder ones are not tried (weighing the breaking templates less does not,
-        # as a rule, make them read less), and a refusal costs one learning, not eight. Otherwise
-        # the mildest that holds it, in order: k trees, then one (a block of one tree is a leaf, as
-        # narrow on the table's order as its cuts make it; blocks merged from k-tuples of several
-        # trees are wider on all of them), each weight in turn.
-        if candidate(1, GUARD_WEIGHTS[-1]):
-            for factor in GUARD_WEIGHTS:
-                if any(candidate(k, factor) for k in dict.fromkeys((options.k, 1))
-                       if (k, factor) != (1, GUARD_WEIGHTS[-1])):
+        def weighed(multipliers: dict[str, float]) -> list:
+            return [(f, w * multipliers.get(template_key(f), 1.0)) for f, w in expected.queries]
+
+        held, last = False, first_guard
+        multipliers: dict[str, float] = {}
+        if extra:
+            # 1. The order the table has as one more tree before the unconstrained choice's k (no
+            #    learning again); §6.2's blocks of their k-tuples with the constraint priced in
+            #    (guard_multipliers: the breaking templates' draws weigh more by how far the last
+            #    candidate was over), a few times.
+            started = time.time()
+            guarded = [(f, w) for f, w in expected.queries if template_key(f) in breaking]
+            free = learned[choice.index][0]
+            trees = order_trees(sample, extra, guarded, free.trees, b_sample, evaluations=evaluations,
+                                max_ktuples=options.max_ktuples)
+            parts["trees"] += time.time() - started
+            for i in range(GUARD_MERGES):
+                if i:
+                    multipliers = guard_multipliers(last, multipliers)
+                w = ", ".join(f"{m:.1f}" for m in multipliers.values())
+                held = add(f"{len(trees)} (the table's order and k={free.k}'s trees), merged"
+                           + (f" with {len(multipliers)} template(s) weighing {w}×" if multipliers else ""),
+                           partial(merged_layout, trees, sample, weighed(multipliers), b_sample,
+                                   evaluations=evaluations), weighed(multipliers))
+                last = choice.guards[-1]
+                if held or all(multipliers.get(t.template) == GUARD_WEIGHTS[-1] for t in last.breaking()):
                     break
+        if not held:
+            # 2. Trees learned again with the constraint priced in (the order cuts among the cuts).
+            multipliers = guard_multipliers(last, multipliers)
+            w = ", ".join(f"{m:.1f}" for m in multipliers.values())
+            held = add(f"{options.k} with the table's order, {len(multipliers)} template(s) weighing {w}×",
+                       partial(build_layout, sample, cuts + extra, weighed(multipliers), options.k, b_sample,
+                               max_ktuples=options.max_ktuples, evaluations=evaluations), weighed(multipliers))
+        if not held and not any(choice.holds):
+            # 3. The most constrained (one tree, cuts along the table's order, the breaking templates
+            #    weighing the most): when even it breaks the guard, the rewrite is refused.
+            top = {t: float(GUARD_WEIGHTS[-1]) for t in breaking | set(multipliers)}
+            add(f"1 with the table's order, {len(top)} template(s) weighing {GUARD_WEIGHTS[-1]}×",
+                lambda: build_layout(sample, cuts + extra, weighed(top), 1, b_sample,
+                                     max_ktuples=options.max_ktuples, evaluations=evaluations), weighed(top))
     k_selection = None
     if choice is not None:
         k_selection = choice.to_json(labels)

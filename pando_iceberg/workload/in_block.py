@@ -31,6 +31,7 @@ pruning is sound on its own.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,7 @@ from pando_iceberg.workload.templates import range_columns, template_key, typed_
 
 __all__ = [
     "DEFAULT_MAX_TEMPLATE_REGRESSION",
+    "GUARD_MERGES",
     "GUARD_WEIGHTS",
     "MAX_FILE_FACTOR",
     "MIN_GAIN",
@@ -64,7 +66,10 @@ __all__ = [
     "files_cost",
     "files_per_block",
     "files_read",
+    "guard_multipliers",
+    "merged_layout",
     "order_cuts",
+    "order_trees",
     "parse_regression_bound",
     "select_layout",
     "template_reads",
@@ -396,6 +401,23 @@ P_MAX_TEMPLATE_REGRESSION = "pando.layout.max-template-regression"  # table prop
 # guard (``spark/rewrite.learn_layout``, ``spark/partitioned.py``): the first is the candidate
 # with the table's order cuts alone.
 GUARD_WEIGHTS = (1, 4, 16, 64)
+# When the unconstrained candidates break the guard (``spark/rewrite.learn_layout``): at most this
+# many §6.2 bottom-ups over the order trees (``order_trees``), one per set of multipliers, then at
+# most two layouts learned again (reweighed; the most constrained) before a refusal.
+GUARD_MERGES = 4
+
+
+def guard_multipliers(guard: TemplateGuard, previous: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The factor each template's draws weigh by in the next candidate: the constrained objective
+    relaxed (Lagrange), template t's constraint ``reads_t ≤ allowed_t`` priced into the §5 cost as
+    extra weight on its draws. Set once per candidate from each breaking template's measured excess,
+    not searched: ``previous[t] × (reads_t / allowed_t)²`` (a multiplicative step, larger the
+    further it is over), at most ``GUARD_WEIGHTS[-1]``; templates that hold keep theirs."""
+    out = dict(previous or {})
+    for t in guard.breaking():
+        excess = t.with_layout / t.allowed if t.allowed > 0 else float(GUARD_WEIGHTS[-1])
+        out[t.template] = float(min(GUARD_WEIGHTS[-1], out.get(t.template, 1.0) * max(excess, 1.0) ** 2))
+    return out
 
 
 def parse_regression_bound(value: Any) -> float | None:
@@ -513,6 +535,7 @@ class LayoutChoice:
     guard: TemplateGuard | None = None
     holds: list[bool] = field(default_factory=list)
     unconstrained: int | None = None  # the index kept without the guard, when it differs
+    guards: list[TemplateGuard] = field(default_factory=list)  # each candidate's, under the guard
 
     def to_json(self, labels: Sequence[Any]) -> dict:
         out: dict[str, Any] = {"kept_k": _k_of(labels[self.index]),
@@ -580,7 +603,7 @@ def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
     holds = [g.holds for g in guards]
     eligible = [i for i, h in enumerate(holds) if h]
     best = pick(eligible) if eligible else free
-    return LayoutChoice(best, costs, guards[best], holds, free if free != best else None)
+    return LayoutChoice(best, costs, guards[best], holds, free if free != best else None, guards)
 
 
 def order_cuts(bounds: Mapping[str, tuple[Sequence[Any], Sequence[Any]]], schema: pa.Schema,
@@ -621,3 +644,36 @@ def order_cuts(bounds: Mapping[str, tuple[Sequence[Any], Sequence[Any]]], schema
             except Exception:  # a bound the binder cannot type: no cut there
                 continue
     return out
+
+
+def order_trees(sample: pa.Table, order: Sequence[ExprCut], guarded: Sequence[tuple[TableFilter, float]],
+                others: Sequence[Any], b_sample: float, *, evaluations: Evaluations,
+                max_ktuples: int | None = 10_000) -> list:
+    """The trees of a layout learned already (``others``: the unconstrained candidate's k, copied)
+    behind one more, the order the table already has (the guard's cheap construction, beyond the
+    paper): §6.1's greedy over ``order`` (the table's current order cuts, ``order_cuts``) for the
+    ``guarded`` draws alone (the templates the unconstrained layouts make read more than the guard
+    allows), leaves of at least ``b_sample`` rows. Every k-tuple then lies within one leaf of the
+    first tree, a range of the current files at most as fine as they are; ``merged_layout`` makes
+    blocks of them, as often as the guard asks, and nothing is learned again."""
+    from pando_iceberg.layout import build_trees, top_down_threshold
+    from pando_iceberg.layout.cost import normalize_queries
+
+    order = list(order)
+    first = build_trees(sample, order, list(guarded), 1, top_down_threshold(b_sample, 1), max_ktuples,
+                        masks=evaluations.masks(order), sides=evaluations.sides(normalize_queries(guarded)[0], order))
+    return first + copy.deepcopy(list(others))
+
+
+def merged_layout(trees: Sequence[Any], sample: pa.Table, queries: Sequence[tuple[TableFilter, float]],
+                  b_sample: float, *, evaluations: Evaluations) -> Any:
+    """§6.2's bottom-up over ``trees`` for ``queries`` (their weights may price the guard in,
+    ``guard_multipliers``): blocks of at least ``b_sample`` sample rows, the layout (not finalized)."""
+    from pando_iceberg.layout import Layout, assign_blocks, cut_table
+    from pando_iceberg.layout.cost import normalize_queries
+
+    used, _ = cut_table(list(trees))
+    queries = list(queries)
+    return Layout.from_assignment(assign_blocks(list(trees), sample, queries, b_sample,
+                                                sides=evaluations.sides(normalize_queries(queries)[0], used),
+                                                masks=evaluations.mask_map(used)))

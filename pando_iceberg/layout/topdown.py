@@ -134,9 +134,10 @@ class TopDown:
         self.num_ktuples = 1 if n else 0
         self.stats = TopDownStats(ktuples=self.num_ktuples)
         if len(self.w) and self._splittable(n):
-            a = (self.scan.astype(np.float32) @ self.masks_t)
-            s = self.scan.sum(axis=1).astype(np.float64)
+            # every query scans every row yet: A[q] is each cut's TRUE rows, S[q] the rows
             cnt = masks.sum(axis=1)
+            a = np.broadcast_to(cnt.astype(np.float32), (len(self.w), c)).copy()
+            s = np.full(len(self.w), float(n))
             for t in range(k):
                 leaf = self.leaves[t][0]
                 leaf.A, leaf.S, leaf.N = a.copy() if t else a, s.copy(), cnt

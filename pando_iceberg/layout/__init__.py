@@ -32,7 +32,7 @@ from .cost import (
 from .evaluations import Evaluations
 from .layout import Layout, ObservedKTuples, ScanExplanation, TreeScan
 from .serialize import FORMAT_VERSION, SUPPORTED_VERSIONS, LayoutFormatError
-from .topdown import build_trees, evaluate_cuts
+from .topdown import build_trees, evaluate_cuts, one_blas_thread
 from .tree import Decision, KTuple, PartitionTree, cut_table
 
 #: k-tuples per block of the sample in the k trees' shared leaf budget (``leaf_budget``)
@@ -144,6 +144,16 @@ def build_layout(
     # Under the leaf budget the splits are ordered two ways (``leaf_budget``): the blocks of the
     # one that costs the workload less on the sample are kept.
     best: BlockAssignment | None = None
+    with one_blas_thread():  # the trees' and the merge's products (``one_blas_thread``)
+        best = _best_assignment(sample, cuts, queries, filters, k, min_block_rows, min_leaf_rows, max_ktuples,
+                                progress, evaluations, budget)
+    assert best is not None
+    return Layout.from_assignment(best)
+
+
+def _best_assignment(sample, cuts, queries, filters, k, min_block_rows, min_leaf_rows, max_ktuples, progress,
+                     evaluations, budget) -> BlockAssignment | None:
+    best: BlockAssignment | None = None
     for per_ktuple in (True, False) if budget is not None else (False,):
         trees = build_trees(sample, cuts, queries, k, min_leaf_rows, max_ktuples, progress=progress,
                             masks=evaluations.masks(cuts), sides=evaluations.sides(filters, cuts),
@@ -153,5 +163,4 @@ def build_layout(
                                    sides=evaluations.sides(filters, used), masks=evaluations.mask_map(used))
         if best is None or assignment.cost < best.cost:
             best = assignment
-    assert best is not None
-    return Layout.from_assignment(best)
+    return best

@@ -13,8 +13,9 @@ on the sample (the units §6.2 merges into blocks). A split adds the k-tuples of
 on both sides of the cut, and the greedy takes, among the splits that still fit the budget, the
 one of the largest benefit per k-tuple added (``per_ktuple``; a split adding none counts as one)
 or of the largest benefit. Per splittable leaf the count per cut is one segmented sum of the cut masks over the
-leaf's rows grouped by k-tuple; a split changes the k-tuples only of its own rows, so only the
-other trees' leaves holding them are counted again.
+leaf's rows grouped by k-tuple; a split changes the k-tuples only of its own rows, so the other
+trees' leaves holding them are corrected by what the split k-tuples count after the split minus
+before (one segmented sum over the split leaf's rows, not over those leaves).
 
 How the benefit is computed without re-evaluating the cost model per candidate:
 Scan[q, r] = AND over trees of "q reaches the leaf of row r". Splitting leaf l of tree t by cut c
@@ -40,11 +41,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from .cost import SideMatrix, normalize_queries, side_matrix
 from .tree import PartitionTree
 
-__all__ = ["TopDown", "build_trees", "evaluate_cuts"]
+__all__ = ["TopDown", "build_trees", "evaluate_cuts", "one_blas_thread"]
 
 
 def evaluate_cuts(cuts: Sequence[Any], table: Any) -> np.ndarray:
@@ -75,6 +77,7 @@ class _Leaf:
     new: np.ndarray | None = None
     best_new: int = 0
     over_budget: bool = False  # a split with positive benefit left out: it does not fit the budget
+    stale: bool = False  # its k-tuples changed since it was scored (scored again after the split)
 
 
 @dataclass
@@ -132,9 +135,10 @@ class TopDown:
         self.num_ktuples = 1 if n else 0
         self.stats = TopDownStats(ktuples=self.num_ktuples)
         if len(self.w) and self._splittable(n):
-            a = (self.scan.astype(np.float32) @ self.masks_t)
-            s = self.scan.sum(axis=1).astype(np.float64)
+            # every query scans every row yet: A[q] is each cut's TRUE rows, S[q] the rows
             cnt = masks.sum(axis=1)
+            a = np.broadcast_to(cnt.astype(np.float32), (len(self.w), c)).copy()
+            s = np.full(len(self.w), float(n))
             for t in range(k):
                 leaf = self.leaves[t][0]
                 leaf.A, leaf.S, leaf.N = a.copy() if t else a, s.copy(), cnt
@@ -145,6 +149,7 @@ class TopDown:
 
     def _score(self, leaf: _Leaf) -> None:
         assert leaf.A is not None and leaf.S is not None and leaf.N is not None
+        leaf.stale = False
         benefit = (self.w_diff * leaf.A).sum(axis=0) + leaf.S @ self.w_not_not
         size = len(leaf.rows)
         valid = (leaf.N >= self.min_leaf) & (size - leaf.N >= self.min_leaf)
@@ -202,7 +207,7 @@ class TopDown:
 
     def _stale_leaves(self, t: int, rows: np.ndarray) -> list[_Leaf]:
         """The other trees' splittable leaves holding ``rows``, whose k-tuples a split of tree t
-        just changed: their k-tuples-added counts are dropped (recomputed when scored)."""
+        may just have changed: scored again after the split."""
         out = []
         for t2 in range(self.k):
             if t2 == t:
@@ -210,9 +215,47 @@ class TopDown:
             for leaf_id in np.unique(self.leaf_of[t2, rows]):
                 leaf = self.leaves[t2][int(leaf_id)]
                 if leaf.A is not None:
-                    leaf.new = None
+                    leaf.stale = True
                     out.append(leaf)
         return out
+
+    def _per_ktuple_true(self, rows: np.ndarray, both: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per k-tuple of ``both`` (sorted ids, each with rows among ``rows``): its rows among
+        ``rows`` TRUE on each cut (len(both) × C) and its rows among them."""
+        idx = np.searchsorted(both, self.kcode[rows])
+        order = np.argsort(idx, kind="stable")
+        starts = np.flatnonzero(np.r_[True, idx[order][1:] != idx[order][:-1]])
+        true = np.add.reduceat(self.masks_t[rows[order]], starts, axis=0)
+        return true, np.diff(np.r_[starts, len(rows)]).astype(np.float32)
+
+    def _update_new(self, t: int, rows_t: np.ndarray, rows_f: np.ndarray, both: np.ndarray) -> None:
+        """Before the k-tuples ``both`` of a split of tree t become two each (rows_t keep their
+        id, rows_f get a new one): the other trees' leaves holding them get their
+        k-tuples-added counts corrected, per cut, by the split k-tuples' count on both sides of
+        the cut after the split minus before (a k-tuple lies in one leaf of every tree; the
+        rows of the split leaf only, instead of counting those leaves afresh)."""
+        in_t = rows_t[np.isin(self.kcode[rows_t], both)]
+        in_f = rows_f[np.isin(self.kcode[rows_f], both)]
+        true_t, size_t = self._per_ktuple_true(in_t, both)
+        true_f, size_f = self._per_ktuple_true(in_f, both)
+        true_a, size_a = true_t + true_f, size_t + size_f
+        delta = (((true_t > 0) & (true_t < size_t[:, None])).astype(np.int64)
+                 + ((true_f > 0) & (true_f < size_f[:, None]))
+                 - ((true_a > 0) & (true_a < size_a[:, None])))
+        first = np.searchsorted(both, self.kcode[in_t])
+        rep = np.empty(len(both), dtype=np.int64)
+        rep[first] = in_t  # a row of each split k-tuple
+        for t2 in range(self.k):
+            if t2 == t:
+                continue
+            lf = self.leaf_of[t2, rep]
+            order = np.argsort(lf, kind="stable")
+            ids, starts = np.unique(lf[order], return_index=True)
+            sums = np.add.reduceat(delta[order], starts, axis=0)
+            for leaf_id, d in zip(ids, sums):
+                leaf = self.leaves[t2].get(int(leaf_id))
+                if leaf is not None and leaf.new is not None:
+                    leaf.new = leaf.new + d
 
     def _new_ktuples(self, rows_true: np.ndarray, rows_false: np.ndarray) -> np.ndarray:
         """k-tuple ids present on both sides of the split: each becomes two k-tuples."""
@@ -220,6 +263,10 @@ class TopDown:
 
     def run(self, step: Any = None) -> list[PartitionTree]:
         """``step``: a progress step advanced once per split (its total an upper bound)."""
+        with one_blas_thread():
+            return self._run(step)
+
+    def _run(self, step: Any) -> list[PartitionTree]:
         self.stats.initial_cost = self.current_cost()
         while True:
             choice = self._best()
@@ -243,6 +290,8 @@ class TopDown:
             # Rows on the NOT-TRUE side of a split k-tuple get a fresh k-tuple id.
             stale: list[_Leaf] = []
             if len(both):
+                if self.leaf_budget is not None:
+                    self._update_new(t, rows_t, rows_f, both)
                 moved = rows_f[np.isin(self.kcode[rows_f], both)]
                 _, inv = np.unique(self.kcode[moved], return_inverse=True)
                 self.kcode[moved] = self.num_ktuples + inv
@@ -251,7 +300,7 @@ class TopDown:
                     stale = self._stale_leaves(t, rows)
             self._apply(t, node, c, rows_t, rows_f)
             for other in stale:
-                if other.new is None:
+                if other.stale:
                     self._score(other)
             self.stats.splits += 1
             self.stats.history.append((t, node, c, benefit))
@@ -340,6 +389,13 @@ class TopDown:
             if children is not None and self._splittable(len(rows)):
                 leaf.A, leaf.S, leaf.N = children[i]
                 self._score(leaf)
+
+
+def one_blas_thread():
+    """A context in which numpy's products use one BLAS thread. The greedy's products are many
+    and small, and the driver shares its cores with Spark: OpenBLAS's threads spinning for them
+    made the TPC-H SF 1 k = 3 top-down 4× slower (75 s against 18 s, on 2 busy cores)."""
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 @dataclass(frozen=True)

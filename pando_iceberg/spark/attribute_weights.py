@@ -42,7 +42,7 @@ def spark_weights(spark, collect: Callable[..., pa.Table]) -> DimensionWeights:
             df = spark.table(dim)
             todo = [a for a in attrs if (dim, pk, a) not in follows]
             if todo:
-                follows.update({(dim, pk, a): f for a, f in _keys_follow(df, pk, todo).items()})
+                follows.update({(dim, pk, a): f for a, f in _keys_follow(df, pk, todo, collect).items()})
             per_key = _fact_key_counts(spark, fact_keys)
             joined = per_key.join(df, per_key[_KEY] == df[_quoted(pk)])
             return {a: AttributeWeights(follows[(dim, pk, a)], *_value_weights(joined, a, df, groups, collect))
@@ -61,27 +61,73 @@ def _is_float(df, name: str) -> bool:
     return isinstance(df.schema[name].dataType, (DoubleType, FloatType))
 
 
-def _keys_follow(df, pk: str, attrs: Sequence[str]) -> dict[str, bool]:
-    """``attribute_ranges.keys_follow`` of every attribute, in one job (a window over the
-    dimension in key order: one partition on an executor, nothing on the driver)."""
-    from pyspark.sql import Window
+def _keys_follow(df, pk: str, attrs: Sequence[str], collect: Callable[..., pa.Table]) -> dict[str, bool]:
+    """``attribute_ranges.keys_follow`` of every attribute, in parallel: the dimension's (key,
+    attributes) range-partitioned by the key (NULL keys last), each partition sorted and counted
+    on an executor in Arrow (rows, changes inside it, distinct values, its first and last
+    values); the driver adds the changes between consecutive partitions. The distinct values of
+    the whole dimension are counted (one more job) only for an attribute that the partitions'
+    counts leave undecided: changes above twice their sum decide "no", at most twice the largest
+    decide "yes"."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
 
-    order = Window.orderBy(F.col(_quoted(pk)).asc_nulls_last())
-    changes = []
-    for i, a in enumerate(attrs):
-        now, before = F.col(_quoted(a)), F.lag(F.col(_quoted(a))).over(order)
-        change = now.isNull() | before.isNull() | (now != before)
-        if _is_float(df, a):  # Arrow's not_equal: NaN differs from everything, NaN too
-            change = change | F.isnan(now) | F.isnan(before)
-        changes.append(change.alias(f"c{i}"))
-    ranked = df.select(F.row_number().over(order).alias(_RANK),
-                       *[F.col(_quoted(a)).alias(f"a{i}") for i, a in enumerate(attrs)], *changes)
-    stats = ranked.agg(F.count(F.lit(1)).alias("n"),
-                       *[F.sum(F.when((F.col(_RANK) > 1) & F.col(f"c{i}"), 1).otherwise(0)).alias(f"c{i}")
-                         for i in range(len(attrs))],
-                       *[F.countDistinct(F.col(f"a{i}")).alias(f"d{i}") for i in range(len(attrs))]).first()
-    return {a: stats["n"] < 2 or (stats[f"c{i}"] or 0) <= 2 * stats[f"d{i}"] for i, a in enumerate(attrs)}
+    if not attrs:
+        return {}
+    names = [pk, *attrs]
+    sel = df.select(*[F.col(_quoted(c)).alias(f"a{i}") for i, c in enumerate(names)])
+    ranged = sel.repartitionByRange(F.col("a0").asc_nulls_last())  # the session's shuffle partitions
+    fields = [StructField("part", LongType()), StructField("n", LongType())]
+    for i in range(1, len(names)):
+        kind = sel.schema[f"a{i}"].dataType
+        fields += [StructField(f"c{i}", LongType()), StructField(f"d{i}", LongType()),
+                   StructField(f"f{i}", kind), StructField(f"l{i}", kind)]
+    stats = ranged.mapInArrow(_partition_changes(len(names) - 1), StructType(fields))
+    got = collect(stats)
+    got = got.filter(pc.greater(got.column("n"), 0)).sort_by("part")
+    n = int(pc.sum(got.column("n")).as_py() or 0)
+    out: dict[str, bool] = {}
+    undecided: dict[str, int] = {}
+    for i, a in enumerate(attrs, start=1):
+        changes = int(pc.sum(got.column(f"c{i}")).as_py() or 0)
+        if got.num_rows > 1:  # between consecutive partitions: Arrow's not_equal, NULL a change
+            last, first = got.column(f"l{i}").combine_chunks()[:-1], got.column(f"f{i}").combine_chunks()[1:]
+            changes += int(pc.sum(pc.fill_null(pc.not_equal(first, last), True)).as_py() or 0)
+        local = got.column(f"d{i}").to_numpy()
+        # the partitions' distinct values bound the dimension's (one more each: NaN, -0.0 counted apart)
+        low, high = (int(local.max()) - 1 if len(local) else 0), int(local.sum()) + len(local)
+        if n < 2 or changes <= 2 * low:
+            out[a] = True
+        elif changes > 2 * high:
+            out[a] = False
+        else:
+            undecided[a] = changes
+    if undecided:
+        exact = df.agg(*[F.countDistinct(F.col(_quoted(a))).alias(f"d{i}") for i, a in enumerate(undecided)]).first()
+        out.update({a: c <= 2 * exact[f"d{i}"] for i, (a, c) in enumerate(undecided.items())})
+    return out
+
+
+def _partition_changes(attrs: int):
+    """mapInArrow: one partition's (key, attributes) → one row: its id, rows, and per attribute
+    the changes in key order, distinct values, first and last value."""
+    def run(batches):
+        from pyspark import TaskContext
+
+        table = pa.Table.from_batches(list(batches))
+        if table.num_rows == 0:
+            return
+        ctx = TaskContext.get()
+        order = pc.sort_indices(table.column(0))  # NULL keys last, as Spark ranged them
+        row: dict = {"part": [ctx.partitionId() if ctx is not None else 0], "n": [table.num_rows]}
+        for i in range(1, attrs + 1):
+            v = table.column(i).take(order).combine_chunks()
+            changes = pc.sum(pc.fill_null(pc.not_equal(v[1:], v[:-1]), True)).as_py() or 0
+            row[f"c{i}"], row[f"d{i}"] = [changes], [pc.count_distinct(v).as_py()]
+            row[f"f{i}"], row[f"l{i}"] = v[:1], v[-1:]
+        yield pa.RecordBatch.from_pydict({k: pa.concat_arrays(x) if isinstance(x[0], pa.Array) else x
+                                          for k, x in row.items()})
+    return run
 
 
 def _fact_key_counts(spark, fact_keys: pa.Array):

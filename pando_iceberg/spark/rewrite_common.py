@@ -348,12 +348,16 @@ class SparkKeyProvider:
     default settings its cuts are read with, whatever the session's; None: the session's own,
     for a query's key sets)."""
 
-    def __init__(self, spark, schemas: dict[str, pa.Schema], settings: Semantics | None = None):
+    def __init__(self, spark, schemas: dict[str, pa.Schema], settings: Semantics | None = None,
+                 track_snapshots: bool = False):
         self.spark = spark
         self.schemas = schemas
         self.conf = settings.spark_conf() if settings is not None else {}
         self._unique: dict[tuple[str, str], bool] = {}
         self._cache: dict[tuple[str, str, str], np.ndarray] = {}
+        #: with ``track_snapshots``: each table ``prefetch`` read, its snapshot before the first read
+        #: (the key sets kept are exact at it while the table has not moved since)
+        self.read_snapshots: dict[str, int | None] | None = {} if track_snapshots else None
 
     def _frame(self, dim_table: str, dim_filter):
         df = self.spark.table(dim_table)
@@ -399,11 +403,18 @@ class SparkKeyProvider:
         included (§7, lineitem → orders → customer → nation): each table is read once as
         ``SELECT <pk and join columns>, (p1) AS _p0, (p2) AS _p1, ... FROM dim``; then, on those
         columns, a predicate's key set is its rows' pks where its own mask holds (NULL → not in
-        the set, as in WHERE) and every join column is in the inner filter's key set."""
+        the set, as in WHERE) and every join column is in the inner filter's key set. Key sets
+        this provider already holds are not read again (a table none of whose requested key
+        sets is missing is not read at all)."""
         columns: dict[str, dict[str, None]] = {}  # dim → columns to read (ordered, unique)
         predicates: dict[str, dict[str, Any]] = {}  # dim → {predicate SQL: filter}
 
+        def memo_of(dim: str, pk: str, flt) -> tuple[str, str, str]:
+            return (dim, pk, flt.to_sql() if flt is not None else "TRUE")
+
         def visit(dim: str, pk: str, flt) -> None:
+            if memo_of(dim, pk, flt) in self._cache:
+                return
             columns.setdefault(dim, {})[pk] = None
             if flt is None:
                 return
@@ -420,12 +431,15 @@ class SparkKeyProvider:
             preds = list(predicates.get(dim, {}))
             select = [sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in cols]
             select += [f"({p}) AS `_p{i}`" for i, p in enumerate(preds)]
+            if self.read_snapshots is not None and dim not in self.read_snapshots:
+                self.read_snapshots[dim] = dimension_snapshot(self.spark, dim)
             with session_conf(self.spark, self.conf):
                 read = collect_arrow(self.spark.table(dim).selectExpr(*select))
             frames[dim] = (read, {p: len(cols) + i for i, p in enumerate(preds)})
+        ordered: dict[tuple[str, str], tuple[np.ndarray, np.ndarray, bool] | None] = {}
 
         def keys(dim: str, pk: str, flt) -> np.ndarray:
-            memo = (dim, pk, flt.to_sql() if flt is not None else "TRUE")
+            memo = memo_of(dim, pk, flt)
             if memo not in self._cache:
                 table, pred_col = frames[dim]
                 mask = np.ones(table.num_rows, dtype=bool)
@@ -435,12 +449,32 @@ class SparkKeyProvider:
                 for j in flt.joins if flt is not None else ():
                     inner = keyset.normalize_keys(keys(j.dim_table, j.dim_pk, j.dim_filter))
                     mask &= keyset.member_mask(table.column(j.column), inner)
-                pks = table.column(pk).filter(pa.array(mask)).drop_null()
-                self._cache[memo] = _sorted_unique(pks.to_numpy(zero_copy_only=False))
+                if (dim, pk) not in ordered:
+                    ordered[(dim, pk)] = _key_order(table.column(pk))
+                by_key = ordered[(dim, pk)]
+                if by_key is not None:  # the keys sorted once per table; a mask picks them in order
+                    order, values, unique = by_key
+                    picked = values[mask[order]]
+                    self._cache[memo] = picked if unique else _sorted_unique(picked)
+                else:
+                    pks = table.column(pk).filter(pa.array(mask)).drop_null()
+                    self._cache[memo] = _sorted_unique(pks.to_numpy(zero_copy_only=False))
             return self._cache[memo]
 
         for dim, pk, flt in requests:
             keys(dim, pk, flt)
+
+
+def _key_order(column) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """An integer key column without NULLs: the order that sorts it, its values in that order,
+    and whether they are unique (a key set is then the sorted values a mask picks, in order);
+    None for any other column (each key set sorted on its own)."""
+    if column.null_count or not pa.types.is_integer(column.type):
+        return None
+    values = np.asarray(column.to_numpy())
+    order = np.argsort(values, kind="stable")
+    values = values[order]
+    return order, values, bool(len(values) < 2 or (values[1:] != values[:-1]).all())
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -507,22 +541,28 @@ def table_workload(spark, table_name: str, workload: Sequence[str] | str) -> tup
     return wl, target, queries, schemas
 
 
-def table_cuts(spark, wl, target: str, schemas: dict[str, pa.Schema], filters: Sequence[Any]) -> list:
+def table_cuts(spark, wl, target: str, schemas: dict[str, pa.Schema], filters: Sequence[Any],
+               provider: SparkKeyProvider | None = None) -> list:
     """Candidate cuts of ``filters`` (§6.1: their simple predicates) and their join-induced
-    literal cuts, with key sets from Spark and their dimension's snapshot (§7)."""
+    literal cuts, with key sets from Spark and their dimension's snapshot (§7). ``provider``: one
+    with ``track_snapshots`` whose key sets (``keyed_draws``') are reused."""
     cuts: dict[str, Any] = {}
     for f in filters:
         for cut in f.candidate_cuts():
             cuts.setdefault(cut.key, cut)
     cuts_list = list(cuts.values())
-    provider = SparkKeyProvider(spark, schemas, semantics.DEFAULT)
+    if provider is None or provider.read_snapshots is None:
+        provider = SparkKeyProvider(spark, schemas, semantics.DEFAULT, track_snapshots=True)
     recorder = _RecordingKeyProvider(provider)
     wl.join_induced_cuts(target, recorder, filters=filters)  # which key sets are needed ...
-    # Each dimension's snapshot BEFORE its keys are read: refresh_literal_cuts reads only the rows
-    # changed since (rows appended in between are re-read, which is harmless). The keys are exact
-    # at those snapshots when no table of the chain moved while they were read (CutOrigin.exact_at).
+    # Each dimension's snapshot BEFORE its keys are read (by this prefetch or an earlier one of
+    # the provider): refresh_literal_cuts reads only the rows changed since (rows appended in
+    # between are re-read, which is harmless). The keys are exact at those snapshots when no
+    # table of the chain moved while they were read (CutOrigin.exact_at).
     chain = sorted({t for r in recorder.requests for t in _chain_tables(r[0], r[2])})
-    dim_snapshots = {dim: dimension_snapshot(spark, dim) for dim in chain}
+    assert provider.read_snapshots is not None
+    dim_snapshots = {dim: provider.read_snapshots[dim] if dim in provider.read_snapshots
+                     else dimension_snapshot(spark, dim) for dim in chain}
     provider.prefetch(recorder.requests)  # ... computed with one Spark job per dimension
     still = {dim: dimension_snapshot(spark, dim) for dim in chain} == dim_snapshots
     cuts_list += [with_origin_snapshot(c, dim_snapshots.get(c.origin.dim_table), dim_snapshots if still else None)
@@ -548,15 +588,17 @@ def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], que
     dims = dimension_samples(spark, [f for f, _ in queries], options) if options.template_draws else {}
     expected = expected_workload(queries, sample, options.template_draws, options.seed, dimensions=dims,
                                  validation_draws=options.template_draws if validate else 0)
-    expected = keyed_draws(spark, wl, expected, schemas)
+    provider = SparkKeyProvider(spark, schemas, semantics.DEFAULT, track_snapshots=True)  # key sets read once
+    expected = keyed_draws(spark, wl, expected, schemas, provider=provider)
     filters = [f for f, _ in expected.queries]
     blocks = sample.num_rows / max(rate, 1e-9) / max(1, options.min_block_rows)
     groups = attribute_range_filters(filters, sample, spark_weights(spark, collect_arrow),
                                      group_count(blocks))
-    return expected, table_cuts(spark, wl, target, schemas, filters + groups)
+    return expected, table_cuts(spark, wl, target, schemas, filters + groups, provider=provider)
 
 
-def keyed_draws(spark, wl, expected, schemas: dict[str, pa.Schema], row_limit: int | None = None):
+def keyed_draws(spark, wl, expected, schemas: dict[str, pa.Schema], row_limit: int | None = None,
+                provider: SparkKeyProvider | None = None):
     """``expected`` with the key set of every join whose chain the planner reads keys of at
     query time too: every join of the chain FK→PK (``wl.key_basis``: the query-time parse
     attaches no other join) and every table of at most ``row_limit`` rows (default
@@ -570,7 +612,7 @@ def keyed_draws(spark, wl, expected, schemas: dict[str, pa.Schema], row_limit: i
 
     limit = settings.of_spark(spark)["joinPruning.maxDimensionRows"] if row_limit is None else row_limit
     rows: dict[str, int] = {}
-    provider = SparkKeyProvider(spark, schemas, semantics.DEFAULT)
+    provider = provider or SparkKeyProvider(spark, schemas, semantics.DEFAULT)
 
     def within(j) -> bool:
         if wl.key_basis(j.dim_table, j.dim_pk, provider) is None:

@@ -78,3 +78,29 @@ def test_spark_weights_equal_the_arrow_weights(spark):
 
 def fact_weights_of(dim: pa.Table, fact_keys: pa.Array, attrs: list[str]):
     return [fact_weights(fact_keys, dim.column("pk").combine_chunks(), dim.column(a).combine_chunks()) for a in attrs]
+
+
+def test_keys_follow_decided_by_the_partitions_and_by_the_distinct_values(spark):
+    """Whether the keys follow an attribute is the Arrow answer both where the partitions'
+    counts decide it (few values in load order: far more changes than values; values in key
+    order: about one change per value) and where the dimension's distinct values must be counted."""
+    rows = 4000
+    rng = np.random.default_rng(5)
+    keys = rng.permutation(np.arange(1, rows + 1))
+    dim = pa.table({
+        "pk": pa.array(keys, pa.int64()),
+        "few": pa.array(rng.integers(0, 3, rows)),  # load order: "no" from the partitions' counts
+        "ordered": pa.array(((keys - 1) // 400).astype(np.int64)),  # 10 runs of 400 keys: "yes"
+        "pairs": pa.array(((keys - 1) // 2).astype(np.int64)),  # a change per two keys: counted
+        "noisy": pa.array(np.where(rng.random(rows) < 0.3, -1, (keys - 1) // 50)),  # between them
+    })
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NS}")
+    spark.sql(f"DROP TABLE IF EXISTS {NS}.follow")
+    spark.createDataFrame(dim.to_pandas()).writeTo(f"{NS}.follow").create()
+    stored = collect_arrow(spark.table(f"{NS}.follow"))
+    attrs = ["few", "ordered", "pairs", "noisy"]
+    fact_keys = pa.array(rng.integers(1, rows + 1, 500).tolist(), pa.int64())
+    got = spark_weights(spark, collect_arrow)(f"{NS}.follow", "pk", attrs, fact_keys, 4)
+    want = arrow_weights(lambda _, cols: stored.select(list(cols)))(f"{NS}.follow", "pk", attrs, fact_keys, 4)
+    assert [got[a].follows for a in attrs] == [want[a].follows for a in attrs]
+    assert [got[a].follows for a in attrs][:3] == [False, True, True]

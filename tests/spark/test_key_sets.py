@@ -43,3 +43,29 @@ def test_prefetched_key_sets_equal_arrow_ones(spark, catalog, tpch, table):
         want = np.unique(arrow(dim, pk, flt))
         assert np.array_equal(np.sort(got), want), flt.to_sql()
     assert len(provider._cache) >= len({(d, p, f.to_sql()) for d, p, f in recorder.requests})
+
+
+def test_a_second_prefetch_reads_only_what_is_missing(spark, tpch):
+    """Key sets the provider holds are not read again: the same requests a second time run no
+    Spark job; with ``track_snapshots`` the provider knows each table's snapshot before it read it."""
+    table = "tpch.lineitem"
+    schemas = namespace_schemas(spark, table)
+    wl = parse_workload([sql for _, sql in tpch_workload(1, seed=5)], schemas,
+                        primary_keys={f"tpch.{t}": pk for t, pk in TPCH_PRIMARY_KEYS.items()})
+    provider = SparkKeyProvider(spark, schemas, track_snapshots=True)
+    recorder = _RecordingKeyProvider(provider)
+    wl.join_induced_cuts(table, recorder)
+    provider.prefetch(recorder.requests)
+    first = {r: provider(*r) for r in recorder.requests}
+    assert provider.read_snapshots and set(provider.read_snapshots) == {d for d, _, _ in recorder.requests} | \
+        set(provider.read_snapshots)
+    sc = spark.sparkContext
+    group = "key-sets-prefetch-again"
+    sc.setJobGroup(group, "the same key sets again")
+    try:
+        provider.prefetch(recorder.requests)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+    assert len(sc.statusTracker().getJobIdsForGroup(group)) == 0
+    assert all(provider(*r) is keys for r, keys in first.items())

@@ -122,8 +122,10 @@ def clustering_information(table: Any, columns: Sequence[str] | None = None,
     """The clustering of ``table``'s (a pyiceberg table) data files at its current snapshot (or
     ``snapshot_id``) on each of ``columns`` (default: every top-level column whose type has
     ordered bounds), from its manifests."""
+    from ..planner.limit import column_kind  # the types whose bounds the planner uses
+
     schema = table.schema()
-    ordered = [f.name for f in schema.fields if f.field_type.is_primitive and _has_bounds(f.field_type)]
+    ordered = [f.name for f in schema.fields if f.field_type.is_primitive and column_kind(f.field_type) is not None]
     if columns is None:
         names = ordered
     else:
@@ -153,22 +155,3 @@ def clustering_information(table: Any, columns: Sequence[str] | None = None,
         metrics = files.column("readable_metrics").combine_chunks().field(name)
         out.append(column_clustering(name, metrics.field("lower_bound"), metrics.field("upper_bound")))
     return out
-
-
-def _has_bounds(field_type: Any) -> bool:
-    from pyiceberg.types import (
-        BooleanType,
-        DateType,
-        DecimalType,
-        DoubleType,
-        FloatType,
-        IntegerType,
-        LongType,
-        StringType,
-        TimestampType,
-        TimestamptzType,
-        TimeType,
-    )
-
-    return isinstance(field_type, (IntegerType, LongType, FloatType, DoubleType, DecimalType, DateType, TimeType,
-                                   TimestampType, TimestamptzType, StringType, BooleanType))

@@ -623,15 +623,18 @@ class TableOptimizer:
                                 guard_holds=learned.guard is None or learned.guard.holds)
 
     def advise(self, workload: Workload, k: int | None = None, *, options: LayoutOptions | None = None,
-               sort_orders: Sequence[str] = (), apply: bool = False) -> Any:
+               sort_orders: Sequence[str] = (), apply: bool = False, max_repay_days: float | None = None,
+               workload_days: float | None = None) -> Any:
         """Rank the candidate layouts of the table for ``workload`` by predicted bytes per held-out
         query, with each one's predicted rewrite cost and the queries after which it repays it
         (``maintenance/advisor.py``): the table as is, Iceberg's sort and z-order on the columns
         the workload filters most, Pando with 1..k trees (``k``, else the options' or the table's
         ``pando.layout.k``, else 4), and Iceberg's ``sort_orders`` asked for (``'c DESC'``,
-        ``'zorder(a, b)'``). ``apply``: write the advised one (Pando's without learning it again).
-        Returns a ``maintenance.advisor.Advice``."""
-        from .maintenance.advisor import advise, apply_advice
+        ``'zorder(a, b)'``). ``apply``: write the advised one (Pando's without learning it again);
+        with ``max_repay_days``, only when it repays its rewrite within that many days of a
+        workload like this one, which spans ``workload_days`` (a query log's window). Returns a
+        ``maintenance.advisor.Advice``."""
+        from .maintenance.advisor import advise, apply_advice, repay_days
 
         spark = self.pt._spark("optimize.advise")
         given = options.given if options is not None else frozenset()
@@ -648,6 +651,9 @@ class TableOptimizer:
                                 "whole-table layouts only; lay it out with optimize.rewrite(workload, where=...)")
         ropts = opts.to_rewrite_options()
         self.pt._refresh_spark()
+        if max_repay_days is not None and not (isinstance(workload_days, (int, float)) and workload_days > 0):
+            raise PandoApiError("optimize.advise", "'max_repay_days' needs the days the workload spans "
+                                f"('workload_days' > 0, a query log's window), got {workload_days!r}")
         if isinstance(sort_orders, str) or not all(isinstance(o, str) for o in sort_orders):
             raise PandoApiError("optimize.advise", f"'sort_orders' must be a list of Iceberg sort orders "
                                 f"('c DESC', 'zorder(a, b)'), got {sort_orders!r}")
@@ -658,11 +664,21 @@ class TableOptimizer:
             if "sort order" not in str(e):
                 raise
             raise PandoApiError("optimize.advise", str(e)) from None
-        if apply:
+        why = None
+        if apply and max_repay_days is not None and workload_days and advice.advised.strategy != "none":
+            per_day = advice.workload_queries / workload_days
+            days = repay_days(advice.advised, per_day)
+            if days is None or days > max_repay_days:
+                when = "never" if days is None else f"after {days:.1f} days"
+                why = (f"{advice.advised.name} repays its rewrite {when} of this workload ({per_day:.1f} queries "
+                       f"a day on the table): more than max_repay_days {max_repay_days:g}")
+        if apply and why is None:
             done = apply_advice(spark, self.pt.name, advice, learned, sources, ropts,
                                 io_properties=self.pt.io_properties, progress=self.pt.progress)
             advice = dataclasses.replace(advice, applied=done)
             self.pt._refresh_spark()
+        elif apply:
+            advice = dataclasses.replace(advice, not_applied=why)
         return advice
 
     def rewrite(self, workload: Workload | None = None, k: int | None = None, *,

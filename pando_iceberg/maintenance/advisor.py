@@ -245,7 +245,9 @@ class Advice:
     validation_draws: int
     ranked: tuple[tuple[Candidate, bool], ...]  # (candidate, advised), best first
     seconds: float  # the advice's own wall time
+    workload_queries: float = 0.0  # the workload's queries on the table, by weight (a query log: its runs)
     applied: str | None = None  # what ``apply`` ran (None: nothing)
+    not_applied: str | None = None  # why ``apply`` wrote nothing
 
     @property
     def advised(self) -> Candidate:
@@ -324,8 +326,17 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
         others.append(candidate(f"pando k={label}", "pando" if is_kept and not refused else "info", label,
                                 float(fraction), table_mb, rows, now_mb, optimizer, why))
     ranked = rank_candidates(now, others)
-    advice = Advice(name, rows, table_mb, sample.num_rows, len(validation), tuple(ranked), time.time() - started)
+    advice = Advice(name, rows, table_mb, sample.num_rows, len(validation), tuple(ranked), time.time() - started,
+                    float(sum(w for _, w in learned.queries)))
     return advice, learned
+
+
+def repay_days(candidate: Candidate, queries_per_day: float) -> float | None:
+    """Days of a workload of ``queries_per_day`` after which ``candidate`` repays its rewrite
+    (None: it never does)."""
+    if candidate.repays_after_queries is None or queries_per_day <= 0:
+        return None
+    return candidate.repays_after_queries / queries_per_day
 
 
 def apply_advice(spark: Any, name: str, advice: Advice, learned: Any, sources: Sequence[Any], options: Any,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -305,10 +306,12 @@ def optimize_layout(ctx: ProcedureContext, table: str, workload: str | None = No
            Param("options", "map<string,string>", default={},
                  doc="as rewrite_data_files' (k: Pando's 1..k, default 4)"),
            Param("sort_orders", "string", doc="more Iceberg sort orders to rank, ';'-separated: 'c; zorder(a, b)'"),
-           Param("apply", "boolean", default=False, doc="write the advised layout"))
+           Param("apply", "boolean", default=False, doc="write the advised layout"),
+           Param("max_repay_days", "double",
+                 doc="apply only when the layout repays its rewrite within this many days of the logged workload"))
 def advise(ctx: ProcedureContext, table: str, workload: str | None = None, workload_log: str | None = None,
            since: str | None = None, until: str | None = None, options: dict[str, str] | None = None,
-           sort_orders: str | None = None, apply: bool = False) -> Result:
+           sort_orders: str | None = None, apply: bool = False, max_repay_days: float | None = None) -> Result:
     """Rank candidate layouts (as is, Iceberg's sort and z-order, Pando with 1..k trees) by
     predicted bytes per held-out query, with each one's rewrite cost and when it repays it."""
     from ..maintenance.advisor import ADVICE_COLUMNS
@@ -321,8 +324,20 @@ def advise(ctx: ProcedureContext, table: str, workload: str | None = None, workl
                              "or 'workload_log' (a .jsonl/.csv file or an Iceberg table)")
     with _verb_errors("advise"), _guard_errors("advise"):
         orders = [o.strip() for o in (sort_orders or "").split(";") if o.strip()]
+        days = None
+        if max_repay_days is not None:
+            if since is None:
+                raise ProcedureError("advise: 'max_repay_days' counts days of a logged workload: give 'workload_log' "
+                                     "(or a .jsonl/.csv log as 'workload') with 'since' (and 'until'), whose window "
+                                     "says how many queries a day the table gets")
+            from ..workload.log import parse_instant
+
+            start = parse_instant(since)
+            end = parse_instant(until, what="until") if until is not None else dt.datetime.now(dt.UTC)
+            days = max((end - start).total_seconds() / 86400, 1e-9)
         a = ctx.pando_table(tbl).optimize.advise(sources, options=LayoutOptions.from_map(options or {}),
-                                                 sort_orders=orders, apply=apply)
+                                                 sort_orders=orders, apply=apply, max_repay_days=max_repay_days,
+                                                 workload_days=days)
     best = a.advised
     notes = [f"{a.table}: {a.table_rows:,} rows, {a.table_mb:.1f} MB; {a.validation_draws} held-out draws of the "
              f"workload's templates planned on {a.sample_rows:,} sample rows; advice took {a.seconds:.1f}s",
@@ -330,8 +345,10 @@ def advise(ctx: ProcedureContext, table: str, workload: str | None = None, workl
                                         f" ({best.mb_per_query:.2f} MB per query against "
                                         f"{next(c for c, _ in a.ranked if c.strategy == 'none').mb_per_query:.2f} "
                                         "as is)"),
-             f"applied: {a.applied}" if a.applied else
+             f"applied: {a.applied}" if a.applied else f"not applied: {a.not_applied}" if a.not_applied else
              ("not applied (apply => true writes it)" if best.strategy != "none" else "nothing to apply")]
+    if days is not None and a.workload_queries:
+        notes.append(f"the logged workload: {a.workload_queries:g} queries on the table in {days:.2f} days")
     return Result(ADVICE_COLUMNS, a.rows(), notes=notes)
 
 

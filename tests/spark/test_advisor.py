@@ -123,3 +123,38 @@ def test_advise_procedure_and_its_errors(spark, catalog, li, lakehouse_cfg, tmp_
                   "sort_orders => 'l_shipdate; nope DESC')")
     with pytest.raises(ProcedureError, match=r"table 'adv.nope' does not exist"):
         call(ctx, f"CALL pando.system.advise(table => 'adv.nope', workload => '{wl}')")
+
+
+def test_advise_and_apply_runbook_writes_only_what_repays_in_time(spark, catalog, lakehouse_cfg, tmp_path, li):
+    """The runbook lays the table out only when the advised layout repays its rewrite within
+    max_repay_days of the logged workload's queries a day."""
+    import datetime as dt
+    import json
+    from pathlib import Path
+
+    from pando_iceberg.procedures import ProcedureContext, ProcedureError, call
+    from pando_iceberg.runner import run_script
+
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS adv")
+    spark.sql("DROP TABLE IF EXISTS adv.runbook")
+    spark.sql("CREATE TABLE adv.runbook USING iceberg AS SELECT * FROM adv.li ORDER BY l_orderkey")
+    now = dt.datetime.now(dt.UTC)
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps({"text": sql.replace("adv.li", "adv.runbook"), "weight": 20,
+                                       "timestamp": (now - dt.timedelta(hours=i + 1)).isoformat()}) + "\n"
+                           for i, sql in enumerate(WORKLOAD)))  # 100 queries in the last day
+    ctx = ProcedureContext(lakehouse_cfg, catalog, lambda: spark)
+    text = (Path(__file__).resolve().parents[2] / "procedures" / "advise_and_apply.sql").read_text()
+    before = catalog.load_table("adv.runbook").current_snapshot().snapshot_id
+    variables = {"table": "adv.runbook", "query_log": str(log), "since": "1 day", "min_block_rows": "6000"}
+    (_, soon), = run_script(ctx, text, {**variables, "max_repay_days": "0.0001"})
+    assert any(n.startswith("not applied: ") and "more than max_repay_days 0.0001" in n for n in soon.notes), soon.notes
+    assert any("100 queries on the table in 1.00 days" in n for n in soon.notes), soon.notes
+    assert catalog.load_table("adv.runbook").current_snapshot().snapshot_id == before
+    (_, later), = run_script(ctx, text, {**variables, "max_repay_days": "365"})
+    assert any(n.startswith("applied: ") for n in later.notes), later.notes
+    assert catalog.load_table("adv.runbook").current_snapshot().snapshot_id != before
+    assert spark.table("adv.runbook").count() == spark.table("adv.li").count()
+    with pytest.raises(ProcedureError, match=r"'max_repay_days' counts days of a logged workload"):
+        call(ctx, "CALL pando.system.advise(table => 'adv.runbook', workload => 'SELECT * FROM adv.runbook "
+                  "WHERE l_quantity < 3', apply => true, max_repay_days => 1.0)")

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-COMMANDS = ["init", "tables", "sql", "run", "explain", "describe-layout", "load-tpch", "demo", "cleanup", "soak"]
+COMMANDS = ["init", "tables", "sql", "run", "explain", "describe-layout", "advise", "load-tpch", "demo", "cleanup",
+            "soak"]
 
 
 def run(*args, home=None):
@@ -81,4 +82,13 @@ def test_a_workload_path_that_names_nothing_exits_2_and_says_so(tmp_path, args, 
 ])
 def test_soak_bad_arguments_exit_2_before_spark_starts(tmp_path, args, message):
     proc = run("soak", *args, home=tmp_path / "lh")
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["t", "--options", "k"], "--options 'k': expected KEY=VALUE pairs, comma-separated"),
+    (["t", "--max-repay-days", "soon"], "argument --max-repay-days: invalid float value: 'soon'"),
+])
+def test_advise_bad_arguments_exit_2_before_spark_starts(tmp_path, args, message):
+    proc = run("advise", *args, home=tmp_path / "lh")
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr

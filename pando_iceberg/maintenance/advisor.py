@@ -53,7 +53,7 @@ class Candidate:
     """One candidate layout, predicted (module docstring)."""
 
     name: str  # 'as is', 'sort(c)', 'zorder(a, b)', 'pando k=2'
-    strategy: str  # 'none', 'sort', 'pando'
+    strategy: str  # 'none' (as is), 'sort' (Iceberg's), 'pando'; 'info': learned for comparison, never advised
     spec: str  # Iceberg's sort_order for 'sort' ('c ASC NULLS LAST', 'zorder(a,b)'); k for 'pando'; '' for 'none'
     rows_fraction: float  # weighted mean share of the table's rows read per held-out draw
     mb_per_query: float
@@ -172,7 +172,7 @@ def sort_spec(column: str) -> str:
 def most_filtered_columns(validation: Sequence[tuple[Any, float]], sample: pa.Table, kinds: Sequence[str] | None = None,
                           top: int = 3) -> list[str]:
     """The ``top`` sample columns the draws' own predicates name most (by weight; join filters
-    not counted), of ``kinds`` (``expr.sides.arrow_kind``) when given."""
+    not counted), of ``kinds`` (``expr.evaluate.arrow_kind``) when given."""
     from sqlglot import exp
 
     from ..expr.evaluate import arrow_kind
@@ -225,8 +225,8 @@ def candidate(name: str, strategy: str, spec: str, fraction: float, table_mb: fl
     mb = fraction * table_mb
     if strategy == "none":
         return Candidate(name, strategy, spec, fraction, mb, 0.0, 0.0, None, why)
-    rate = SECONDS_PER_MILLION_ROWS["zorder" if spec.startswith("zorder(") else strategy if strategy != "info"
-                                    else "pando"]
+    kind = "zorder" if spec.startswith("zorder(") else "sort" if strategy == "sort" else "pando"
+    rate = SECONDS_PER_MILLION_ROWS[kind]
     rewrite_seconds = (seconds or 0.0) + rate * table_rows / 1e6
     rewrite_mb = 2 * table_mb  # read once, written once
     saved = now_mb - mb
@@ -318,8 +318,7 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
             continue
         is_kept = label == kept
         why = (f"the §6 layout the k-selection keeps; its optimizer took {optimizer:.1f}s here" if is_kept else
-               "learned for comparison; the k-selection keeps the one above (more trees must read "
-               "markedly less)")
+               f"learned for comparison; the k-selection keeps k={kept} (more trees must read markedly less)")
         refused = learned.guard is not None and not learned.guard.holds
         if is_kept and refused:  # never advised: the rewrite refuses it
             why += "; not advised: a template would read more than max-template-regression × what it reads now"

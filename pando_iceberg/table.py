@@ -634,7 +634,7 @@ class TableOptimizer:
         with ``max_repay_days``, only when it repays its rewrite within that many days of a
         workload like this one, which spans ``workload_days`` (a query log's window). Returns a
         ``maintenance.advisor.Advice``."""
-        from .maintenance.advisor import advise, apply_advice, repay_days
+        from .maintenance.advisor import SortOrderError, advise, apply_advice, repay_days
 
         spark = self.pt._spark("optimize.advise")
         given = options.given if options is not None else frozenset()
@@ -660,9 +660,7 @@ class TableOptimizer:
         try:
             advice, learned = advise(spark, table, self.pt.name, sources, ropts, io_properties=self.pt.io_properties,
                                      progress=self.pt.progress, sort_orders=sort_orders)
-        except ValueError as e:
-            if "sort order" not in str(e):
-                raise
+        except SortOrderError as e:
             raise PandoApiError("optimize.advise", str(e)) from None
         why = None
         if apply and max_repay_days is not None and workload_days and advice.advised.strategy != "none":

@@ -32,6 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..exceptions import UsageError
+
 #: Seconds per million rows of each rewrite on 2 cores (``local[2]``), from the bench's
 #: TPC-H SF 1 lineitem rewrites (BENCHMARKS.md, "Rewrite cost"): Iceberg's sort and z-order
 #: whole, and Pando's phase after the optimizer (read, route, shuffle, sort, write, commit).
@@ -46,6 +48,10 @@ ADVICE_COLUMNS = [("rank", "int"), ("candidate", "string"), ("rows_fraction_per_
 
 # Spark types Iceberg's z-order (``SparkZOrderUDF``) orders; dates and decimals it does not.
 _ZORDER_KINDS = ("int", "float", "timestamp", "string")
+
+
+class SortOrderError(UsageError, ValueError):
+    """A sort order the advisor cannot model: the message names it and what is accepted."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +146,7 @@ def order_positions_of(sample: pa.Table, spec: str) -> np.ndarray:
     def column(text: str) -> str:
         c = names.get(text.strip().strip("`").lower())
         if c is None:
-            raise ValueError(f"sort order {spec!r} names {text.strip()!r}, which is not a column of the table; "
+            raise SortOrderError(f"sort order {spec!r} names {text.strip()!r}, which is not a column of the table; "
                              f"columns: {', '.join(sample.schema.names)}")
         return c
 
@@ -148,14 +154,14 @@ def order_positions_of(sample: pa.Table, spec: str) -> np.ndarray:
     if text.lower().startswith("zorder(") and text.endswith(")"):
         cols = [column(c) for c in text[len("zorder("):-1].split(",")]
         if len(cols) < 2:
-            raise ValueError(f"sort order {spec!r}: a z-order needs two columns or more")
+            raise SortOrderError(f"sort order {spec!r}: a z-order needs two columns or more")
         return zorder_positions(sample, cols)
     words = text.split()
     tail = " ".join(w.upper() for w in words[1:])
     forms = {"": (False, True), "ASC": (False, True), "DESC": (True, False), "ASC NULLS FIRST": (False, True),
              "ASC NULLS LAST": (False, False), "DESC NULLS FIRST": (True, True), "DESC NULLS LAST": (True, False)}
     if not words or tail not in forms:
-        raise ValueError(f"sort order {spec!r} is not one the advisor models; accepted: 'zorder(a, b, ...)' or "
+        raise SortOrderError(f"sort order {spec!r} is not one the advisor models; accepted: 'zorder(a, b, ...)' or "
                          "one column with ASC/DESC and NULLS FIRST/LAST")
     descending, nulls_first = forms[tail]
     values = sample.column(column(words[0])).combine_chunks()

@@ -23,13 +23,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..exceptions import UsageError
+
 #: the columns of ``clustering_information``'s rows
 CLUSTERING_COLUMNS = [("column", "string"), ("files", "bigint"), ("files_without_bounds", "bigint"),
                       ("constant_files", "bigint"), ("average_overlaps", "double"), ("average_depth", "double"),
                       ("max_depth", "bigint"), ("depth_histogram", "string")]
 
 
-class ClusteringError(ValueError):
+class ClusteringError(UsageError, ValueError):
     """A column the table does not have, or whose type has no ordered bounds."""
 
 

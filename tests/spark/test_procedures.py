@@ -138,7 +138,8 @@ def test_remove_layout_then_planner_falls_back(ctx, spark, catalog):
 
 
 @pytest.mark.parametrize("stmt, message", [
-    ("CALL pando.system.nope()", "unknown procedure pando.system.nope; valid procedures: describe_layout(table STRING)"),
+    ("CALL pando.system.nope()",
+     "unknown procedure pando.system.nope; valid procedures: advise(table STRING, workload STRING (optional)"),
     ("CALL pando.system.explain_scan(tabel => 'x')", "unknown argument 'tabel'; valid arguments: table STRING"),
     ("CALL pando.system.layout_health(table => 42)", "argument 'table' must be STRING, got int 42"),
     ("CALL pando.system.describe_layout()", "missing required argument 'table' (STRING)"),
@@ -417,7 +418,8 @@ def test_runbook_through_pando_run(pando, ctx):
 
 
 @pytest.mark.parametrize("stmt, message", [
-    ("CALL pando.system.nope()", "unknown procedure pando.system.nope; valid procedures: describe_layout(table STRING)"),
+    ("CALL pando.system.nope()",
+     "unknown procedure pando.system.nope; valid procedures: advise(table STRING, workload STRING (optional)"),
     ("CALL pando.system.explain_scan(tabel => 'x')", "explain_scan: unknown argument 'tabel'; valid arguments: table STRING"),
     ("CALL pando.system.layout_health(table => 42)", "layout_health: argument 'table' must be STRING, got int 42"),
     ("CALL pando.system.layout_health(table => 'ops.li', relayout => 'yes')", "argument 'relayout' must be BOOLEAN"),

@@ -19,9 +19,10 @@ little about `DATE '1996-09-02'`. This module is the one place where we go beyon
    training values (``_Group.constant``): a template of many designed constants (Q19 has four)
    keeps its pattern in n/(n + 1) of its draws. A group whose one value is repeated over
    several sites keeps the repetition: each distinct literal is replaced by one new value.
-   Only the table's own literals are treated so: an agreeing literal inside a join filter
-   stays a constant, because each dimension literal becomes a literal cut (§7) whose key set
-   the rewrite reads and every dimension change refreshes (``maintenance/literal_cuts.py``).
+   Literals inside join filters are treated so too: three draws of ``c_region_key = 2 AND
+   c_segment = ?`` may be a region that happened to repeat, and a draw naming another region
+   is what lets the optimizer weigh the attribute-range cuts (``attribute_ranges.py``) that
+   decide every region against the literal cuts of region 2 alone.
    - Range groups (``<``, ``<=``, ``>``, ``>=``, BETWEEN on numbers, decimals, dates,
      timestamps) move together: the draw's anchor (its smallest literal) is moved to a new
      anchor and every literal of the group is shifted with it, so the range keeps its width.
@@ -373,8 +374,8 @@ class _Generator:
         for (path, col, role), ix in by_key.items():
             kind = self._kind(path, col)
             constant = not self._varies(ix)
-            if not self.values or kind is None or (role == "range" and kind not in _ORDERED) or (constant and path):
-                continue  # an agreeing literal inside a join filter stays (module docstring, item 2)
+            if not self.values or kind is None or (role == "range" and kind not in _ORDERED):
+                continue
             if not all(_on_line(row[i], kind) for row in self.values for i in ix):
                 continue  # NULL, NaN or a literal of another type (a cast term): its training values stay
             self.groups.append(_Group([(path, col, ix)], role, kind, constant=constant))

@@ -51,3 +51,15 @@ def test_rewrite_optimizer_seconds_scale_with_the_rewrites_sample_and_trees():
     assert learned.rewrite_optimizer_seconds(3, validate=False) == pytest.approx(12.0 + 3 * 4.0)
     assert learned.rewrite_optimizer_seconds(3, validate=True) == pytest.approx(12.0 + 6 * 4.0)  # 1 + 2 + 3 trees
     assert learned.rewrite_optimizer_seconds(1, validate=False) == pytest.approx(12.0 + 4.0)
+
+
+def test_a_pando_rewrite_is_predicted_from_the_advice_parts():
+    import dataclasses
+
+    from pando_iceberg.maintenance.advisor import SECONDS_PER_MILLION_ROWS
+
+    a = dataclasses.replace(advice("db.t", 100.0, 0.5, 2_000_000, 10),
+                            parts={"sampling": 1.0, "draws+cuts": 4.0, "trees": 9.0}, learned_k=3, sample_scale=2.0)
+    rest = SECONDS_PER_MILLION_ROWS["pando"] * 2
+    assert a.pando_rewrite_seconds(3, validate=True) == pytest.approx(5.0 + 6.0 * 6 + rest)  # 6 s a tree, 1+2+3
+    assert a.pando_rewrite_seconds(2, validate=False) == pytest.approx(5.0 + 6.0 * 2 + rest)

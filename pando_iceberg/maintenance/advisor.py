@@ -260,6 +260,14 @@ class Advice:
     applied: str | None = None  # what ``apply`` ran (None: nothing)
     not_applied: str | None = None  # why ``apply`` wrote nothing
     parts: dict[str, float] = field(default_factory=dict)  # seconds of Pando's learning (``PandoCandidates.seconds``)
+    learned_k: int = 0  # the trees Pando's learning learned at most
+    sample_scale: float = 1.0  # a rewrite's sample rows over the advisor's
+
+    def pando_rewrite_seconds(self, k: int, validate: bool) -> float:
+        """Predicted seconds of a Pando rewrite learning ``k`` trees (1..k under 'validate'): its
+        optimizer (``optimizer_seconds``) and the rest at ``SECONDS_PER_MILLION_ROWS['pando']``."""
+        return (optimizer_seconds(self.parts, self.learned_k, self.sample_scale, k, validate)
+                + SECONDS_PER_MILLION_ROWS["pando"] * self.table_rows / 1e6)
 
     @property
     def advised(self) -> Candidate:
@@ -288,14 +296,20 @@ class PandoCandidates:
     rewrite_sample_rows: float  # the rows a rewrite's sample would hold (its sample-rows-per-block)
 
     def rewrite_optimizer_seconds(self, k: int, validate: bool) -> float:
-        """The optimizer seconds a rewrite learning ``k`` trees would take (1..k under 'validate'),
-        from this learning's: its sampling and draws+cuts as they are, the trees scaled by the
-        rewrite's sample rows over the advisor's and by the trees learned (learning j trees costs
-        about j/k of learning k: the splits are per tree)."""
-        big = self.labels[-1]
-        per_tree = self.seconds["trees"] / big * self.rewrite_sample_rows / max(1, self.sample.num_rows)
-        trees = per_tree * (k * (k + 1) / 2 if validate else k)
-        return self.seconds["sampling"] + self.seconds["draws+cuts"] + trees
+        """The optimizer seconds a rewrite learning ``k`` trees would take (``optimizer_seconds``)."""
+        return optimizer_seconds(self.seconds, self.labels[-1], self.rewrite_sample_rows / max(1, self.sample.num_rows),
+                                 k, validate)
+
+
+def optimizer_seconds(parts: dict[str, float], learned_k: int, scale: float, k: int, validate: bool) -> float:
+    """The optimizer seconds of a rewrite learning ``k`` trees (1..k under 'validate'), from the
+    advice's learning ``parts`` (``PandoCandidates.seconds``, ``learned_k`` trees): its sampling and
+    draws+cuts as they are, its trees scaled by ``scale`` (the rewrite's sample rows over the
+    advisor's) and by the trees learned (learning j trees costs about j/k of learning k: the
+    splits are per tree)."""
+    per_tree = parts.get("trees", 0.0) / max(1, learned_k) * scale
+    trees = per_tree * (k * (k + 1) / 2 if validate else k)
+    return parts.get("sampling", 0.0) + parts.get("draws+cuts", 0.0) + trees
 
 
 def table_row_count(spark: Any, table: Any, name: str, snapshot: Any) -> int:
@@ -450,7 +464,8 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
                                 float(fraction), table_mb, rows, now_mb, optimizer, why))
     ranked = rank_candidates(now, others)
     advice = Advice(name, rows, table_mb, sample.num_rows, len(validation), tuple(ranked), time.time() - started,
-                    float(sum(w for _, w in learned.queries)), parts=dict(learned.seconds))
+                    float(sum(w for _, w in learned.queries)), parts=dict(learned.seconds),
+                    learned_k=learned.labels[-1], sample_scale=learned.rewrite_sample_rows / max(1, sample.num_rows))
     return advice, learned
 
 

@@ -76,19 +76,44 @@ def main() -> None:
                          for m in [q["layouts"][x]["tables"][t]]]
                 got = sum(reads) / len(reads) / 1e6 if reads else None
                 want = predicted.mb_per_query if predicted is not None else None
+                # the rewrite the run timed: Pando learning 1..k trees under 'validate', Iceberg's sort as predicted
+                done = (cp.layout(x) or {}).get("tables", {}).get(t, {}).get("rewrite_seconds")
+                if x.startswith("pando-k"):
+                    pk = int(x.split("k")[-1])
+                    want_s = advice.pando_rewrite_seconds(pk, validate=options.to_rewrite_options().k_selection
+                                                          == "validate")
+                else:
+                    want_s = predicted.rewrite_seconds if predicted is not None and x != "arrival" else None
                 rows.append({"table": t, "layout": x, "candidate": predicted.name if predicted else None,
                              "predicted_mb": want, "measured_mb": got, "queries": len(reads),
                              "error": (want - got) / got if want is not None and got else None,
                              "advised": predicted is not None and predicted is advice.advised,
-                             "advice_seconds": round(seconds, 1)})
-    print("| table | layout | advisor's candidate | predicted MB / query | measured MB / query | error | advised |")
-    print("|---|---|---|---|---|---|---|")
+                             "predicted_rewrite_seconds": want_s, "measured_rewrite_seconds": done,
+                             "rewrite_error": (want_s - done) / done if want_s is not None and done else None,
+                             "advice_seconds": round(seconds, 1), "advice_parts": advice.parts})
+    print("| table | layout | advisor's candidate | predicted MB / query | measured MB / query | error | advised "
+          "| predicted rewrite s | measured rewrite s | error |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+
+    def pct(x):
+        return "—" if x is None else f"{x:+.0%}"
+
+    def num(x, f="{:.2f}"):
+        return "—" if x is None else f.format(x)
+
     for r in rows:
-        err = "—" if r["error"] is None else f"{r['error']:+.0%}"
-        pred = "—" if r["predicted_mb"] is None else f"{r['predicted_mb']:.2f}"
         meas = "—" if r["measured_mb"] is None else f"{r['measured_mb']:.2f} ({r['queries']} queries)"
-        print(f"| {r['table']} | {r['layout']} | {r['candidate'] or '—'} | {pred} | {meas} | {err} | "
-              f"{'yes' if r['advised'] else ''} |")
+        print(f"| {r['table']} | {r['layout']} | {r['candidate'] or '—'} | {num(r['predicted_mb'])} | {meas} | "
+              f"{pct(r['error'])} | {'yes' if r['advised'] else ''} | {num(r['predicted_rewrite_seconds'], '{:.1f}')} "
+              f"| {num(r['measured_rewrite_seconds'], '{:.1f}')} | {pct(r['rewrite_error'])} |")
+    for t in dict.fromkeys(r["table"] for r in rows):
+        got = [r for r in rows if r["table"] == t and r["measured_mb"] is not None]
+        best = min(got, key=lambda r: r["measured_mb"], default=None)
+        advised = next((r for r in got if r["advised"]), None)
+        if best is not None:
+            print(f"{t}: the advised candidate reads {num(advised and advised['measured_mb'])} MB measured, the best "
+                  f"measured layout ({best['layout']}) {best['measured_mb']:.2f}"
+                  + ("" if advised else " (the advised candidate is not among the measured layouts)"))
     seconds = {r["table"]: r["advice_seconds"] for r in rows}
     print("advice seconds: " + ", ".join(f"{t} {s}" for t, s in seconds.items()))
     if a.json:

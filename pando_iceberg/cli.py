@@ -200,19 +200,36 @@ def cmd_describe_layout(args) -> int:
 def cmd_advise(args) -> int:
     from .procedures.builtin import advise
 
+    options = _key_values(args.options)
+    with _Context(args) as ctx:
+        result = advise(ctx, args.table, args.workload, args.workload_log, args.since, args.until, options,
+                        args.sort_orders, args.apply, args.max_repay_days)
+        _emit_result(args, result)
+    return EXIT_OK
+
+
+def cmd_advise_tables(args) -> int:
+    from .procedures.builtin import advise_tables
+
+    options = _key_values(args.options)
+    with _Context(args) as ctx:
+        result = advise_tables(ctx, ",".join(args.tables), args.workload, args.workload_log, args.since, args.until,
+                               options)
+        _emit_result(args, result)
+    return EXIT_OK
+
+
+def _key_values(text: str | None) -> dict[str, str]:
+    """--options KEY=VALUE,KEY=VALUE as a map."""
     options = {}
-    for item in (args.options or "").split(","):
+    for item in (text or "").split(","):
         if item.strip():
             if "=" not in item:
                 raise CliError(f"--options {item.strip()!r}: expected KEY=VALUE pairs, comma-separated "
                                "(e.g. k=3,min-block-rows=100000)")
             k, v = item.split("=", 1)
             options[k.strip()] = v.strip()
-    with _Context(args) as ctx:
-        result = advise(ctx, args.table, args.workload, args.workload_log, args.since, args.until, options,
-                        args.sort_orders, args.apply, args.max_repay_days)
-        _emit_result(args, result)
-    return EXIT_OK
+    return options
 
 
 def cmd_load_tpch(args) -> int:
@@ -384,6 +401,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-repay-days", type=float,
                    help="with --apply and a logged workload: only if it repays its rewrite within this many days")
     s.set_defaults(func=cmd_advise)
+    s = sub.add_parser("advise-tables", parents=[common],
+                       help="which table first: rank tables by the MB a workload saves per second of rewrite")
+    s.add_argument("tables", nargs="+", help="the tables to rank")
+    s.add_argument("--workload", help="SQL text, a .sql file, a directory of .sql files, or a .jsonl/.csv query log")
+    s.add_argument("--workload-log", help="a query log: a .jsonl/.csv file or an Iceberg table")
+    s.add_argument("--since", help="query logs: only queries at or after this ('7 days', an ISO-8601 instant)")
+    s.add_argument("--until", help="query logs: only queries before this")
+    s.add_argument("--options", help="rewrite options, KEY=VALUE comma-separated (k=4: Pando with 1..4 trees)")
+    s.set_defaults(func=cmd_advise_tables)
     s = sub.add_parser("load-tpch", parents=[common], help="generate TPC-H and load all 8 tables as Iceberg tables")
     s.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1)")
     s.add_argument("--namespace", default="tpch", help="namespace for the tables (default tpch)")

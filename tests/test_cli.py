@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-COMMANDS = ["init", "tables", "sql", "run", "explain", "describe-layout", "advise", "load-tpch", "demo", "cleanup",
-            "soak"]
+COMMANDS = ["init", "tables", "sql", "run", "explain", "describe-layout", "advise", "advise-tables", "load-tpch", "demo",
+            "cleanup", "soak"]
 
 
 def run(*args, home=None):
@@ -92,3 +92,8 @@ def test_soak_bad_arguments_exit_2_before_spark_starts(tmp_path, args, message):
 def test_advise_bad_arguments_exit_2_before_spark_starts(tmp_path, args, message):
     proc = run("advise", *args, home=tmp_path / "lh")
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_advise_tables_bad_options_exit_2_before_spark_starts(tmp_path):
+    proc = run("advise-tables", "a", "b", "--options", "k", home=tmp_path / "lh")
+    assert proc.returncode == 2 and "--options 'k': expected KEY=VALUE pairs, comma-separated" in proc.stderr

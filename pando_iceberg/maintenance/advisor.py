@@ -25,7 +25,7 @@ saved per query (against the table as is) take to reach the rewrite's bytes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,11 @@ from ..exceptions import UsageError
 #: TPC-H SF 1 lineitem rewrites (BENCHMARKS.md, "Rewrite cost"): Iceberg's sort and z-order
 #: whole, and Pando's phase after the optimizer (read, route, shuffle, sort, write, commit).
 SECONDS_PER_MILLION_ROWS = {"sort": 4.1, "zorder": 6.4, "pando": 5.3}
+
+#: The advisor learns Pando on a smaller sample than a rewrite: about this many sample rows per
+#: block of min-block-rows (the rewrite's ``sample-rows-per-block`` when smaller), at least
+#: ``min-sample-rows``.
+ADVICE_SAMPLE_ROWS_PER_BLOCK = 250
 
 #: A layout is advised over the table as is only when it reads at least this share less.
 MIN_SAVING = 0.05
@@ -254,6 +259,15 @@ class Advice:
     workload_queries: float = 0.0  # the workload's queries on the table, by weight (a query log: its runs)
     applied: str | None = None  # what ``apply`` ran (None: nothing)
     not_applied: str | None = None  # why ``apply`` wrote nothing
+    parts: dict[str, float] = field(default_factory=dict)  # seconds of Pando's learning (``PandoCandidates.seconds``)
+    learned_k: int = 0  # the trees Pando's learning learned at most
+    sample_scale: float = 1.0  # a rewrite's sample rows over the advisor's
+
+    def pando_rewrite_seconds(self, k: int, validate: bool) -> float:
+        """Predicted seconds of a Pando rewrite learning ``k`` trees (1..k under 'validate'): its
+        optimizer (``optimizer_seconds``) and the rest at ``SECONDS_PER_MILLION_ROWS['pando']``."""
+        return (optimizer_seconds(self.parts, self.learned_k, self.sample_scale, k, validate)
+                + SECONDS_PER_MILLION_ROWS["pando"] * self.table_rows / 1e6)
 
     @property
     def advised(self) -> Candidate:
@@ -263,20 +277,142 @@ class Advice:
         return [c.row(i + 1, a) for i, (c, a) in enumerate(self.ranked)]
 
 
-def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: Any,
-           io_properties: dict[str, str] | None = None, progress: Any = lambda m: None,
-           sort_orders: Sequence[str] = ()) -> tuple[Advice, Any]:
-    """Rank the candidates of the pyiceberg ``table`` (Spark name ``name``) for the workload
-    ``sources`` under the rewrite ``options`` (``RewriteOptions``; Pando's candidates are 1..k
-    trees), Iceberg's ``sort_orders`` (``order_positions_of``) among them. Returns the advice
-    and the learned Pando layout (``spark.rewrite.LearnedLayout``, so that applying it does not
-    learn it again)."""
+@dataclass(frozen=True)
+class PandoCandidates:
+    """Pando's candidates as the advisor learns them (``learn_candidates``): one tree and k trees
+    learned on a small sample, the layouts of the k trees' first 2..k-1 merged bottom-up (§6.2),
+    each measured on held-out draws of the workload's templates (``select_layout``)."""
+
+    sample: pa.Table
+    validation: list[tuple[Any, float]]  # the held-out draws (TableFilter, weight)
+    queries: list[tuple[Any, float]]  # the workload's own filters on the table
+    table_rows: int
+    labels: list[int]  # trees of each candidate: 1..k
+    fractions: list[float]  # each candidate's weighted share of the sample's rows read per draw
+    kept: int  # the index the k-selection keeps (under the guard, among those that hold it)
+    holds: list[bool] | None  # the guard per candidate (None: guard off)
+    now: np.ndarray  # per draw, the share of the table's rows in the current files it opens
+    seconds: dict[str, float]  # 'sampling', 'draws+cuts', 'trees' (the k trees), 'derived' (1, 2..k-1), 'k-selection'
+    rewrite_sample_rows: float  # the rows a rewrite's sample would hold (its sample-rows-per-block)
+
+    def rewrite_optimizer_seconds(self, k: int, validate: bool) -> float:
+        """The optimizer seconds a rewrite learning ``k`` trees would take (``optimizer_seconds``)."""
+        return optimizer_seconds(self.seconds, self.labels[-1], self.rewrite_sample_rows / max(1, self.sample.num_rows),
+                                 k, validate)
+
+
+def optimizer_seconds(parts: dict[str, float], learned_k: int, scale: float, k: int, validate: bool) -> float:
+    """The optimizer seconds of a rewrite learning ``k`` trees (1..k under 'validate'), from the
+    advice's learning ``parts`` (``PandoCandidates.seconds``, ``learned_k`` trees): its sampling and
+    draws+cuts as they are, its trees scaled by ``scale`` (the rewrite's sample rows over the
+    advisor's) and by the trees learned (learning j trees costs about j/k of learning k: the
+    splits are per tree)."""
+    per_tree = parts.get("trees", 0.0) / max(1, learned_k) * scale
+    trees = per_tree * (k * (k + 1) / 2 if validate else k)
+    return parts.get("sampling", 0.0) + parts.get("draws+cuts", 0.0) + trees
+
+
+def table_row_count(spark: Any, table: Any, name: str, snapshot: Any) -> int:
+    """Live rows of the pyiceberg ``table`` at ``snapshot``: its summary's records when it has no
+    delete files (Iceberg keeps them exact), else counted by Spark."""
+    from ..spark.rewrite_common import row_count
+
+    summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+    deletes = int(summary.get("total-delete-files", "0") or 0)
+    if deletes == 0 and summary.get("total-records") is not None:
+        return int(summary["total-records"])
+    return row_count(spark, name, snapshot.snapshot_id)
+
+
+def learn_candidates(spark: Any, name: str, sources: Sequence[Any], options: Any, snapshot_id: int, table_rows: int,
+                     io_properties: dict[str, str] | None = None,
+                     progress: Any = lambda m: None) -> PandoCandidates:
+    """Pando's candidates with 1..k trees, cheaply: the sample holds ``ADVICE_SAMPLE_ROWS_PER_BLOCK``
+    rows per block (a rewrite's ``sample-rows-per-block`` when smaller); the k trees are learned
+    once (§6.1, then §6.2's blocks) and one tree on its own; the layouts of 2..k-1 trees are the k
+    trees' first j with §6.2's bottom-up merge again (nothing learned again; a rewrite learns each
+    j anew). Each has its in-block order; all are measured on the same held-out draws, the table
+    as it is too."""
+    import copy
     import dataclasses
     import time
 
+    from ..layout import Evaluations, build_layout
     from ..spark import iceberg_jvm as jv
-    from ..spark.rewrite import learn_layout
-    from ..spark.rewrite_common import reads_now, static_table
+    from ..spark.rewrite import in_block_order
+    from ..spark.rewrite_common import (
+        collect_arrow,
+        learning_workload,
+        reads_now,
+        sample_fraction,
+        sample_rate,
+        seeded_sample,
+        static_table,
+        table_workload,
+        template_bound,
+    )
+    from ..workload.in_block import merged_layout, select_layout
+
+    t0 = time.time()
+    seconds: dict[str, float] = {}
+    per_block = min(options.sample_rows_per_block or ADVICE_SAMPLE_ROWS_PER_BLOCK, ADVICE_SAMPLE_ROWS_PER_BLOCK)
+    cheap = dataclasses.replace(options, sample_rows_per_block=per_block)
+    df = jv.read_snapshot(spark, name, snapshot_id)
+    wl, target, queries, schemas = table_workload(spark, name, sources)
+    jtable = jv.load_table(spark, name)
+    bound = template_bound(options, jtable)
+    fraction = sample_fraction(cheap, table_rows)
+    progress(f"advisor: sampling {name} ({fraction:.2%} of {table_rows:,} rows)")
+    sample = seeded_sample(df, fraction, options.seed)
+    if sample.num_rows == 0:
+        sample = collect_arrow(df.limit(options.min_sample_rows))
+    t1 = time.time()
+    seconds["sampling"] = t1 - t0
+    expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, cheap,
+                                       sample_rate(cheap, table_rows), validate=True)
+    t2 = time.time()
+    seconds["draws+cuts"] = t2 - t1
+    b_sample = max(1.0, options.min_block_rows * sample.num_rows / max(1, table_rows))
+    evaluations = Evaluations(sample)
+    k = options.k
+    progress(f"advisor: learning k={k} trees on {sample.num_rows:,} sample rows, {len(cuts)} candidate cuts")
+    full = build_layout(sample, cuts, expected.queries, k, b_sample, max_ktuples=options.max_ktuples,
+                        progress=progress, evaluations=evaluations)
+    t3 = time.time()
+    seconds["trees"] = t3 - t2
+    # One tree of k learned together has leaves as coarse as k trees need: k = 1 is learned on its
+    # own (a third of k = 3's splits); 2..k-1 are the first trees of the k, blocks merged again.
+    one = [build_layout(sample, cuts, expected.queries, 1, b_sample, max_ktuples=options.max_ktuples,
+                        evaluations=evaluations)] if k > 1 else []
+    layouts = one + [merged_layout(copy.deepcopy(list(full.trees[:j])), sample, expected.queries, b_sample,
+                                   evaluations=evaluations) for j in range(2, k)] + [full]
+    orders = [in_block_order(lay, sample, expected.queries, b_sample, options, evaluations) for lay in layouts]
+    t4 = time.time()
+    seconds["derived"] = t4 - t3
+    validation = [(f, float(w)) for f, w in expected.validation]
+    progress(f"advisor: planning {len(validation)} held-out draws on the table as it is and on {k} layouts")
+    now, now_bytes = reads_now(static_table(jtable, io_properties), snapshot_id, validation)
+    guard: dict[str, Any] = {}
+    if bound is not None:
+        guard = {"now": now, "now_bytes": now_bytes, "bound": bound,
+                 "file_fraction": min(1.0, options.min_block_rows / max(1, table_rows))}
+    choice = select_layout([(lay, getattr(o, "column", None)) for lay, o in zip(layouts, orders, strict=True)],
+                           sample, validation, b_sample, evaluations=evaluations, **guard)
+    seconds["k-selection"] = time.time() - t4
+    return PandoCandidates(sample, validation, [(f, float(w)) for f, w in queries], table_rows,
+                           list(range(1, k + 1)), [float(c) for c in choice.costs], choice.index,
+                           list(choice.holds) if bound is not None else None, np.asarray(now, dtype=float), seconds,
+                           float(sample_fraction(options, table_rows) * table_rows))
+
+
+def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: Any,
+           io_properties: dict[str, str] | None = None, progress: Any = lambda m: None,
+           sort_orders: Sequence[str] = ()) -> tuple[Advice, PandoCandidates]:
+    """Rank the candidates of the pyiceberg ``table`` (Spark name ``name``) for the workload
+    ``sources`` under the rewrite ``options`` (``RewriteOptions``; Pando's candidates are 1..k
+    trees, ``learn_candidates``), Iceberg's ``sort_orders`` (``order_positions_of``) among them.
+    Returns the advice and Pando's candidates as learned."""
+    import time
 
     started = time.time()
     snapshot = table.current_snapshot()
@@ -285,20 +421,17 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
     probe = table.schema().as_arrow().empty_table()
     for spec in sort_orders:  # a sort order the advisor cannot model is said before anything is learned
         order_positions_of(probe, spec)
-    options = dataclasses.replace(options, k_selection="validate")
-    learned = learn_layout(spark, name, sources, options, snapshot_id=snapshot.snapshot_id, progress=progress,
-                           io_properties=io_properties)
-    sample, validation = learned.sample, [(f, float(w)) for f, w in learned.validation]
+    rows = table_row_count(spark, table, name, snapshot)
+    if rows == 0:
+        raise ValueError(f"table {name} is empty: nothing to advise on")
+    learned = learn_candidates(spark, name, sources, options, snapshot.snapshot_id, rows, io_properties, progress)
+    sample, validation = learned.sample, learned.validation
     files = table.inspect.files()
     data = files.filter(pc.equal(files.column("content"), 0))
     table_mb = float(pc.sum(data.column("file_size_in_bytes")).as_py() or 0) / 1e6
-    rows = int(learned.table_rows)
     b_sample = max(1.0, options.min_block_rows * sample.num_rows / max(1, rows))
 
-    progress(f"advisor: planning {len(validation)} validation draws on the table as it is")
-    static = static_table(jv.load_table(spark, name), io_properties)
-    now_rows, _ = reads_now(static, snapshot.snapshot_id, validation)
-    now_fraction = weighted_mean(now_rows, validation)
+    now_fraction = weighted_mean(learned.now, validation)
     now = candidate("as is", "none", "", now_fraction, table_mb, rows, now_fraction * table_mb,
                     why=f"its {len(data)} files planned exactly (min/max, partitions, its current layout)")
     now_mb = now.mb_per_query
@@ -315,24 +448,24 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
         others.append(candidate(label, "sort", spec, fraction, table_mb, rows, now_mb,
                                 why="Iceberg's rewrite_data_files with this sort order, files of min-block-rows rows, "
                                     "estimated on the sample" + (" (asked for)" if spec not in orders else "")))
-    choice = learned.k_selection or {}
-    fractions = choice.get("validation_rows_fraction", {str(learned.layout.k): None})
-    kept = str(choice.get("kept", choice.get("kept_k", learned.layout.k)))
-    optimizer = learned.seconds_sampling + learned.seconds_optimizing
-    for label, fraction in fractions.items():
-        if fraction is None:
-            continue
-        is_kept = label == kept
-        why = (f"the §6 layout the k-selection keeps; its optimizer took {optimizer:.1f}s here" if is_kept else
-               f"learned for comparison; the k-selection keeps k={kept} (more trees must read markedly less)")
-        refused = learned.guard is not None and not learned.guard.holds
-        if is_kept and refused:  # never advised: the rewrite refuses it
+    kept = learned.labels[learned.kept]
+    for i, (k, fraction) in enumerate(zip(learned.labels, learned.fractions, strict=True)):
+        is_kept = i == learned.kept
+        optimizer = learned.rewrite_optimizer_seconds(k, validate=False)
+        how = "learned on the advisor's sample" if k in (1, learned.labels[-1]) else \
+            f"the first {k} of the k={learned.labels[-1]} trees, blocks merged again"
+        why = (f"the §6 layout the k-selection keeps ({how}); a rewrite learns it again, predicted "
+               f"{optimizer:.1f}s of optimizer" if is_kept else
+               f"{how}; the k-selection keeps k={kept} (more trees must read markedly less)")
+        refused = learned.holds is not None and not learned.holds[i]
+        if refused:  # never advised: the rewrite refuses it
             why += "; not advised: a template would read more than max-template-regression × what it reads now"
-        others.append(candidate(f"pando k={label}", "pando" if is_kept and not refused else "info", label,
+        others.append(candidate(f"pando k={k}", "pando" if is_kept and not refused else "info", str(k),
                                 float(fraction), table_mb, rows, now_mb, optimizer, why))
     ranked = rank_candidates(now, others)
     advice = Advice(name, rows, table_mb, sample.num_rows, len(validation), tuple(ranked), time.time() - started,
-                    float(sum(w for _, w in learned.queries)))
+                    float(sum(w for _, w in learned.queries)), parts=dict(learned.seconds),
+                    learned_k=learned.labels[-1], sample_scale=learned.rewrite_sample_rows / max(1, sample.num_rows))
     return advice, learned
 
 
@@ -344,11 +477,15 @@ def repay_days(candidate: Candidate, queries_per_day: float) -> float | None:
     return candidate.repays_after_queries / queries_per_day
 
 
-def apply_advice(spark: Any, name: str, advice: Advice, learned: Any, sources: Sequence[Any], options: Any,
-                 io_properties: dict[str, str] | None = None, progress: Any = lambda m: None) -> str | None:
-    """Write the advised candidate of ``advice`` (from ``advise``, with its ``learned`` layout):
-    Pando's layout without learning it again, or Iceberg's sort / z-order (``rewrite_data_files``,
-    files of about min-block-rows rows); nothing for the table as is. Says what it ran."""
+def apply_advice(spark: Any, name: str, advice: Advice, learned: PandoCandidates | None, sources: Sequence[Any],
+                 options: Any, io_properties: dict[str, str] | None = None,
+                 progress: Any = lambda m: None) -> str | None:
+    """Write the advised candidate of ``advice`` (from ``advise``): Pando with the advised number
+    of trees, learned again on the rewrite's own sample (``k-selection`` fixed at that k), or
+    Iceberg's sort / z-order (``rewrite_data_files``, files of about min-block-rows rows); nothing
+    for the table as is. Says what it ran."""
+    import dataclasses
+
     from ..spark.rewrite import rewrite_table
     from ..spark.session import refresh_table
 
@@ -356,8 +493,8 @@ def apply_advice(spark: Any, name: str, advice: Advice, learned: Any, sources: S
     if best.strategy == "none":
         return None
     if best.strategy == "pando":
-        r = rewrite_table(spark, name, list(sources), options, io_properties=io_properties, progress=progress,
-                          learned=learned)
+        opts = dataclasses.replace(options, k=int(best.spec), k_selection="fixed")
+        r = rewrite_table(spark, name, list(sources), opts, io_properties=io_properties, progress=progress)
         return f"{best.name}: layout {r.layout_id}, snapshot {r.snapshot_id}"
     files = max(1, -(-advice.table_rows // max(1, options.min_block_rows)))
     target = max(1024, int(advice.table_mb * 1e6 / files))
@@ -369,3 +506,50 @@ def apply_advice(spark: Any, name: str, advice: Advice, learned: Any, sources: S
     spark.sql(statement).collect()
     refresh_table(spark, name)
     return f"{best.name}: {statement}"
+
+
+TABLE_RANK_COLUMNS = [("rank", "int"), ("table", "string"), ("advised", "string"), ("queries", "double"),
+                      ("mb_per_query_now", "double"), ("mb_per_query_advised", "double"), ("mb_saved", "double"),
+                      ("rewrite_seconds", "double"), ("mb_saved_per_rewrite_second", "double"),
+                      ("repays_after_queries", "double"), ("why", "string")]
+
+
+def saved_mb(advice: Advice) -> float:
+    """The MB the workload's queries on the table would read less with the advised layout than
+    with the table as is (its queries by weight × the MB saved per query; 0 when as is is advised)."""
+    best = advice.advised
+    if best.strategy == "none":
+        return 0.0
+    now = next(c for c, _ in advice.ranked if c.strategy == "none")
+    return max(0.0, now.mb_per_query - best.mb_per_query) * advice.workload_queries
+
+
+def saved_per_rewrite_second(advice: Advice) -> float:
+    """``saved_mb`` over the advised rewrite's predicted seconds: which table repays a rewrite most."""
+    seconds = advice.advised.rewrite_seconds
+    return saved_mb(advice) / seconds if seconds > 0 else 0.0
+
+
+def rank_tables(advices: Sequence[Advice]) -> list[Advice]:
+    """Which table first: the tables' advice by MB the workload saves per second of the advised
+    rewrite (``saved_per_rewrite_second``), most first; tables best left as they are last."""
+    return sorted(advices, key=lambda a: (-saved_per_rewrite_second(a), a.table))
+
+
+def table_rank_rows(advices: Sequence[Advice]) -> list[tuple]:
+    """The rows of ``TABLE_RANK_COLUMNS``, one per table, in ``rank_tables`` order."""
+    out = []
+    for i, a in enumerate(rank_tables(advices)):
+        best = a.advised
+        now = next(c for c, _ in a.ranked if c.strategy == "none")
+        saved = saved_mb(a)
+        if best.strategy == "none":
+            why = "no candidate reads at least 5 % less than the table as is: leave it"
+        else:
+            why = (f"{best.name} saves {now.mb_per_query - best.mb_per_query:.2f} MB per query × "
+                   f"{a.workload_queries:g} queries of the workload on the table; " + best.why)
+        out.append((i + 1, a.table, best.name, round(a.workload_queries, 3), round(now.mb_per_query, 3),
+                    round(best.mb_per_query, 3), round(saved, 1), round(best.rewrite_seconds, 1),
+                    round(saved_per_rewrite_second(a), 3),
+                    None if best.repays_after_queries is None else round(best.repays_after_queries, 1), why))
+    return out

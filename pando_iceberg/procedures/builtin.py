@@ -352,6 +352,34 @@ def advise(ctx: ProcedureContext, table: str, workload: str | None = None, workl
     return Result(ADVICE_COLUMNS, a.rows(), notes=notes)
 
 
+@procedure("advise_tables", Param("tables", "string", required=True, doc="the tables to rank, ','-separated"),
+           *WORKLOAD_PARAMS,
+           Param("options", "map<string,string>", default={},
+                 doc="as rewrite_data_files' (k: Pando's 1..k, default 4)"))
+def advise_tables(ctx: ProcedureContext, tables: str, workload: str | None = None, workload_log: str | None = None,
+                  since: str | None = None, until: str | None = None,
+                  options: dict[str, str] | None = None) -> Result:
+    """Which table first: the tables ranked by the MB their workload queries save per second of
+    the advised rewrite (``advise`` on each)."""
+    from ..maintenance.advisor import TABLE_RANK_COLUMNS, table_rank_rows
+    from ..table import LayoutOptions
+
+    names = list(dict.fromkeys(t.strip() for t in tables.split(",") if t.strip()))
+    if not names:
+        raise ProcedureError("advise_tables: 'tables' names no table; give them ','-separated: 'db.a, db.b'")
+    loaded = [ctx.table(t) for t in names]  # an unknown table is said before anything is learned
+    sources = _workload_sources(ctx, workload, workload_log, since, until)
+    if not sources:
+        raise ProcedureError("advise_tables: give 'workload' (SQL text, a .sql file, a directory or a query log) "
+                             "or 'workload_log' (a .jsonl/.csv file or an Iceberg table)")
+    advices = []
+    with _verb_errors("advise_tables"), _guard_errors("advise_tables"):
+        for tbl in loaded:
+            advices.append(ctx.pando_table(tbl).optimize.advise(sources, options=LayoutOptions.from_map(options or {})))
+    notes = [f"{a.table}: advised {a.advised.name}; advice took {a.seconds:.1f}s" for a in advices]
+    return Result(TABLE_RANK_COLUMNS, table_rank_rows(advices), notes=notes)
+
+
 @procedure("explain_scan",
            Param("table", "string", doc="table to scan (with filter)"),
            Param("filter", "string", doc="a SQL predicate on the table"),

@@ -158,3 +158,36 @@ def test_advise_and_apply_runbook_writes_only_what_repays_in_time(spark, catalog
     with pytest.raises(ProcedureError, match=r"'max_repay_days' counts days of a logged workload"):
         call(ctx, "CALL pando.system.advise(table => 'adv.runbook', workload => 'SELECT * FROM adv.runbook "
                   "WHERE l_quantity < 3', apply => true, max_repay_days => 1.0)")
+
+
+def test_advise_tables_ranks_the_tables_by_saving_per_rewrite_second(spark, catalog, li, lakehouse_cfg, tmp_path):
+    """Which table first: the same rows in order-key order and in ship-date order, under a
+    workload that filters dates mostly; the procedure's ranking is its MB saved per rewrite second."""
+    from pando_iceberg.maintenance.advisor import TABLE_RANK_COLUMNS
+    from pando_iceberg.procedures import ProcedureContext, ProcedureError, call
+
+    spark.sql("DROP TABLE IF EXISTS adv.bydate")
+    spark.sql("CREATE TABLE adv.bydate USING iceberg TBLPROPERTIES ('write.target-file-size-bytes' = '262144') "
+              "AS SELECT * FROM adv.li ORDER BY l_shipdate")
+    workload = [sql.replace("adv.li", t) for t in ("adv.li", "adv.bydate") for sql in WORKLOAD]
+    text = tmp_path / "two.sql"
+    text.write_text(";\n".join(workload) + ";\n")
+    ctx = ProcedureContext(lakehouse_cfg, catalog, lambda: spark)
+    r = call(ctx, f"CALL pando.system.advise_tables(tables => 'adv.bydate, adv.li', workload => '{text}', "
+                  "options => map('k', '2', 'min-block-rows', '6000', 'max-template-regression', 'off'))")
+    assert r.names == [c for c, _ in TABLE_RANK_COLUMNS]
+    assert [row[0] for row in r.rows] == [1, 2] and {row[1] for row in r.rows} == {"adv.li", "adv.bydate"}
+    per_second = [row[8] for row in r.rows]
+    assert per_second == sorted(per_second, reverse=True)
+    for row in r.rows:
+        assert row[3] == len(WORKLOAD)  # the workload's queries on each table
+        assert row[6] == pytest.approx(max(0.0, row[4] - row[5]) * row[3], rel=1e-3, abs=0.2)
+        assert row[8] == pytest.approx(row[6] / row[7] if row[7] else 0.0, rel=0.05, abs=0.01)  # rounded
+    # the date-ordered table reads less now on the date windows: order-key order saves more
+    now = {row[1]: row[4] for row in r.rows}
+    assert now["adv.bydate"] < now["adv.li"]
+    assert r.rows[0][1] == "adv.li"
+    with pytest.raises(ProcedureError, match=r"advise_tables: 'tables' names no table"):
+        call(ctx, f"CALL pando.system.advise_tables(tables => ' , ', workload => '{text}')")
+    with pytest.raises(ProcedureError, match=r"table 'adv.nope' does not exist"):
+        call(ctx, f"CALL pando.system.advise_tables(tables => 'adv.li, adv.nope', workload => '{text}')")

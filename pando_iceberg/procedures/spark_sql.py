@@ -12,7 +12,7 @@ from typing import Any
 
 from ..catalog import load_catalog
 from ..config import PandoConfig
-from ..spark import session_config
+from ..spark import prune_rule, session_config
 from .builtin import ProcedureContext, call
 from .parse import is_pando_call
 
@@ -56,7 +56,14 @@ def enable(spark, *, config: Any = None):
 
     sql.__doc__ = own.__doc__
     sql._pando_enabled = True  # type: ignore[attr-defined]
+    already = is_enabled(spark)
     spark.sql = sql
+    if not already:
+        try:
+            prune_rule.install(spark)
+        except Exception as e:  # the session still runs every query, unpruned
+            log.warning("pando: queries read Spark's own plans: the optimizer rule was not installed (%s: %s)",
+                        type(e).__name__, e)
     return spark
 
 
@@ -64,6 +71,7 @@ def disable(spark):
     """Undo :func:`enable`: ``spark.sql`` is Spark's own again."""
     if is_enabled(spark):
         del spark.sql
+        prune_rule.uninstall(spark)
     return spark
 
 

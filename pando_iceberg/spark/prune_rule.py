@@ -27,7 +27,7 @@ import re
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from .. import settings
 from ..storage.pointer import P_LAYOUT_ID
@@ -36,8 +36,8 @@ from .jvm_classes import helper, jclass
 
 log = logging.getLogger("pando_iceberg.spark")
 
-NOTES_KEPT = 50
-_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?\Z")  # the notes of the last plans the rule touched, per session
+NOTES_KEPT = 50  # the notes of the last plans the rule touched, per session
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?\Z")
 
 
 @dataclass
@@ -84,7 +84,7 @@ class ScanPlanner:
             return ""
 
     class Java:
-        implements = ["java.util.function.Function"]
+        implements: ClassVar[list[str]] = ["java.util.function.Function"]
 
 
 @settings.of_session
@@ -127,8 +127,8 @@ def answer(spark, request: str, notes: deque[str] | None = None) -> str:
                             f"{leaf.snapshot}: Spark's own scan")
                 continue
             set_id = stage(spark, qp.tables[leaf.table], leaf.table, plan)
-            e = plan.explain
-            said.append(f"{leaf.table}: read {e.pando_files} of {e.total_files} files (layout {e.layout_id})")
+            ex = plan.explain
+            said.append(f"{leaf.table}: read {ex.pando_files} of {ex.total_files} files (layout {ex.layout_id})")
             out.append(f"S\t{leaf.alias}\t{set_id}")
     if notes is not None:
         notes.extend(said)
@@ -239,5 +239,5 @@ def replaced_scans(spark) -> int:
     return 0 if got is None else int(got[0].replacedScans())
 
 
-__all__ = ["Leaf", "ScanPlanner", "answer", "clear_notes", "install", "notes", "parse_request", "replaced_scans", "stage",
-           "uninstall"]
+__all__ = ["Leaf", "ScanPlanner", "answer", "block_tree", "clear_notes", "install", "notes", "parse_request",
+           "replaced_scans", "stage", "uninstall"]

@@ -191,3 +191,19 @@ def test_nothing_stays_staged_and_a_disabled_session_is_spark_s_own(spark, catal
         assert "pando-layout-" not in explain_text(dataframe_api(spark, "q3"))
     finally:
         pando_iceberg.enable(spark)
+
+
+def test_the_rule_s_request_and_spark_s_literals():
+    """The rule's request lines, and Catalyst's typed literals read as the numbers they are (a
+    FLOAT's and a string that is no number are left as they are)."""
+    blocks = prune_rule.parse_request("B\tSELECT 1 FROM `lake`.`db`.`f` AS __p0, `lake`.`db`.`d` AS __p1 WHERE x\n"
+                                      "L\t__p0\tlake\tdb.f\t12\nX\t__p1\tlake\tdb.d\t\n")
+    assert [(leaf.alias, leaf.table, leaf.snapshot, leaf.pinned) for leaf in blocks[0][1]] == [
+        ("__p0", "db.f", 12, False), ("__p1", "db.d", None, True)]
+    with pytest.raises(ValueError, match="unexpected line"):
+        prune_rule.parse_request("Q\tnope")
+    tree = prune_rule.block_tree("SELECT 1 FROM t AS __p0 WHERE __p0.q < 24.00BD AND __p0.d >= 0.05D "
+                                 "AND __p0.k = 5L AND __p0.s = CAST('NaN' AS DOUBLE) AND __p0.f = 1.5F")
+    assert tree.sql(dialect="spark") == (
+        "SELECT 1 FROM t AS __p0 WHERE __p0.q < CAST(24.00 AS DECIMAL(4, 2)) AND __p0.d >= CAST(0.05 AS DOUBLE) "
+        "AND __p0.k = CAST(5 AS BIGINT) AND __p0.s = CAST('NaN' AS DOUBLE) AND __p0.f = CAST(1.5 AS FLOAT)")

@@ -275,7 +275,9 @@ public class PruneRule {
         }
 
         private static boolean isInner(org.apache.spark.sql.catalyst.plans.logical.Join join) {
-            return join.joinType() == org.apache.spark.sql.catalyst.plans.Inner$.MODULE$;
+            // CROSS JOIN written with a condition (TPC-H's comma joins as sqlglot writes them) is an inner join
+            return join.joinType() == org.apache.spark.sql.catalyst.plans.Inner$.MODULE$
+                || join.joinType() == org.apache.spark.sql.catalyst.plans.Cross$.MODULE$;
         }
 
         // Blocks of the plan: a filter, projection, inner join or scan starts one; what is none of

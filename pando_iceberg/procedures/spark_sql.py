@@ -1,6 +1,7 @@
-"""Pando in a PySpark session's own ``spark.sql``: :func:`enable` gives the session a ``spark.sql``
-that runs ``CALL pando.system.*`` (as ``pando sql`` does) and hands every other statement to Spark;
-within :func:`pruning`, its queries read only the files Pando keeps."""
+"""Pando in a PySpark session: :func:`enable` gives the session a ``spark.sql`` that runs
+``CALL pando.system.*`` (as ``pando sql`` does) and hands every other statement to Spark, and an
+optimizer rule by which every query reads only the files Pando keeps; within :func:`pruning`,
+``spark.sql`` queries go through ``pando_iceberg.spark.sql``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from ..catalog import load_catalog
 from ..config import PandoConfig
-from ..spark import session_config
+from ..spark import prune_rule, session_config
 from .builtin import ProcedureContext, call
 from .parse import is_pando_call
 
@@ -30,8 +31,12 @@ def enable(spark, *, config: Any = None):
 
     The procedures work on the session's current catalog at the time of each CALL
     (``pando_iceberg.spark.session_config``), or on ``config`` (a ``PandoConfig``) if given. Enabling an enabled
-    session changes nothing but ``config``; :func:`disable` restores Spark's ``sql``. Queries are
-    pruned within :func:`pruning` (outside it they read Spark's own plan)."""
+    session changes nothing but ``config``; :func:`disable` restores Spark's ``sql``.
+
+    It also puts Pando's optimizer rule into the session (``pando_iceberg.spark.prune_rule``):
+    every query it optimizes, ``spark.sql`` and the DataFrame API alike, reads for each Iceberg
+    scan of a laid-out table the files Pando's planner keeps (the shapes pruned: docs/QUERYING.md).
+    Within :func:`pruning`, ``spark.sql`` queries take ``pando_iceberg.spark.sql``'s text path."""
     if config is not None and not isinstance(config, PandoConfig):
         raise TypeError(f"enable: config must be a PandoConfig (pando_iceberg.config.load_config()), "
                         f"got {type(config).__name__}")
@@ -56,7 +61,14 @@ def enable(spark, *, config: Any = None):
 
     sql.__doc__ = own.__doc__
     sql._pando_enabled = True  # type: ignore[attr-defined]
+    already = is_enabled(spark)
     spark.sql = sql
+    if not already:
+        try:
+            prune_rule.install(spark)
+        except Exception as e:  # the session still runs every query, unpruned
+            log.warning("pando: queries read Spark's own plans: the optimizer rule was not installed (%s: %s)",
+                        type(e).__name__, e)
     return spark
 
 
@@ -64,6 +76,7 @@ def disable(spark):
     """Undo :func:`enable`: ``spark.sql`` is Spark's own again."""
     if is_enabled(spark):
         del spark.sql
+        prune_rule.uninstall(spark)
     return spark
 
 

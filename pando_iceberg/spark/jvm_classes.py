@@ -36,7 +36,7 @@ TESTED_ICEBERG = ("1.10",)
 SHARED = "TaskCache"  # the class whose static state must be one copy: at the root of the loaders
 # The helper classes other helpers call, by caller: the caller's loader delegates to that class's
 # loader (so a class several call is compiled once, and is theirs); every chain ends at SHARED.
-PARENT_CLASSES = {"KeyViews": "Views", "TaskSetViews": "Views", "Staging": "TaskSetViews"}
+PARENT_CLASSES = {"KeyViews": "Views", "TaskSetViews": "Views", "Staging": "TaskSetViews", "PruneRule": "TaskSetViews"}
 # The small helper classes compiled again in each caller's own loader.
 COMPILED_WITH = {"KeyViews": ("LocalRelations",), "Staging": ("LocalRelations", "Plans"), "Residuals": ("Plans",)}
 

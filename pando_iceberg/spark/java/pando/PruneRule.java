@@ -1,0 +1,536 @@
+package pando;
+
+/**
+ * An optimizer rule (the session's {@code experimental().extraOptimizations()}, run after Spark's
+ * own operator optimizations and scan push-down) that makes every query of the session, the
+ * DataFrame API's included, read only the files Pando's planner keeps.
+ *
+ * <p>The optimized plan is cut into blocks: maximal subtrees of filters, projections and inner
+ * joins over Iceberg batch scans. Each block with a scan of a laid-out table is rendered as one SQL
+ * query ({@code SELECT 1 FROM t0 AS __p0, t1 AS __p1 WHERE ...}: its conditions, each column named
+ * by its scan's alias) and the blocks of a plan are handed to Python in one call
+ * ({@code planner}, a py4j callback). A block's rows are what its subtree gives the rest of the
+ * plan, so a file the planner proves gives none of them can go. Python answers, per scan alias, a
+ * staged Iceberg task set (empty: nothing to read); the scan is replaced by a staged scan of that
+ * set with the same output attributes, its tasks read here, and every set is removed before the
+ * rule returns (the scan object holds its tasks). The filters above the scans stay in the plan:
+ * rows are filtered as before.
+ *
+ * <p>A condition that cannot be rendered (a subquery, a non-deterministic or unrenderable
+ * expression, a column of something that is no block scan) is left out of the block's SQL: the
+ * planner then knows less and keeps more. A scan is never replaced when it is not an Iceberg batch
+ * scan of a table of its catalog (metadata tables, snapshots, branches, options of its own, staged
+ * scans), its table is partitioned (Iceberg keeps out of the plan the predicates it evaluates on
+ * partitions), a dynamic-pruning filter is above it, or it reads metadata columns. Any failure
+ * leaves the plan as Spark made it, with a note ({@link #lastNote()}).
+ */
+public class PruneRule {
+    // The session's extra optimizer rules with a new Optimizer asking planner (a py4j proxy of a
+    // java.util.function.Function) in place of any it had; the rule.
+    public static Object install(Object session, Object planner, String marker) {
+        Optimizer rule = new Optimizer(planner, marker);
+        replaceRules((org.apache.spark.sql.SparkSession) session, rule);
+        return rule;
+    }
+
+    // The session's extra optimizer rules without its Optimizer.
+    public static void uninstall(Object session) {
+        replaceRules((org.apache.spark.sql.SparkSession) session, null);
+    }
+
+    private static void replaceRules(org.apache.spark.sql.SparkSession spark, Object rule) {
+        org.apache.spark.sql.ExperimentalMethods methods = spark.experimental();
+        java.util.List rules = new java.util.ArrayList();
+        for (scala.collection.Iterator it = methods.extraOptimizations().iterator(); it.hasNext();) {
+            Object r = it.next();
+            if (!r.getClass().getName().equals(Optimizer.class.getName())) {
+                rules.add(r);
+            }
+        }
+        if (rule != null) {
+            rules.add(rule);
+        }
+        methods.extraOptimizations_$eq(scala.collection.JavaConverters.asScalaBuffer(rules).toList());
+    }
+
+    // The rule.
+    public static class Optimizer extends org.apache.spark.sql.catalyst.rules.Rule {
+        // Rules asking Python now: the queries Python's planning runs meanwhile are left as they are.
+        static final java.util.concurrent.atomic.AtomicInteger ASKING = new java.util.concurrent.atomic.AtomicInteger();
+
+        private final java.util.function.Function planner;  // request (String) -> answer (String)
+        private final String marker;  // the table property of a laid-out table
+        private volatile String lastNote = "";
+        private final java.util.concurrent.atomic.AtomicLong replaced = new java.util.concurrent.atomic.AtomicLong();
+
+        // What the rule said of the last plan it asked about ('' when it replaced what Python staged).
+        public String lastNote() {
+            return lastNote;
+        }
+
+        // How many scans the rule replaced by staged scans.
+        public long replacedScans() {
+            return replaced.get();
+        }
+
+        public Optimizer(Object planner, String marker) {
+            this.planner = (java.util.function.Function) planner;
+            this.marker = marker;
+        }
+
+        static class Block {
+            final java.util.List leaves = new java.util.ArrayList();  // DataSourceV2ScanRelation
+            final java.util.List conditions = new java.util.ArrayList();  // Expression
+            final java.util.Map aliases = new java.util.HashMap();  // ExprId -> Expression (projected aliases)
+            boolean laidOut;
+        }
+
+        public org.apache.spark.sql.catalyst.trees.TreeNode apply(org.apache.spark.sql.catalyst.trees.TreeNode node) {
+            org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan =
+                (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) node;
+            if (ASKING.get() > 0 || plan.isStreaming() || !worthAsking(plan)) {
+                return plan;
+            }
+            java.util.List sets = new java.util.ArrayList();  // {Table, set id} staged by Python
+            org.apache.spark.sql.catalyst.plans.logical.LogicalPlan out = plan;
+            try {
+                out = swapped(plan, sets);
+            } catch (Throwable t) {
+                lastNote = "Spark's own plan: " + t;
+                out = plan;
+            }
+            // (no finally: Janino's stack maps of a finally around returns fail verification)
+            org.apache.iceberg.spark.ScanTaskSetManager manager = org.apache.iceberg.spark.ScanTaskSetManager.get();
+            for (java.util.Iterator it = sets.iterator(); it.hasNext();) {
+                Object[] set = (Object[]) it.next();
+                try {
+                    manager.removeTasks((org.apache.iceberg.Table) set[0], (String) set[1]);
+                } catch (Throwable ignored) {
+                    lastNote = lastNote + " (a staged set was not removed: " + ignored + ")";
+                }
+            }
+            return out;
+        }
+
+        // The plan with the scans Python staged sets for swapped for staged scans; the sets staged are
+        // added to sets (the caller removes them).
+        private org.apache.spark.sql.catalyst.plans.logical.LogicalPlan swapped(
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan, java.util.List sets) {
+            java.util.List blocks = new java.util.ArrayList();
+            collect(plan, blocks);
+            java.util.IdentityHashMap names = new java.util.IdentityHashMap();  // scan -> alias
+            java.util.IdentityHashMap seen = new java.util.IdentityHashMap();  // scan -> times in the plan
+            StringBuilder request = new StringBuilder();
+            for (int b = 0; b < blocks.size(); b++) {
+                Block block = (Block) blocks.get(b);
+                if (!block.laidOut) {
+                    continue;
+                }
+                render(block, names, request);
+            }
+            if (request.length() == 0) {
+                return plan;
+            }
+            countScans(plan, seen);
+            String answer = null;
+            Throwable failed = null;
+            ASKING.incrementAndGet();
+            try {
+                answer = (String) planner.apply(request.toString());
+            } catch (Throwable t) {
+                failed = t;
+            }
+            ASKING.decrementAndGet();
+            if (failed != null) {
+                throw new IllegalStateException("the planner failed", failed);
+            }
+            if (answer == null || answer.length() == 0) {
+                return plan;
+            }
+            final java.util.IdentityHashMap swaps = new java.util.IdentityHashMap();
+            java.util.Map byAlias = new java.util.HashMap();
+            for (java.util.Iterator it = names.entrySet().iterator(); it.hasNext();) {
+                java.util.Map.Entry e = (java.util.Map.Entry) it.next();
+                byAlias.put(e.getValue(), e.getKey());
+            }
+            String[] lines = answer.split("\n");
+            for (int i = 0; i < lines.length; i++) {  // every set Python staged is removed, whatever happens next
+                String[] f = lines[i].split("\t", -1);
+                Object scan = f.length == 3 && f[0].equals("S") ? byAlias.get(f[1]) : null;
+                if (scan != null && f[2].length() > 0) {
+                    sets.add(new Object[] {((org.apache.iceberg.spark.source.SparkTable)
+                        ((org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) scan).relation().table())
+                        .table(), f[2]});
+                }
+            }
+            StringBuilder notes = new StringBuilder();
+            for (int i = 0; i < lines.length; i++) {
+                String[] f = lines[i].split("\t", -1);
+                if (f.length == 2 && f[0].equals("N")) {
+                    notes.append(f[1]).append('\n');
+                    continue;
+                }
+                if (f.length != 3 || !f[0].equals("S")) {
+                    continue;
+                }
+                org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation scan =
+                    (org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) byAlias.get(f[1]);
+                if (scan == null) {
+                    continue;
+                }
+                org.apache.iceberg.spark.source.SparkTable table =
+                    (org.apache.iceberg.spark.source.SparkTable) scan.relation().table();
+                if (((Integer) seen.get(scan)).intValue() != 1) {
+                    notes.append(f[1]).append(": the same scan twice in the plan: Spark's own scan\n");
+                    continue;
+                }
+                swaps.put(scan, f[2].length() == 0 ? emptyOf(scan) : stagedOf(scan, table, f[2]));
+            }
+            lastNote = notes.toString();
+            if (swaps.isEmpty()) {
+                return plan;
+            }
+            org.apache.spark.sql.catalyst.plans.logical.LogicalPlan out =
+                (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) plan.transformUp(
+                    new scala.runtime.AbstractPartialFunction() {
+                        public boolean isDefinedAt(Object p) {
+                            return swaps.containsKey(p);
+                        }
+                        public Object applyOrElse(Object p, scala.Function1 otherwise) {
+                            Object now = swaps.get(p);
+                            return now == null ? otherwise.apply(p) : now;
+                        }
+                    });
+            replaced.addAndGet(swaps.size());
+            return out;
+        }
+
+        // Is there a scan of a laid-out table in the plan (not in its subqueries: they are optimized
+        // on their own), and no row-level write (its scans choose the files it replaces)?
+        private boolean worthAsking(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan) {
+            String kind = plan.getClass().getSimpleName();
+            if (kind.equals("ReplaceData") || kind.equals("WriteDelta") || kind.startsWith("MergeRows")) {
+                return false;
+            }
+            if (plan instanceof org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) {
+                return candidate((org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) plan) && laidOut(
+                    (org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) plan);
+            }
+            boolean any = false;
+            for (scala.collection.Iterator it = plan.children().iterator(); it.hasNext();) {
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan child =
+                    (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) it.next();
+                String childKind = child.getClass().getSimpleName();
+                if (childKind.equals("ReplaceData") || childKind.equals("WriteDelta")) {
+                    return false;
+                }
+                any |= worthAsking(child);
+            }
+            return any;
+        }
+
+        private static void countScans(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan,
+                                       java.util.IdentityHashMap seen) {
+            if (plan instanceof org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) {
+                Integer n = (Integer) seen.get(plan);
+                seen.put(plan, Integer.valueOf(n == null ? 1 : n.intValue() + 1));
+            }
+            for (scala.collection.Iterator it = plan.children().iterator(); it.hasNext();) {
+                countScans((org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) it.next(), seen);
+            }
+        }
+
+        // An Iceberg batch scan of a current, unpartitioned table of a catalog, with no options of its
+        // own and only table columns in its output.
+        static boolean candidate(org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation scan) {
+            org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation relation = scan.relation();
+            if (!(relation.table() instanceof org.apache.iceberg.spark.source.SparkTable)
+                    || !scan.scan().getClass().getSimpleName().equals("SparkBatchQueryScan")
+                    || relation.catalog().isEmpty() || relation.identifier().isEmpty()
+                    || !relation.options().isEmpty()
+                    || ((org.apache.spark.sql.connector.catalog.Identifier) relation.identifier().get()).namespace().length != 1) {
+                return false;
+            }
+            org.apache.iceberg.spark.source.SparkTable table = (org.apache.iceberg.spark.source.SparkTable) relation.table();
+            if (table.snapshotId() != null || table.branch() != null || !(table.table() instanceof org.apache.iceberg.BaseTable)
+                    || !table.table().spec().isUnpartitioned()) {
+                return false;
+            }
+            java.util.Set columns = new java.util.HashSet();
+            org.apache.spark.sql.types.StructField[] fields = table.schema().fields();
+            for (int i = 0; i < fields.length; i++) {
+                columns.add(fields[i].name());
+            }
+            for (scala.collection.Iterator it = scan.output().iterator(); it.hasNext();) {
+                if (!columns.contains(((org.apache.spark.sql.catalyst.expressions.AttributeReference) it.next()).name())) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        private boolean laidOut(org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation scan) {
+            return ((org.apache.iceberg.spark.source.SparkTable) scan.relation().table()).table().properties()
+                .containsKey(marker);
+        }
+
+        private static boolean isInner(org.apache.spark.sql.catalyst.plans.logical.Join join) {
+            // CROSS JOIN written with a condition (TPC-H's comma joins as sqlglot writes them) is an inner join
+            return join.joinType() == org.apache.spark.sql.catalyst.plans.Inner$.MODULE$
+                || join.joinType() == org.apache.spark.sql.catalyst.plans.Cross$.MODULE$;
+        }
+
+        // Blocks of the plan: a filter, projection, inner join or scan starts one; what is none of
+        // these is the root of further blocks.
+        private void collect(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan, java.util.List blocks) {
+            if (plan instanceof org.apache.spark.sql.catalyst.plans.logical.Filter
+                    || (plan instanceof org.apache.spark.sql.catalyst.plans.logical.Project && plainProject(plan))
+                    || (plan instanceof org.apache.spark.sql.catalyst.plans.logical.Join
+                        && isInner((org.apache.spark.sql.catalyst.plans.logical.Join) plan))
+                    || (plan instanceof org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation
+                        && candidate((org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) plan))) {
+                Block block = new Block();
+                gather(plan, block, blocks);
+                if (!block.leaves.isEmpty()) {
+                    blocks.add(block);
+                }
+                return;
+            }
+            for (scala.collection.Iterator it = plan.children().iterator(); it.hasNext();) {
+                collect((org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) it.next(), blocks);
+            }
+        }
+
+        private static boolean plainProject(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan) {
+            for (scala.collection.Iterator it = ((org.apache.spark.sql.catalyst.plans.logical.Project) plan)
+                    .projectList().iterator(); it.hasNext();) {
+                org.apache.spark.sql.catalyst.expressions.Expression e =
+                    (org.apache.spark.sql.catalyst.expressions.Expression) it.next();
+                if (!e.deterministic()
+                        || org.apache.spark.sql.catalyst.expressions.SubqueryExpression$.MODULE$.hasSubquery(e)) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        private void gather(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan, Block block, java.util.List blocks) {
+            if (plan instanceof org.apache.spark.sql.catalyst.plans.logical.Filter) {
+                conjuncts(((org.apache.spark.sql.catalyst.plans.logical.Filter) plan).condition(), block.conditions);
+                gather(((org.apache.spark.sql.catalyst.plans.logical.Filter) plan).child(), block, blocks);
+            } else if (plan instanceof org.apache.spark.sql.catalyst.plans.logical.Project && plainProject(plan)) {
+                for (scala.collection.Iterator it = ((org.apache.spark.sql.catalyst.plans.logical.Project) plan)
+                        .projectList().iterator(); it.hasNext();) {
+                    Object e = it.next();
+                    if (e instanceof org.apache.spark.sql.catalyst.expressions.Alias) {
+                        org.apache.spark.sql.catalyst.expressions.Alias a = (org.apache.spark.sql.catalyst.expressions.Alias) e;
+                        block.aliases.put(a.exprId(), a.child());
+                    }
+                }
+                gather(((org.apache.spark.sql.catalyst.plans.logical.Project) plan).child(), block, blocks);
+            } else if (plan instanceof org.apache.spark.sql.catalyst.plans.logical.Join
+                    && isInner((org.apache.spark.sql.catalyst.plans.logical.Join) plan)) {
+                org.apache.spark.sql.catalyst.plans.logical.Join join = (org.apache.spark.sql.catalyst.plans.logical.Join) plan;
+                if (join.condition().isDefined()) {
+                    conjuncts((org.apache.spark.sql.catalyst.expressions.Expression) join.condition().get(), block.conditions);
+                }
+                gather(join.left(), block, blocks);
+                gather(join.right(), block, blocks);
+            } else if (plan instanceof org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation
+                    && candidate((org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) plan)) {
+                block.leaves.add(plan);
+                block.laidOut |= laidOut((org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) plan);
+            } else {
+                for (scala.collection.Iterator it = plan.children().iterator(); it.hasNext();) {
+                    collect((org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) it.next(), blocks);
+                }
+            }
+        }
+
+        private static void conjuncts(org.apache.spark.sql.catalyst.expressions.Expression e, java.util.List out) {
+            if (e instanceof org.apache.spark.sql.catalyst.expressions.And) {
+                conjuncts(((org.apache.spark.sql.catalyst.expressions.And) e).left(), out);
+                conjuncts(((org.apache.spark.sql.catalyst.expressions.And) e).right(), out);
+            } else {
+                out.add(e);
+            }
+        }
+
+        // One block as lines of the request: "B\t<sql>", then "L\t<alias>\t<catalog>\t<db>.<table>\t<snapshot id>"
+        // per scan (a scan under a dynamic-pruning filter is in the SQL but marked "X": not replaced).
+        private void render(Block block, java.util.IdentityHashMap names, StringBuilder out) {
+            final java.util.Map qualifiers = new java.util.HashMap();  // ExprId -> alias
+            StringBuilder from = new StringBuilder();
+            java.util.List leafLines = new java.util.ArrayList();
+            java.util.Set pinned = new java.util.HashSet();  // aliases under a dynamic-pruning filter
+            for (int i = 0; i < block.leaves.size(); i++) {
+                org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation scan =
+                    (org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) block.leaves.get(i);
+                String alias = "__p" + names.size();
+                names.put(scan, alias);
+                for (scala.collection.Iterator it = scan.output().iterator(); it.hasNext();) {
+                    qualifiers.put(((org.apache.spark.sql.catalyst.expressions.AttributeReference) it.next()).exprId(), alias);
+                }
+                org.apache.spark.sql.connector.catalog.Identifier ident =
+                    (org.apache.spark.sql.connector.catalog.Identifier) scan.relation().identifier().get();
+                String catalog = ((org.apache.spark.sql.connector.catalog.CatalogPlugin) scan.relation().catalog().get()).name();
+                org.apache.iceberg.Table table = ((org.apache.iceberg.spark.source.SparkTable) scan.relation().table()).table();
+                org.apache.iceberg.Snapshot snapshot = table.currentSnapshot();
+                from.append(from.length() == 0 ? "" : ", ").append(quote(catalog)).append('.')
+                    .append(quote(ident.namespace()[0])).append('.').append(quote(ident.name())).append(" AS ").append(alias);
+                leafLines.add(new String[] {alias, catalog, ident.namespace()[0] + "." + ident.name(),
+                    snapshot == null ? "" : String.valueOf(snapshot.snapshotId())});
+            }
+            StringBuilder where = new StringBuilder();
+            for (int i = 0; i < block.conditions.size(); i++) {
+                org.apache.spark.sql.catalyst.expressions.Expression e =
+                    substituted((org.apache.spark.sql.catalyst.expressions.Expression) block.conditions.get(i), block.aliases);
+                boolean known = true;
+                java.util.Set aliasesOf = new java.util.HashSet();
+                for (scala.collection.Iterator it = e.references().iterator(); it.hasNext();) {
+                    Object alias = qualifiers.get(((org.apache.spark.sql.catalyst.expressions.Attribute) it.next()).exprId());
+                    if (alias == null) {
+                        known = false;
+                    } else {
+                        aliasesOf.add(alias);
+                    }
+                }
+                if (e.toString().toLowerCase(java.util.Locale.ROOT).contains("dynamicpruning")) {
+                    pinned.addAll(aliasesOf);
+                    continue;
+                }
+                if (!known || !e.deterministic() || hasFloatLiteral(e)
+                        || org.apache.spark.sql.catalyst.expressions.SubqueryExpression$.MODULE$.hasSubquery(e)) {
+                    continue;  // left out: the planner keeps more
+                }
+                String text;
+                try {
+                    text = ((org.apache.spark.sql.catalyst.expressions.Expression) e.transform(
+                        new scala.runtime.AbstractPartialFunction() {
+                            public boolean isDefinedAt(Object x) {
+                                return x instanceof org.apache.spark.sql.catalyst.expressions.AttributeReference;
+                            }
+                            public Object applyOrElse(Object x, scala.Function1 otherwise) {
+                                if (!isDefinedAt(x)) {
+                                    return otherwise.apply(x);
+                                }
+                                org.apache.spark.sql.catalyst.expressions.AttributeReference a =
+                                    (org.apache.spark.sql.catalyst.expressions.AttributeReference) x;
+                                java.util.List q = new java.util.ArrayList();
+                                q.add(qualifiers.get(a.exprId()));
+                                return a.withQualifier(scala.collection.JavaConverters.asScalaBuffer(q).toSeq());
+                            }
+                        })).sql();
+                } catch (Throwable t) {
+                    continue;
+                }
+                if (text.indexOf('\n') >= 0) {
+                    continue;
+                }
+                where.append(where.length() == 0 ? " WHERE " : " AND ").append(text);
+            }
+            out.append("B\tSELECT 1 FROM ").append(from).append(where).append('\n');
+            for (int i = 0; i < leafLines.size(); i++) {
+                String[] l = (String[]) leafLines.get(i);
+                out.append(pinned.contains(l[0]) ? "X" : "L");
+                for (int j = 0; j < l.length; j++) {
+                    out.append('\t').append(l[j]);
+                }
+                out.append('\n');
+            }
+        }
+
+        // A FLOAT literal is written CAST(<decimal> AS FLOAT), which rounds twice: not the literal.
+        private static boolean hasFloatLiteral(org.apache.spark.sql.catalyst.expressions.Expression e) {
+            if (e instanceof org.apache.spark.sql.catalyst.expressions.Literal
+                    && e.dataType() instanceof org.apache.spark.sql.types.FloatType) {
+                return true;
+            }
+            for (scala.collection.Iterator it = e.children().iterator(); it.hasNext();) {
+                if (hasFloatLiteral((org.apache.spark.sql.catalyst.expressions.Expression) it.next())) {
+                    return true;
+                }
+            }
+            return false;
+        }
+
+        // The condition with the block's projected aliases replaced by what they project.
+        private static org.apache.spark.sql.catalyst.expressions.Expression substituted(
+                org.apache.spark.sql.catalyst.expressions.Expression e, final java.util.Map aliases) {
+            if (aliases.isEmpty()) {
+                return e;
+            }
+            for (int round = 0; round < 8; round++) {
+                final boolean[] changed = {false};
+                e = (org.apache.spark.sql.catalyst.expressions.Expression) e.transformUp(
+                    new scala.runtime.AbstractPartialFunction() {
+                        public boolean isDefinedAt(Object x) {
+                            return x instanceof org.apache.spark.sql.catalyst.expressions.AttributeReference
+                                && aliases.containsKey(((org.apache.spark.sql.catalyst.expressions.AttributeReference) x).exprId());
+                        }
+                        public Object applyOrElse(Object x, scala.Function1 otherwise) {
+                            if (!isDefinedAt(x)) {
+                                return otherwise.apply(x);
+                            }
+                            changed[0] = true;
+                            return aliases.get(((org.apache.spark.sql.catalyst.expressions.AttributeReference) x).exprId());
+                        }
+                    });
+                if (!changed[0]) {
+                    break;
+                }
+            }
+            return e;
+        }
+
+        private static String quote(String name) {
+            return "`" + name.replace("`", "``") + "`";
+        }
+
+        private static org.apache.spark.sql.catalyst.plans.logical.LogicalPlan emptyOf(
+                org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation scan) {
+            return new org.apache.spark.sql.catalyst.plans.logical.LocalRelation(
+                (scala.collection.Seq) scan.output(), (scala.collection.Seq) scala.collection.immutable.Nil$.MODULE$, false);
+        }
+
+        // The scan reading the staged set: same relation and output attributes, its columns pruned to
+        // the output, its tasks read now (the set is removed when the rule returns).
+        private static org.apache.spark.sql.catalyst.plans.logical.LogicalPlan stagedOf(
+                org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation scan,
+                org.apache.iceberg.spark.source.SparkTable table, String setId) {
+            java.util.Map options = new java.util.HashMap();
+            options.put("scan-task-set-id", setId);
+            org.apache.spark.sql.SparkSession spark = org.apache.spark.sql.SparkSession.active();
+            String split = TaskSetViews.adaptiveSplitSize(spark, table.table(), setId);
+            if (split != null) {
+                options.put("split-size", split);
+            }
+            // The scan's table under a name that says what it reads (explain and the Spark UI print it):
+            // the same table operations, so the same metadata, files and staged sets (found by uuid).
+            org.apache.iceberg.Table named = new org.apache.iceberg.BaseTable(
+                ((org.apache.iceberg.BaseTable) table.table()).operations(), table.table().name() + " " + setId);
+            org.apache.spark.sql.connector.read.ScanBuilder builder = new org.apache.iceberg.spark.source.SparkTable(
+                named, false).newScanBuilder(new org.apache.spark.sql.util.CaseInsensitiveStringMap(options));
+            org.apache.spark.sql.types.StructType wanted =
+                org.apache.spark.sql.catalyst.types.DataTypeUtils.fromAttributes((scala.collection.Seq) scan.output());
+            ((org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns) builder).pruneColumns(wanted);
+            org.apache.spark.sql.connector.read.Scan staged = builder.build();
+            org.apache.spark.sql.types.StructField[] got = staged.readSchema().fields();
+            org.apache.spark.sql.types.StructField[] want = wanted.fields();
+            if (got.length != want.length) {
+                throw new IllegalStateException("the staged scan reads other columns than the scan");
+            }
+            for (int i = 0; i < got.length; i++) {
+                if (!got[i].name().equals(want[i].name()) || !got[i].dataType().sameType(want[i].dataType())) {
+                    throw new IllegalStateException("the staged scan reads other columns than the scan");
+                }
+            }
+            staged.toBatch();  // reads the staged tasks into the scan
+            org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation out =
+                new org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation(
+                    scan.relation(), staged, scan.output(), scala.Option.empty(), scala.Option.empty());
+            out.copyTagsFrom(scan);
+            return out;
+        }
+    }
+}

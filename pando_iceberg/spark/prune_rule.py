@@ -1,0 +1,243 @@
+"""Every query of a session pruned by Pando, the DataFrame API's included: an optimizer rule in
+the JVM (``spark/java/pando/PruneRule.java``, in the session's
+``experimental().extraOptimizations()``) that asks this module's planner through py4j's callback
+server.
+
+For each optimized plan with an Iceberg scan of a laid-out table, the rule sends its blocks (the
+filters, projections and inner joins over Iceberg scans, each rendered as one SQL query, its scans
+by alias) in one call; :func:`answer` plans each block with the planner of
+``pando_iceberg.spark.sql`` (:func:`~pando_iceberg.spark.pruned.plan_query`: trees, join pruning,
+key sets) and stages, for each scan whose table's kept files are fewer than Iceberg's own pruning
+keeps, those files' tasks. The rule swaps the scan for a staged scan of the set (same output),
+reads its tasks and removes the set: nothing stays staged after the optimizer, so a DataFrame has
+no lifetime to manage. Anything that goes wrong leaves the scan (or the plan) Spark's own, with a
+note (:func:`notes`).
+
+Why an optimizer rule and not interception of DataFrame actions in Python: the rule sees every
+plan Spark runs (``spark.sql``, the DataFrame API, temporary views, CTEs, subqueries optimized on
+their own, ``df.explain()``, and actions pyspark does not wrap) after Spark's own optimizations,
+so the conditions it sends are Spark's, resolved and pushed next to the scans; action-time
+interception would have to wrap every action of pyspark and re-plan a DataFrame per action.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .. import settings
+from ..storage.pointer import P_LAYOUT_ID
+from . import iceberg_jvm as jv
+from .jvm_classes import helper, jclass
+
+log = logging.getLogger("pando_iceberg.spark")
+
+NOTES_KEPT = 50  # the notes of the last plans the rule touched, per session
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?\Z")
+
+
+@dataclass
+class Leaf:
+    alias: str
+    catalog: str
+    table: str  # db.table
+    snapshot: int | None
+    pinned: bool  # under a dynamic-pruning filter: planned with, never replaced
+
+
+def parse_request(request: str) -> list[tuple[str, list[Leaf]]]:
+    """The rule's request: ``B\\t<sql>`` per block, then ``L`` (or ``X``: pinned) lines
+    ``\\t<alias>\\t<catalog>\\t<db.table>\\t<snapshot id>`` per scan of it."""
+    blocks: list[tuple[str, list[Leaf]]] = []
+    for line in request.split("\n"):
+        if not line:
+            continue
+        kind, _, rest = line.partition("\t")
+        if kind == "B":
+            blocks.append((rest, []))
+        elif kind in ("L", "X") and blocks:
+            alias, catalog, table, snapshot = rest.split("\t")
+            blocks[-1][1].append(Leaf(alias, catalog, table, int(snapshot) if snapshot else None, kind == "X"))
+        else:
+            raise ValueError(f"PruneRule request: unexpected line {line[:200]!r}")
+    return blocks
+
+
+class ScanPlanner:
+    """The Python end of the rule: a ``java.util.function.Function`` (request → answer) for py4j."""
+
+    def __init__(self, spark) -> None:
+        self.spark = spark
+        self.notes: deque[str] = deque(maxlen=NOTES_KEPT)
+
+    def apply(self, request: str) -> str:
+        try:
+            return answer(self.spark, request, self.notes)
+        except Exception as e:  # never a failed query: Spark's own plan
+            note = f"Spark's own plan: {type(e).__name__}: {e}"
+            log.warning("pando: %s", note)
+            self.notes.append(note)
+            return ""
+
+    class Java:
+        implements: ClassVar[list[str]] = ["java.util.function.Function"]
+
+
+@settings.of_session
+def answer(spark, request: str, notes: deque[str] | None = None) -> str:
+    """The rule's answer: ``S\\t<alias>\\t<task set id>`` per scan to replace (an empty id: its
+    table keeps no file), ``N\\t<note>`` per note."""
+    from . import session_config
+    from .pruned import plan_query, prunes_beyond_iceberg
+
+    out: list[str] = []
+    said: list[str] = []
+    if vars(spark).get("_pando_busy"):  # Pando's own statements (procedures, the SQL path) are Spark's
+        return ""
+    _, catalog = session_config(spark)
+    name = str(getattr(catalog, "name", "") or "")
+    for sql, leaves in parse_request(request):
+        ours = [leaf for leaf in leaves if leaf.catalog.lower() == name.lower()]
+        if not ours:
+            continue
+        try:
+            qp = plan_query(spark, catalog, sql, tree=block_tree(sql))
+        except Exception as e:
+            said.append(f"not planned ({type(e).__name__}: {e}): Spark's own scans")
+            continue
+        if qp.unplanned:
+            said.append(qp.unplanned)
+        for leaf in ours:
+            plan = qp.plans.get(leaf.table)
+            if plan is None:
+                if leaf.table in qp.skipped:
+                    said.append(f"{leaf.table}: {qp.skipped[leaf.table]}")
+                continue
+            if not prunes_beyond_iceberg(plan):
+                continue  # Spark's own scan plans the same files
+            if leaf.pinned:
+                said.append(f"{leaf.table}: under a dynamic-pruning filter: Spark's own scan")
+                continue
+            if plan.snapshot_id != leaf.snapshot:
+                said.append(f"{leaf.table}: planned snapshot {plan.snapshot_id}, Spark's scan reads "
+                            f"{leaf.snapshot}: Spark's own scan")
+                continue
+            set_id = stage(spark, qp.tables[leaf.table], leaf.table, plan)
+            ex = plan.explain
+            said.append(f"{leaf.table}: read {ex.pando_files} of {ex.total_files} files (layout {ex.layout_id})")
+            out.append(f"S\t{leaf.alias}\t{set_id}")
+    if notes is not None:
+        notes.extend(said)
+    out += ["N\t" + n.replace("\n", " ").replace("\t", " ") for n in said]
+    return "\n".join(out)
+
+
+def block_tree(sql: str):
+    """A block's SQL parsed, Spark's typed numeric literals (``24.00BD``, ``0.05D``, ``5L``: what
+    Catalyst's ``Literal.sql`` writes, sqlglot's ``TRY_CAST('24.00' AS DECIMAL(4,2))``) as the
+    equal ``CAST(24.00 AS DECIMAL(4,2))`` of a plain number, the form the workload parser folds."""
+    from sqlglot import exp
+
+    from .pruned import parse_sql
+
+    def plain(node):
+        # not FLOAT: a decimal cast to float rounds twice (through double), a string once
+        if (isinstance(node, exp.TryCast) and isinstance(node.this, exp.Literal) and node.this.is_string
+                and _NUMBER.match(node.this.this) and node.to.is_type(*exp.DataType.NUMERIC_TYPES)
+                and not node.to.is_type(exp.DataType.Type.FLOAT)):
+            return exp.Cast(this=exp.Literal.number(node.this.this), to=node.to.copy())
+        return node
+
+    return parse_sql(sql).transform(plain)
+
+
+def stage(spark, table, name: str, plan) -> str:
+    """Stage the plan's chosen files' tasks (the JVM's task cache when the snapshot fits it, else
+    the JVM's planning with the pruning filter), under a task set id that names the layout and the
+    files kept of all (shown in ``df.explain()``); '' when no file is kept."""
+    from ..expr.iceberg import to_pyiceberg
+    from .jvm_filter import java_expression
+    from .pruned import in_task_cache
+
+    if not plan.paths or plan.snapshot_id is None:
+        return ""
+    jtable = jv.load_table(spark, name, metadata_location=getattr(table, "metadata_location", None))
+    found = None
+    if in_task_cache(plan):
+        found = jv.cached_tasks(jtable, plan.snapshot_id, plan.paths,
+                                f"{table.metadata.table_uuid}@{plan.snapshot_id}")
+    if found is None:
+        row_filter = None
+        if plan.filter is not None:
+            try:
+                row_filter = java_expression(spark._jvm, to_pyiceberg(plan.filter, table.schema()), table.schema(),
+                                             jtable.schema())
+            except Exception:  # the JVM plans without it: every chosen file is still found
+                row_filter = None
+        found, _ = jv.chosen_tasks(jtable, plan.snapshot_id, plan.paths, row_filter)
+    if isinstance(found, list):
+        tasks = spark._jvm.java.util.ArrayList()
+        for task in found:
+            tasks.add(task)
+    else:
+        tasks = found
+    e = plan.explain
+    set_id = f"pando-layout-{e.layout_id}-read-{e.pando_files}-of-{e.total_files}-{uuid.uuid4().hex[:12]}"
+    jclass(spark.sparkContext._gateway, "org.apache.iceberg.spark.ScanTaskSetManager").get() \
+        .stageTasks(jtable, set_id, tasks)
+    return set_id
+
+
+def install(spark) -> Any:
+    """Put the rule in ``spark``'s optimizer (replacing one put there before), asking a new
+    :class:`ScanPlanner` of this session; the Java rule, or None when the helper does not compile
+    here or the JVM's versions are not the tested ones (the session is then unpruned, with a
+    warning)."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    method = helper("PruneRule", "install", ("java.lang.Object", "java.lang.Object", "java.lang.String"))
+    if method is None:
+        log.warning("pando: the optimizer rule is not available in this JVM: queries read Spark's own plans "
+                    "(pando_iceberg.spark.sql still prunes)")
+        return None
+    ensure_callback_server_started(spark.sparkContext._gateway)
+    planner = ScanPlanner(spark)
+    rule = method(spark._jsparkSession, planner, P_LAYOUT_ID)
+    vars(spark)["_pando_rule"] = (rule, planner)
+    return rule
+
+
+def uninstall(spark) -> None:
+    """Take the rule out of ``spark``'s optimizer."""
+    method = helper("PruneRule", "uninstall", ("java.lang.Object",))
+    if method is not None:
+        method(spark._jsparkSession)
+    vars(spark).pop("_pando_rule", None)
+
+
+def notes(spark) -> list[str]:
+    """The notes of the last plans the session's rule planned (what it read, what it left to Spark
+    and why), oldest first."""
+    got = vars(spark).get("_pando_rule")
+    return [] if got is None else list(got[1].notes)
+
+
+def clear_notes(spark) -> None:
+    """Forget the notes :func:`notes` gives."""
+    got = vars(spark).get("_pando_rule")
+    if got is not None:
+        got[1].notes.clear()
+
+
+def replaced_scans(spark) -> int:
+    """How many scans the session's rule replaced by staged scans so far."""
+    got = vars(spark).get("_pando_rule")
+    return 0 if got is None else int(got[0].replacedScans())
+
+
+__all__ = ["Leaf", "ScanPlanner", "answer", "block_tree", "clear_notes", "install", "notes", "parse_request",
+           "replaced_scans", "stage", "uninstall"]

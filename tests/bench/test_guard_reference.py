@@ -45,3 +45,16 @@ def test_layout_names():
     assert through_pando("arrival-pando") and through_pando("pando-k3-unguarded") and not through_pando("arrival")
     assert pando_k("pando-k3-unguarded") == 3 and pando_k("pando-k1") == 1
     BenchOptions(dataset="star", layouts=("arrival", "arrival-pando", "pando-k3", "pando-k3-unguarded")).validate()
+
+
+def test_a_copy_compressed_smaller_is_compared_by_the_share_it_reads():
+    """The copies a layout rewrites compress the same rows to other sizes: the ratio is taken on
+    each table's bytes scaled to its size as loaded, so a copy at 0.8× the bytes that reads a larger
+    share of the table is still flagged."""
+    rep = _rep([_query(2, {"arrival": 100, "arrival-pando": 10, "pando-k3": 10})])
+    rep["layouts"] = {"arrival": {"tables": {"sales": {"bytes": 1000}}},
+                      "arrival-pando": {"tables": {"sales": {"bytes": 1000}}},
+                      "pando-k3": {"tables": {"sales": {"bytes": 800}}}}
+    (w,) = worse_than_arrival(rep)["pando-k3"]
+    assert w["ratio"] == pytest.approx(1.25)
+    assert worst_template(rep)["pando-k3"]["arrival-pando"] == pytest.approx(1.25)

@@ -3,7 +3,12 @@ procedures, then the held-out queries on each, measured from the executed Spark 
 
 Layouts (``--layouts``):
 
-- ``arrival``: the tables as loaded (the dataset's namespace itself, never rewritten);
+- ``arrival``: the tables as loaded (the dataset's namespace itself, never rewritten), read by
+  plain Spark (Iceberg's own scan planning);
+- ``arrival-pando``: the same tables read through Pando's planner (``pando_iceberg.spark.sql``:
+  Iceberg's min/max with join pruning): what a user reads today on the path Pando offers, without
+  any rewrite — the reference of the per-template guard, so the report flags templates against
+  it when it is measured (``report.reference_layout``);
 - ``sort``: Iceberg ``rewrite_data_files(strategy => 'sort')`` on one column per table
   (lineitem l_shipdate, orders o_orderdate, trips pickup_time: the paper's baseline; flights, which arrive
   by date, carrier);
@@ -15,7 +20,8 @@ Layouts (``--layouts``):
   ids first, as Delta's z-order does, interleaved, and written as exactly Pando k=3's file count;
 - ``pando-k1`` … ``pando-k4``: ``PandoTable(...).optimize.rewrite(workload, options=...)`` (the
   verb behind ``CALL pando.system.rewrite_data_files(strategy => 'pando')``) learned on the train
-  half with k trees.
+  half with k trees; ``pando-k3-unguarded``: k=3 with the per-template guard off
+  (``max-template-regression`` 'off'), so one run compares the guard on and off.
 
 All use the same target block size b (default 100,000 rows × SF): Pando's ``min-block-rows``,
 and for sort/z-order a ``target-file-size-bytes`` calibrated (up to ``CALIBRATION_ATTEMPTS``
@@ -52,7 +58,19 @@ from .workloads import qualify
 
 #: The datasets whose generator's order is not their arrival order: ``--load-order date`` loads them in it.
 DATE_ORDER_DATASETS = ("tpch", "tpcds")
-LAYOUTS = ("arrival", "sort", "zorder", "zorder-ranges", "pando-k1", "pando-k2", "pando-k3", "pando-k4")
+LAYOUTS = ("arrival", "arrival-pando", "sort", "zorder", "zorder-ranges", "pando-k1", "pando-k2", "pando-k3",
+           "pando-k4", "pando-k3-unguarded")
+UNGUARDED = "-unguarded"  # a Pando layout's suffix: learned with the per-template guard off
+
+
+def through_pando(layout: str) -> bool:
+    """Whether ``layout``'s queries run through Pando's planner (``pando_iceberg.spark.sql``)."""
+    return layout.startswith("pando") or layout == "arrival-pando"
+
+
+def pando_k(layout: str) -> int:
+    """The k of a Pando layout's name (``pando-k3``, ``pando-k3-unguarded``)."""
+    return int(layout.removesuffix(UNGUARDED).split("-k")[-1])
 DATASETS = ("tpch", "taxi", "star", "tpcds", "flights")
 # tpcds: the fact tables TPC-DS's queries filter (through their dimensions), each sorted on its date key
 LAID_OUT = {"tpch": ("lineitem", "orders"), "taxi": ("trips",), "star": ("sales",), "tpcds": TPCDS_FACTS,
@@ -303,7 +321,11 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
     layouts: dict[str, dict] = {"arrival": {"namespace": source_ns, "tables": {}}}
     for t in tables:
         layouts["arrival"]["tables"][t] = {**_files_stats(spark, f"{source_ns}.{t}"), "rewrite_seconds": 0.0}
-    order = sorted((x for x in opts.layouts if x != "arrival"), key=lambda x: (not x.startswith("pando"), x))
+    if "arrival-pando" in opts.layouts:  # the same tables, read through Pando's planner
+        layouts["arrival-pando"] = {"namespace": source_ns,
+                                    "tables": {t: dict(v) for t, v in layouts["arrival"]["tables"].items()}}
+    order = sorted((x for x in opts.layouts if not x.startswith("arrival")),
+                   key=lambda x: (not x.startswith("pando"), x))
     pando_files: dict[str, int] = {}  # table → files of the Pando layout the sort/zorder files are sized to
     for layout in order:
         ns = f"{source_ns}_{layout.replace('-', '_')}"
@@ -319,7 +341,7 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             copy_table(spark, f"{source_ns}.{t}", f"{ns}.{t}")
         info: dict[str, Any] = {"namespace": ns, "tables": {}}
         if layout.startswith("pando"):
-            k = int(layout.split("k")[-1])
+            k = pando_k(layout)
             wfile = out_dir / "workloads" / f"{ns}.sql"
             wfile.parent.mkdir(parents=True, exist_ok=True)
             wfile.write_text(";\n".join(qualify(s, ns) for _, s in train) + ";\n")
@@ -339,7 +361,9 @@ def apply_layouts(ctx, spark, catalog, opts: BenchOptions, source_ns: str, train
             if layout.startswith("pando"):  # the Python verbs, as a user's job calls them
                 options = LayoutOptions.from_map({"k": str(k), "min-block-rows": str(opts.b),
                                                   "sample-rate": str(opts.sample_rate), "seed": str(opts.seed),
-                                                  **opts.pando_options})
+                                                  **opts.pando_options,
+                                                  **({"max-template-regression": "off"}
+                                                     if layout.endswith(UNGUARDED) else {})})
                 stmt = (f"PandoTable(catalog, {name!r}, spark=spark).optimize.rewrite({str(wfile)!r}, "
                         f"options=LayoutOptions.from_map({options.to_map()!r}))")
             else:
@@ -530,7 +554,7 @@ def measure_queries(spark, catalog, opts: BenchOptions, layouts: dict[str, dict]
         unlimited = [tuple(r) for r in spark.sql(limited[0]).collect()] if limited else None
         for layout in opts.layouts:
             ns = layouts[layout]["namespace"]
-            pando = layout.startswith("pando")
+            pando = through_pando(layout)
             qsql = qualify(sql, ns)
             first = execute_query(spark, catalog, qsql, pando)  # warm-up; its rows and files are reported
             rows, metrics = first.rows, first.tables

@@ -185,20 +185,21 @@ def partition_reads_now(static, snapshot_id: int, queries: Sequence[tuple[Any, f
 
 def guarded_choice(learned: Sequence[tuple[Any, str | None]], sample: pa.Table, validation: Sequence[tuple[Any, float]],
                    now: np.ndarray, now_bytes: np.ndarray, bound: float, file_fraction: float,
-                   evaluations: Evaluations | None = None) -> LayoutChoice:
+                   evaluations: Evaluations | None = None, fraction: float = 1.0) -> LayoutChoice:
     """``select_layout`` under the guard for one partition (its ``sample``, one file per block),
     over the validation draws that reach the partition: those that open one of its files now
     (``now``: ``partition_reads_now``) or would with a candidate. The others read none of it
     either way; averaged in, they would shrink every template's reads of the partition below
-    ``in_block.SMALL_TEMPLATE``, where the guard allows a whole file more."""
+    ``in_block.SMALL_TEMPLATE``, where the guard allows a whole file more. ``fraction``: the
+    sample's share of the partition (``in_block.files_read``: the files' bounds widened below 1)."""
     validation = list(validation)
     zones = zone_columns(validation, sample)
-    reads = [files_read(layout, sample, validation, math.inf, order, zones=zones, evaluations=evaluations)
-             for layout, order in learned]
+    reads = [files_read(layout, sample, validation, math.inf, order, zones=zones, evaluations=evaluations,
+                        fraction=fraction) for layout, order in learned]
     reach = np.flatnonzero((np.asarray(now) > 0) | np.any(np.asarray(reads) > 0, axis=0))
     return select_layout(learned, sample, [validation[i] for i in reach], math.inf, now=np.asarray(now)[reach],
                          bound=bound, file_fraction=file_fraction, now_bytes=np.asarray(now_bytes)[reach],
-                         measured=[r[reach] for r in reads], evaluations=evaluations)
+                         measured=[r[reach] for r in reads], evaluations=evaluations, fraction=fraction)
 
 
 def partitions_refusal(table_name: str, bound: float, refused: dict[str, TemplateGuard]) -> str:
@@ -320,8 +321,9 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
             continue
         now, now_bytes = now_of[name]
         file_fraction = min(1.0, options.min_block_rows / rows_of[name])
+        share = len(rows) / rows_of[name]  # the sample's share of the partition
         choice = guarded_choice(learned, part_sample, expected.validation, now, now_bytes, bound, file_fraction,
-                                evaluations)
+                                evaluations, share)
         assert choice.guard is not None  # select_layout under a bound always measures one
         if not choice.guard.holds:
             # As the whole-table rewrite does (``rewrite.learn_layout``): the order the partition's
@@ -349,7 +351,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
                     learned.append((merged_layout(trees, part_sample, weighed, b_sample, evaluations=evaluations),
                                     None))
                     choice = guarded_choice(learned, part_sample, expected.validation, now, now_bytes, bound,
-                                            file_fraction, evaluations)
+                                            file_fraction, evaluations, share)
                     last = choice.guards[-1]
                     if choice.holds[-1]:
                         break
@@ -359,7 +361,7 @@ def rewrite_partitions(spark, table_name: str, workload: Sequence[str] | str, op
                 learned.append((build_layout(part_sample, cuts + extra, weighted, 1, b_sample,
                                              max_ktuples=options.max_ktuples, evaluations=evaluations), None))
                 choice = guarded_choice(learned, part_sample, expected.validation, now, now_bytes, bound,
-                                        file_fraction, evaluations)
+                                        file_fraction, evaluations, share)
         guard = choice.guard
         assert guard is not None
         of = f"partition {name}"

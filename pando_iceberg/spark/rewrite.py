@@ -219,7 +219,8 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
 
     def choose():
         return select_layout([(lay, getattr(o, "column", None)) for lay, o in learned], sample,
-                             expected.validation, b_sample, measured=measured, evaluations=evaluations, **guard)
+                             expected.validation, b_sample, measured=measured, evaluations=evaluations,
+                             fraction=scale if guard else 1.0, **guard)
 
     choice = choose() if len(learned) > 1 or guard else None
     if choice is not None and choice.guard is not None and not choice.guard.holds:

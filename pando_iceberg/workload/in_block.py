@@ -183,10 +183,13 @@ def _iceberg_values(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return arr
 
 
-def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any]) -> list[_FileStats]:
+def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any],
+                widening: FileWidening | None = None) -> list[_FileStats]:
     """The statistics Iceberg records of each file written from the sample rows ``runs`` (per
     zone column: lower and upper bounds without NaN, strings truncated as Iceberg's default
-    metrics mode does, NULL and NaN counts), computed in one grouped aggregation."""
+    metrics mode does, NULL and NaN counts), computed in one grouped aggregation. ``widening``:
+    each file's bounds widened for the real file's rows the sample does not hold
+    (``widened_bounds``); None: the sample's rows are the file's."""
     from pyiceberg.conversions import to_bytes
     from pyiceberg.utils.truncate import truncate_upper_bound_text_string
 
@@ -203,6 +206,13 @@ def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any]
             cols[f"n{n}"] = pc.is_nan(values).cast(pa.int64())
             aggs.append((f"n{n}", "sum"))
     grouped = pa.table(cols).group_by("__file").aggregate(aggs).sort_by("__file").to_pydict()
+    if widening is not None and widening.fraction < 1.0:
+        sizes = np.array([len(r) for r in runs], dtype=np.float64)
+        for n, name in enumerate(fields):
+            nonnull = sizes - np.asarray(grouped[f"c{n}_count"], dtype=np.float64)
+            grouped[f"c{n}_min"], grouped[f"c{n}_max"] = widened_bounds(
+                widening.sorted_values(name, cols[f"c{n}"]), grouped[f"c{n}_min"], grouped[f"c{n}_max"],
+                nonnull, widening.block_rows, widening.fraction, ordered=name == widening.order)
     out = []
     for i, rows in enumerate(len(r) for r in runs):
         st = _FileStats(rows, {}, {}, {}, {}, {}, {})
@@ -224,6 +234,92 @@ def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any]
                 st.upper_bounds[fid] = to_bytes(ftype, hi)
         out.append(st)
     return out
+
+
+# The guard's estimate of a file's bounds from the sample (``widened_bounds``): a file's sample rows
+# miss its rows at either end, by about one gap between its sample values (an exponential tail:
+# TAIL_GAPS of them cover it 19 times in 20), and a file cut along the in-block order ends where
+# the real block's rows, not the sample's, put its boundary (about one standard deviation of a
+# quantile of the block's sample rows: CUT_DEVIATIONS of them).
+TAIL_GAPS = 3.0
+CUT_DEVIATIONS = 2.0
+
+
+def widened_bounds(ordered_values: np.ndarray, lows: Sequence[Any], highs: Sequence[Any], rows: np.ndarray,
+                   block_rows: np.ndarray, fraction: float, *, ordered: bool = False) -> tuple[list, list]:
+    """Each file's [lower, upper] bounds of one column as the real file will record them, from
+    the bounds of its sample rows (``lows``, ``highs``; None: no bound): conservative, since a
+    guard that says a template holds must hold on the files written. ``ordered_values``: the
+    column's non-null (non-NaN) sample values sorted; ``rows``: each file's non-null sample rows;
+    ``block_rows``: the sample rows of each file's block; ``fraction``: the sample's share of the
+    table (1: the sample is the table, nothing widened); ``ordered``: the files are cut along this
+    column (the in-block order).
+
+    A file whose sample rows span K of the whole sample's values holds one of its own rows per
+    K / m of them (m: its sample rows); its real rows reach about one such gap beyond its sample's
+    extremes, and, when the column is the in-block order, the real cut between two files lies
+    about sqrt(block rows) of the block's sample rows from the sample's. Each bound moves outward
+    by ⌈(TAIL_GAPS + CUT_DEVIATIONS · sqrt(block rows, if ordered)) · K / m⌉ places of the
+    sorted sample values, both terms shrunk by the rows the sample misses (1 − fraction); past
+    the sample's extremes a numeric column goes on by its mean gap per place (the table reaches
+    beyond its sample), any other stops there."""
+    lows, highs = list(lows), list(highs)
+    n = len(ordered_values)
+    keep = max(0.0, 1.0 - float(fraction))
+    if n == 0 or keep == 0.0:
+        return lows, highs
+    have = [i for i, (lo, hi) in enumerate(zip(lows, highs, strict=True)) if lo is not None and hi is not None
+            and not (isinstance(lo, float) and (np.isnan(lo) or np.isnan(hi)))]
+    if not have:
+        return lows, highs
+    idx = np.asarray(have)
+    lo_rank = np.searchsorted(ordered_values, np.asarray([lows[i] for i in have], dtype=ordered_values.dtype), "left")
+    hi_rank = np.searchsorted(ordered_values, np.asarray([highs[i] for i in have], dtype=ordered_values.dtype),
+                              "right") - 1
+    spread = np.maximum(1, hi_rank - lo_rank + 1) / np.maximum(1.0, np.asarray(rows, dtype=np.float64)[idx])
+    gaps = np.full(len(have), TAIL_GAPS * keep)
+    if ordered:
+        gaps += CUT_DEVIATIONS * np.sqrt(np.asarray(block_rows, dtype=np.float64)[idx] * keep)
+    step = np.ceil(gaps * spread).astype(np.int64)
+    new_lo: np.ndarray = ordered_values[np.clip(lo_rank - step, 0, n - 1)]
+    new_hi: np.ndarray = ordered_values[np.clip(hi_rank + step, 0, n - 1)]
+    if ordered_values.dtype.kind in "iuf" and n > 1:
+        # past the sample's extremes (the table's reach beyond them): the mean gap per place
+        gap = (float(ordered_values[-1]) - float(ordered_values[0])) / (n - 1)
+        below = np.maximum(0, step - lo_rank) * gap
+        above = np.maximum(0, hi_rank + step - (n - 1)) * gap
+        if ordered_values.dtype.kind == "f":
+            new_lo, new_hi = new_lo - below, new_hi + above
+        else:
+            info = np.iinfo(ordered_values.dtype)
+            new_lo = np.maximum(new_lo.astype(np.float64) - np.ceil(below), info.min).astype(ordered_values.dtype)
+            new_hi = np.minimum(new_hi.astype(np.float64) + np.ceil(above), info.max).astype(ordered_values.dtype)
+    for j, i in enumerate(have):
+        lo, hi = new_lo[j], new_hi[j]
+        lows[i] = min(lows[i], lo.item() if hasattr(lo, "item") else lo)
+        highs[i] = max(highs[i], hi.item() if hasattr(hi, "item") else hi)
+    return lows, highs
+
+
+@dataclass
+class FileWidening:
+    """What ``widened_bounds`` needs of one layout's files on a sample: the sample's share of the
+    table, the in-block order the files are cut along (None: none), each file's block's sample
+    rows; the zone columns' sorted sample values, made once per sample."""
+
+    fraction: float
+    order: str | None = None
+    block_rows: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    sorted_cache: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def sorted_values(self, name: str, values: pa.Array) -> np.ndarray:
+        got = self.sorted_cache.get(name)
+        if got is None:
+            valid = pc.drop_null(values)
+            if pa.types.is_floating(valid.type):
+                valid = valid.filter(pc.invert(pc.is_nan(valid)))
+            got = self.sorted_cache[name] = np.sort(valid.to_numpy(zero_copy_only=False))
+        return got
 
 
 def _file_checks(queries: Sequence[tuple[TableFilter, float]], schema: Any, fields: dict[str, Any]) -> list:
@@ -282,7 +378,7 @@ def zone_columns(queries: Sequence[tuple[TableFilter, float]], sample: pa.Table)
 
 def files_read(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilter, float]], b_sample: float,
                order: str | None, *, zones: Sequence[tuple[str, str]] | None = None,
-               evaluations: Evaluations | None = None) -> np.ndarray:
+               evaluations: Evaluations | None = None, fraction: float = 1.0) -> np.ndarray:
     """Per query, the fraction of the sample's rows it reads when every block is written as
     ``files_per_block`` files cut along ``order`` (None: the sample's own order) and a block the
     trees scan is read file by file, skipping the files the planner skips by their statistics:
@@ -291,11 +387,14 @@ def files_read(layout: Any, sample: pa.Table, queries: Sequence[tuple[TableFilte
     columns). As the sample's rows stand for the table's, this estimates the fraction of the
     table's rows in the data files the query opens — what ``spark/rewrite_common.reads_now``
     measures of the files the table has now. ``evaluations``: the cut masks and side answers on
-    ``sample`` shared by the layouts learned on it (``layout.Evaluations``); same result."""
+    ``sample`` shared by the layouts learned on it (``layout.Evaluations``); same result.
+    ``fraction``: the sample's share of the table; below 1 each file's bounds are widened for
+    the real file's rows the sample misses (``widened_bounds``), so that the estimate does not
+    undercount what the files written will read."""
     queries = [(f, float(w)) for f, w in queries]
     if not queries or sample.num_rows == 0:
         return np.zeros(len(queries), dtype=np.float64)
-    return _Reads(sample, queries, zones, evaluations)(layout, b_sample, order)
+    return _Reads(sample, queries, zones, evaluations, fraction)(layout, b_sample, order)
 
 
 class _Reads:
@@ -304,8 +403,9 @@ class _Reads:
     query's file checks, each layout's blocks of the sample and scan matrix."""
 
     def __init__(self, sample: pa.Table, queries: list[tuple[TableFilter, float]],
-                 zones: Sequence[tuple[str, str]] | None, evaluations: Evaluations | None):
+                 zones: Sequence[tuple[str, str]] | None, evaluations: Evaluations | None, fraction: float = 1.0):
         self.sample, self.queries, self.evaluations = sample, queries, evaluations
+        self.widening = FileWidening(min(1.0, max(0.0, float(fraction))))  # its sorted values shared
         zones = zone_columns(queries, sample) if zones is None else list(zones)
         self.fields: dict[str, Any] = {}
         self.checks: list = []
@@ -344,7 +444,11 @@ class _Reads:
         sizes = np.array([len(r) for _, r in runs], dtype=np.float64)
         read = scanned[:, of_block]  # Q × files: the trees open the file's block
         if self.fields:
-            stats = _file_stats(sample, [r for _, r in runs], self.fields)
+            widening = self.widening
+            if widening.fraction < 1.0:
+                rows_of_block = np.bincount(blocks, minlength=int(layout.num_blocks)).astype(np.float64)
+                widening = FileWidening(widening.fraction, order, rows_of_block[of_block], widening.sorted_cache)
+            stats = _file_stats(sample, [r for _, r in runs], self.fields, widening)
             for q, may_hold in enumerate(self.checks):
                 opened = np.flatnonzero(read[q])
                 if len(opened):
@@ -555,7 +659,7 @@ def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
                   validation: Sequence[tuple[TableFilter, float]], b_sample: float, *,
                   now: np.ndarray | None = None, bound: float | None = None, file_fraction: float = 0.0,
                   now_bytes: np.ndarray | None = None, measured: list[np.ndarray] | None = None,
-                  evaluations: Evaluations | None = None) -> LayoutChoice:
+                  evaluations: Evaluations | None = None, fraction: float = 1.0) -> LayoutChoice:
     """Among ``(layout, in-block order)`` pairs in order of preference (fewer trees first), the
     one whose files the validation draws read least of (``files_cost``); a later one replaces
     the kept one only when it reads ``MIN_GAIN`` less (more trees cost planning time and sidecar
@@ -570,7 +674,8 @@ def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
     slack of small templates) are eligible; among them the same rule picks. When none is, the
     unconstrained choice is returned with its guard broken (the caller refuses or forces).
     ``measured``: the ``files_read`` of the first layouts, from an earlier call on the same
-    validation draws; extended in place with those of the others. ``evaluations``: as
+    validation draws; extended in place with those of the others. ``evaluations``, ``fraction``
+    (the sample's share of the table: below 1 the files' bounds are widened conservatively): as
     ``files_read`` takes them."""
     if not layouts:
         raise ValueError("select_layout needs at least one layout")
@@ -578,7 +683,7 @@ def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
     zones = zone_columns(validation, sample)
     weights = np.array([w for _, w in validation]) if validation else np.zeros(0)
     reads = measured if measured is not None else []
-    measure = _Reads(sample, validation, zones, evaluations)
+    measure = _Reads(sample, validation, zones, evaluations, fraction)
     reads += [measure(layout, b_sample, order) for layout, order in layouts[len(reads):]]
     costs = [float(r @ weights / weights.sum()) if weights.sum() > 0 else 0.0 for r in reads]
 

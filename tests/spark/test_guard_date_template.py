@@ -93,3 +93,17 @@ def test_a_bound_no_layout_holds_refuses_without_force(ctx, spark, catalog):
     assert any(n.startswith("forced: month = ? AND day BETWEEN") for n in r.notes), r.notes
     assert _snapshot(catalog, "tight") != before
     assert spark.table("dateguard.tight").count() == 12 * MONTH_ROWS
+
+
+def test_the_guard_holds_on_the_files_written_when_learned_on_a_sample(ctx, spark, catalog):
+    """Learned on a quarter of the rows, the guard's estimate of each file's bounds is widened for
+    the rows its sample misses (``in_block.widened_bounds``): a layout it says keeps the week
+    keeps it on the files written, for held-out weeks (planned on them)."""
+    wl = _loaded(spark, ctx, "sampled")
+    before = _week_rows(catalog, "sampled")
+    r = call(ctx, _rewrite("sampled", wl, "").replace("'sample-rate', '1.0'", "'sample-rate', '0.25'"))
+    week = [n for n in r.notes if n.startswith("month = ? AND day BETWEEN")]
+    assert len(week) == 1 and week[0].endswith(": holds"), r.notes
+    kept = _week_rows(catalog, "sampled")
+    assert sum(kept) / len(kept) <= 1.1 * sum(before) / len(before) + 1_000, (kept, before)
+    assert spark.table("dateguard.sampled").count() == 12 * MONTH_ROWS

@@ -199,9 +199,16 @@ def fully_matching(tf: Any, tasks: Sequence[Any], schema: Any,
     ``TableFilter``)? ``schema`` is the table's Iceberg schema the filter was bound to.
     ``blocks``: per task, the regions of the layout whose block holds its file and that block
     (None: a file outside every layout), for the trees' proof beyond the bounds."""
+    return fully_matching_by(tf, tasks, schema, blocks)[0]
+
+
+def fully_matching_by(tf: Any, tasks: Sequence[Any], schema: Any,
+                      blocks: Sequence[tuple[TreeRegions, int] | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``fully_matching``, and per task whether only the trees proved it (its bounds did not)."""
     out = np.zeros(len(tasks), dtype=bool)
+    by_trees = np.zeros(len(tasks), dtype=bool)
     if tf.joins:
-        return out
+        return out, by_trees
     wanted = tf.constrained_columns()
     fields = [(f.name.lower(), f) for f in schema.fields if f.name.lower() in wanted]
     proof: RegionProof | None = None
@@ -215,8 +222,8 @@ def fully_matching(tf: Any, tasks: Sequence[Any], schema: Any,
         if not out[i] and placed is not None:
             if proof is None:
                 proof = RegionProof(tf)
-            out[i] = proof.proves(placed[0], placed[1], ranges)
-    return out
+            out[i] = by_trees[i] = proof.proves(placed[0], placed[1], ranges)
+    return out, by_trees
 
 
 def limit_tasks(tasks: Sequence[Any], matching: np.ndarray, k: int) -> list[Any] | None:
@@ -307,4 +314,4 @@ def top_k_tasks(tasks: Sequence[Any], matching: np.ndarray, schema: Any, order: 
 
 
 __all__ = ["STRING_TRUNCATION", "Ordering", "RegionProof", "TreeRegions", "column_kind", "column_ranges",
-           "fully_matching", "limit_tasks", "top_k_tasks"]
+           "fully_matching", "fully_matching_by", "limit_tasks", "top_k_tasks"]

@@ -235,16 +235,13 @@ def _prune_by_limit(table, tf, tasks, ex: ExplainRecord, limit: int, exact: bool
     rows pyiceberg's reader drops). ``placed``: path → (tree regions, block) of the files of
     the layout the trees judged (``_prune_with_layout``), for the trees' proof of fully
     matching files."""
-    from .limit import fully_matching, limit_tasks, top_k_tasks
+    from .limit import fully_matching_by, limit_tasks, top_k_tasks
 
     if not exact:
         return tasks
     blocks = [placed.get(t.file.file_path) for t in tasks] if placed else None
-    matching = fully_matching(tf, tasks, table.schema(), blocks)
-    ex.fully_matching_files = int(matching.sum())
-    if blocks is not None:
-        by_bounds = fully_matching(tf, tasks, table.schema())
-        ex.fully_matching_by_trees = int((matching & ~by_bounds).sum())
+    matching, by_trees = fully_matching_by(tf, tasks, table.schema(), blocks)
+    ex.fully_matching_files, ex.fully_matching_by_trees = int(matching.sum()), int(by_trees.sum())
     if order is None:
         kept = limit_tasks(tasks, matching, limit)
     else:

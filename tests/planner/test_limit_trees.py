@@ -20,7 +20,7 @@ from pyiceberg.io.pyarrow import ArrowScan
 import pando_iceberg
 from pando_iceberg.expr import TableFilter
 from pando_iceberg.layout import build_layout
-from pando_iceberg.planner.limit import TreeRegions, fully_matching
+from pando_iceberg.planner.limit import TreeRegions, fully_matching, fully_matching_by
 from pando_iceberg.planner.scan import layout_of
 from pando_iceberg.storage import DataFileRef, LayoutPointer, LayoutSidecar, new_layout_id
 
@@ -109,8 +109,11 @@ def _claims(table, sql: str):
     blocks = [(regions, block_of_path[t.file.file_path]) if t.file.file_path in block_of_path else None
               for t in plan.tasks]
     schema = table.schema()
-    by_trees = fully_matching(plan.filter, plan.tasks, schema, blocks)
-    return plan, by_trees, fully_matching(plan.filter, plan.tasks, schema)
+    claimed, by_trees = fully_matching_by(plan.filter, plan.tasks, schema, blocks)
+    by_bounds = fully_matching(plan.filter, plan.tasks, schema)
+    assert (fully_matching(plan.filter, plan.tasks, schema, blocks) == claimed).all()
+    assert (by_trees == (claimed & ~by_bounds)).all()  # the trees only add, and say which they added
+    return plan, claimed, by_bounds
 
 
 def test_every_block_the_trees_declare_fully_matching_holds_only_matching_rows(catalog):

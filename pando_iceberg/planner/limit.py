@@ -13,17 +13,32 @@ unsatisfiable within the ranges), so Spark's semantics (three-valued logic, NaN 
 number and equal to itself) are the ones pruning uses. Whatever is not known counts against it:
 a file with delete files or an unknown row count never fully matches, a missing bound leaves
 that side open, a missing NULL (NaN) count means the column may hold NULL (NaN).
+
+On a Pando layout the trees prove more (§5 read the other way, ``TreeRegions``): every row of a
+block lies, in each tree, in a leaf whose block set holds the block (the map planning skips
+blocks with), and a row of a leaf satisfies every cut on the leaf's path on the side the path
+takes. When, in some tree, no row of any of the block's leaves can be on the filter's NOT-TRUE
+side (the filter's NOT-TRUE DNF AND the path's cuts, AND the file's metrics, is unsatisfiable),
+every row of every file of the block satisfies the filter, however wide its min/max bounds:
+``x IN ('a', 'z')``, ``a < b``, a LIKE or an OR group a cut decides, or a conjunction split
+between a cut and a bound. Only files of the layout count (a file added since is in no block);
+cuts the planner ignores (their column changed, their meaning may have) and literal cuts are
+dropped from the paths, which only widens the regions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
+from ..expr.cuts import ExprCut
 from ..expr.domain import ColumnRange
+from ..expr.sides import MAX_CONJUNCTIONS, AtomTable, CompiledDnf, TooComplex, dnf_satisfiable, keyed_dnf, to_dnf
+from ..expr.visitor import NT, T
 
 # Iceberg's default string metrics mode is truncate(16): a bound of 16 characters or more may be
 # a truncated value. A truncated lower bound (a prefix) is still below every value; an upper one
@@ -89,20 +104,126 @@ def _decoded(field_type: Any, raw: bytes | None) -> Any:
         return None
 
 
-def fully_matching(tf: Any, tasks: Sequence[Any], schema: Any) -> np.ndarray:
+class TreeRegions:
+    """A finalized layout's truncated trees read as regions (module docstring): per tree, the
+    path of each leaf (its cuts, each with the side taken) and the leaves holding each block's
+    rows. ``ignore(cut)``: cuts the planner does not trust for this table (they are left out of
+    the paths: a wider region, never a wrong one)."""
+
+    def __init__(self, layout: Any, ignore: Any = None):
+        self.paths: list[dict[int, list[tuple[Any, str]]]] = []
+        self.leaves_of: list[dict[int, list[int]]] = []
+        for tree, leaf_blocks in zip(layout.truncated, layout.leaf_blocks):
+            paths: dict[int, list[tuple[Any, str]]] = {}
+            leaves_of: dict[int, list[int]] = {}
+            for leaf, blocks in leaf_blocks.items():
+                nodes = tree.path(int(leaf))
+                paths[int(leaf)] = [(tree.node_cut[p], T if tree.true_child[p] == c else NT)
+                                    for p, c in pairwise(nodes)
+                                    if not (ignore is not None and ignore(tree.node_cut[p]))]
+                for b in np.asarray(blocks, dtype=np.int64).reshape(-1).tolist():
+                    leaves_of.setdefault(int(b), []).append(int(leaf))
+            self.paths.append(paths)
+            self.leaves_of.append(leaves_of)
+
+    @staticmethod
+    def of(layout: Any, ignore: Any = None) -> TreeRegions | None:
+        """The regions of ``layout``; None when its leaf → block sets are not the full table's
+        (a layout not finalized: they come from a sample)."""
+        return TreeRegions(layout, ignore) if getattr(layout, "finalized", False) else None
+
+
+class RegionProof:
+    """Does every row of a block satisfy a filter, by the trees (``TreeRegions``)? Leaf answers
+    without a file's metrics are memoized (a leaf proven alone is proven for every file)."""
+
+    def __init__(self, tf: Any):
+        self.atoms = AtomTable.shared(tf.schema) if tf.schema is not None else None
+        self.not_true: CompiledDnf | None = None
+        if self.atoms is not None and not tf.joins and not tf.is_true_expr():
+            try:
+                kd = keyed_dnf(to_dnf(tf.expr, NT))
+            except TooComplex:  # too many conjunctions to reason about: nothing is proven
+                kd = None
+            self.not_true = None if kd is None else self.atoms.compile(kd)
+        self._paths: dict[tuple[int, int, int], CompiledDnf] = {}
+        self._alone: dict[tuple[int, int, int], bool] = {}
+
+    def _path_dnf(self, regions: TreeRegions, t: int, leaf: int) -> CompiledDnf:
+        key = (id(regions), t, leaf)
+        got = self._paths.get(key)
+        if got is None:
+            assert self.atoms is not None
+            got = [[]]
+            for cut, side in regions.paths[t][leaf]:
+                if not isinstance(cut, ExprCut) or not cut.columns <= self.atoms.names:
+                    continue  # a literal cut, or one on columns the table lacks: no constraint
+                d = cut.compiled_dnf(side, self.atoms)
+                if d is None or len(got) * len(d) > MAX_CONJUNCTIONS:
+                    continue  # too complex: the region is wider without it
+                got = [a + b for a in got for b in d]
+            self._paths[key] = got
+        return got
+
+    def _leaf(self, regions: TreeRegions, t: int, leaf: int, extra: list) -> bool:
+        assert self.atoms is not None and self.not_true is not None
+        key = (id(regions), t, leaf)
+        alone = self._alone.get(key)
+        if alone is None:
+            alone = self._alone[key] = not dnf_satisfiable(self.atoms, self.not_true, self._path_dnf(regions, t, leaf))
+        if alone or not extra:
+            return alone
+        return not dnf_satisfiable(self.atoms, self.not_true, self._path_dnf(regions, t, leaf), extra)
+
+    def proves(self, regions: TreeRegions, block: int, ranges: dict[str, ColumnRange]) -> bool:
+        """In some tree, every leaf holding ``block``'s rows lies (with ``ranges``, what the
+        file's metrics prove) inside the filter."""
+        if self.atoms is None or self.not_true is None:
+            return False
+        extra = []
+        for name, r in ranges.items():
+            if name in self.atoms.names:
+                term, kind = self.atoms.column_term(name)
+                if kind == r.kind:
+                    extra.append((term, kind, r.domain()))
+        for t, leaves_of in enumerate(regions.leaves_of):
+            leaves = leaves_of.get(int(block))
+            if leaves and all(self._leaf(regions, t, leaf, extra) for leaf in leaves):
+                return True
+        return False
+
+
+def fully_matching(tf: Any, tasks: Sequence[Any], schema: Any,
+                   blocks: Sequence[tuple[TreeRegions, int] | None] | None = None) -> np.ndarray:
     """Per task: does every live row of its data file satisfy the filter ``tf`` (a
-    ``TableFilter``)? ``schema`` is the table's Iceberg schema the filter was bound to."""
+    ``TableFilter``)? ``schema`` is the table's Iceberg schema the filter was bound to.
+    ``blocks``: per task, the regions of the layout whose block holds its file and that block
+    (None: a file outside every layout), for the trees' proof beyond the bounds."""
+    return fully_matching_by(tf, tasks, schema, blocks)[0]
+
+
+def fully_matching_by(tf: Any, tasks: Sequence[Any], schema: Any,
+                      blocks: Sequence[tuple[TreeRegions, int] | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``fully_matching``, and per task whether only the trees proved it (its bounds did not)."""
     out = np.zeros(len(tasks), dtype=bool)
+    by_trees = np.zeros(len(tasks), dtype=bool)
     if tf.joins:
-        return out
+        return out, by_trees
     wanted = tf.constrained_columns()
     fields = [(f.name.lower(), f) for f in schema.fields if f.name.lower() in wanted]
+    proof: RegionProof | None = None
     for i, task in enumerate(tasks):
         data_file = task.file
         if task.delete_files or data_file.record_count is None or data_file.record_count < 0:
             continue
-        out[i] = tf.all_rows_satisfy(column_ranges(data_file, fields))
-    return out
+        ranges = column_ranges(data_file, fields)
+        out[i] = tf.all_rows_satisfy(ranges)
+        placed = blocks[i] if blocks is not None else None
+        if not out[i] and placed is not None:
+            if proof is None:
+                proof = RegionProof(tf)
+            out[i] = by_trees[i] = proof.proves(placed[0], placed[1], ranges)
+    return out, by_trees
 
 
 def limit_tasks(tasks: Sequence[Any], matching: np.ndarray, k: int) -> list[Any] | None:
@@ -192,5 +313,5 @@ def top_k_tasks(tasks: Sequence[Any], matching: np.ndarray, schema: Any, order: 
     return [t for t, r in zip(tasks, ranges) if may_hold(r)], boundary
 
 
-__all__ = ["STRING_TRUNCATION", "Ordering", "column_kind", "column_ranges", "fully_matching", "limit_tasks",
-           "top_k_tasks"]
+__all__ = ["STRING_TRUNCATION", "Ordering", "RegionProof", "TreeRegions", "column_kind", "column_ranges",
+           "fully_matching", "fully_matching_by", "limit_tasks", "top_k_tasks"]

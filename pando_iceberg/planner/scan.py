@@ -54,6 +54,8 @@ class ExplainRecord:
     joins: list[dict] = field(default_factory=list)  # how each join filter was decided (JoinPruning.as_dict)
     limit_files_pruned: int = 0  # planned files a LIMIT removed (fully matching files hold its rows, planner/limit.py)
     topk_boundary: str | None = None  # ORDER BY ... LIMIT: the value k matching rows reach (planner/limit.py)
+    fully_matching_files: int = 0  # LIMIT/top-k: planned files every row of which satisfies the filter
+    fully_matching_by_trees: int = 0  # of those, the files only the layout's trees prove (planner/limit.py)
 
     @property
     def used_layout(self) -> bool:
@@ -186,21 +188,23 @@ def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cach
     ex.iceberg_files, ex.iceberg_bytes, ex.iceberg_rows = _sizes(tasks)
 
     chosen = tasks
+    placed: dict[str, tuple[Any, int]] | None = {} if limit is not None else None
     if not use_layout:
         ex.fallback_reason = "layout use disabled by the caller"
     else:
         try:
-            chosen = _prune_with_layout(table, tf, tasks, ex, cache)
+            chosen = _prune_with_layout(table, tf, tasks, ex, cache, placed)
         except Exception as e:  # invariant 2: a broken layout never fails the scan
             ex.fallback_reason = f"layout unusable ({type(e).__name__}: {e}); planned without it"
             log.warning("pando: %s: %s", ex.table, ex.fallback_reason)
             chosen = tasks
+            placed = {}
         chosen = _prune_by_joins(table, tf, chosen, ex)
     if limit is not None:
         from pyiceberg.expressions import AlwaysTrue
 
         exact = iceberg_filter is None or isinstance(iceberg_filter, AlwaysTrue)
-        chosen = _prune_by_limit(table, tf, chosen, ex, limit, exact, order)
+        chosen = _prune_by_limit(table, tf, chosen, ex, limit, exact, order, placed)
     ex.pando_files, ex.pando_bytes, ex.pando_rows = _sizes(chosen)
     ex.seconds = time.perf_counter() - t0
     return ScanPlan(chosen, ex, tf, sid)
@@ -222,17 +226,22 @@ def _prune_by_joins(table, tf, tasks, ex: ExplainRecord):
     return kept
 
 
-def _prune_by_limit(table, tf, tasks, ex: ExplainRecord, limit: int, exact: bool, order: Ordering | None):
+def _prune_by_limit(table, tf, tasks, ex: ExplainRecord, limit: int, exact: bool, order: Ordering | None,
+                    placed: dict[str, tuple[Any, int]] | None = None):
     """LIMIT pruning (planner/limit.py): the fewest fully matching files holding ``limit`` rows,
     when there are enough, or with ``order`` the files that may hold the ``limit`` first rows
     (top-k pruning); ``tasks`` otherwise. Only when ``tf`` is the filter the rows are read
     with (``exact``: not the SQL standing for a caller's pyiceberg expression, which may keep
-    rows pyiceberg's reader drops)."""
-    from .limit import fully_matching, limit_tasks, top_k_tasks
+    rows pyiceberg's reader drops). ``placed``: path → (tree regions, block) of the files of
+    the layout the trees judged (``_prune_with_layout``), for the trees' proof of fully
+    matching files."""
+    from .limit import fully_matching_by, limit_tasks, top_k_tasks
 
     if not exact:
         return tasks
-    matching = fully_matching(tf, tasks, table.schema())
+    blocks = [placed.get(t.file.file_path) for t in tasks] if placed else None
+    matching, by_trees = fully_matching_by(tf, tasks, table.schema(), blocks)
+    ex.fully_matching_files, ex.fully_matching_by_trees = int(matching.sum()), int(by_trees.sum())
     if order is None:
         kept = limit_tasks(tasks, matching, limit)
     else:
@@ -331,9 +340,10 @@ def _in_keys(column, keys) -> np.ndarray:
 
 
 def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord,
-                   key_memo: dict | None = None) -> tuple[np.ndarray, Any]:
+                   key_memo: dict | None = None) -> tuple[np.ndarray, Any, Any]:
     """Block mask of ``layout`` a filter must read (``Layout.blocks_for``; cuts whose column
-    changed since the layout are ignored, with a note) and the per-tree explanation."""
+    changed since the layout are ignored, with a note), the per-tree explanation, and the
+    ignored cuts (a ``cut → bool`` test; None: none)."""
     changed = changed_cut_columns(table, pointer, layout)
     if changed:
         note = (f"cuts on {', '.join(sorted(changed))} ignored: the column was renamed, dropped or replaced "
@@ -370,26 +380,31 @@ def _wanted_blocks(table, pointer, layout, tf, ex: ExplainRecord,
             note = f"range cuts on {name} decided by its join's key set ({lo}..{hi})"
             if note not in ex.notes:
                 ex.notes.append(note)
-    blocks, why = layout.blocks_for(_IgnoringCuts(tf, changed, ignored) if changed or ignored else tf)
+    ignoring = _IgnoringCuts(tf, changed, ignored) if changed or ignored else None
+    blocks, why = layout.blocks_for(ignoring if ignoring is not None else tf)
     wanted = np.zeros(layout.num_blocks, dtype=bool)
     wanted[np.asarray(blocks, dtype=np.int64)] = True
-    return wanted, why
+    return wanted, why, None if ignoring is None else ignoring.ignores
 
 
-def _prune_with_layout(table, tf, tasks, ex: ExplainRecord, cache: LayoutCache | None):
+def _prune_with_layout(table, tf, tasks, ex: ExplainRecord, cache: LayoutCache | None,
+                       placed: dict[str, tuple[Any, int]] | None = None):
+    """The files the trees may need (§5); ``placed`` (when given) gets path → (tree regions,
+    block) for each kept file of the layout (planner/limit.py's proof of fully matching files)."""
     pointer, layout, block_of_path = layout_of(table, cache)
     if pointer is None:
         ex.fallback_reason = "the table has no Pando layout"
         return tasks
     ex.layout_id = pointer.layout_id
     if block_of_path is None:
-        return _prune_partitioned(table, tf, tasks, ex, pointer, layout)
+        return _prune_partitioned(table, tf, tasks, ex, pointer, layout, placed)
     needed = needs_keys(table, tf, layout)
     if needed:
         tf = with_dim_keys(tf, lambda j: _pyiceberg_keys(table, j), needed)
 
-    wanted, why = _wanted_blocks(table, pointer, layout, tf, ex)
+    wanted, why, ignore = _wanted_blocks(table, pointer, layout, tf, ex)
     ex.blocks_total, ex.blocks_chosen = int(layout.num_blocks), int(wanted.sum())
+    regions = _regions(layout, ignore) if placed is not None else None
     ex.trees = [TreeReport(t.tree, len(t.leaves), len(t.blocks)) for t in getattr(why, "trees", [])]
 
     kept = []
@@ -402,17 +417,29 @@ def _prune_with_layout(table, tf, tasks, ex: ExplainRecord, cache: LayoutCache |
         ex.layout_files_live += 1
         if wanted[b]:
             kept.append(task)
+            if regions is not None and placed is not None:
+                placed[task.file.file_path] = (regions, int(b))
     _check_stale(table, tasks, ex, block_of_path)
     return kept
 
 
-def _prune_partitioned(table, tf, tasks, ex: ExplainRecord, pointer, sidecar):
+def _regions(layout, ignore):
+    """The layout's trees as regions (planner/limit.py), None when they prove nothing (a layout
+    not finalized)."""
+    from .limit import TreeRegions
+
+    return TreeRegions.of(layout, ignore)
+
+
+def _prune_partitioned(table, tf, tasks, ex: ExplainRecord, pointer, sidecar,
+                       placed: dict[str, tuple[Any, int]] | None = None):
     """Per-partition layouts (format version 2): each file Iceberg's pruning kept is judged by
     the trees of the partition layout whose file map holds it (decoded once per plan and
     cached); files in no partition's map are always read. Explain counts add up over the
     partitions met; ``partitions`` lists (partition, blocks chosen, blocks)."""
     part_of = sidecar.partition_of_path()
     wanted: dict[str, np.ndarray] = {}
+    regions: dict[str, Any] = {}  # partition → its layout's trees as regions, when ``placed`` is asked for
     keyed = [tf]  # the filter with dimension key sets, computed once when any partition needs them
     key_memo: dict = {}  # dimension columns' key basis, checked once per plan (joins.non_unique_literal_joins)
     origin_memo: dict = {}  # dimension snapshots' rows, checked once per plan (joins.predicates_decide)
@@ -428,7 +455,9 @@ def _prune_partitioned(table, tf, tasks, ex: ExplainRecord, pointer, sidecar):
             # against the schema of its own base snapshot.
             own = dataclasses.replace(pointer, snapshot_id=entry.sidecar.base_snapshot_id) \
                 if entry.sidecar.base_snapshot_id is not None else pointer
-            wanted[name], _ = _wanted_blocks(table, own, layout, keyed[0], ex, key_memo)
+            wanted[name], _, ignore = _wanted_blocks(table, own, layout, keyed[0], ex, key_memo)
+            if placed is not None:
+                regions[name] = _regions(layout, ignore)
             ex.blocks_total += int(layout.num_blocks)
             ex.blocks_chosen += int(wanted[name].sum())
         return wanted[name]
@@ -442,8 +471,11 @@ def _prune_partitioned(table, tf, tasks, ex: ExplainRecord, pointer, sidecar):
             kept.append(task)
             continue
         ex.layout_files_live += 1
-        if mask(name)[sidecar.partitions[name].block_of_path()[path]]:
+        b = sidecar.partitions[name].block_of_path()[path]
+        if mask(name)[b]:
             kept.append(task)
+            if placed is not None and regions.get(name) is not None:
+                placed[path] = (regions[name], int(b))
     ex.notes.append(f"per-partition layouts: {len(wanted)} of {len(sidecar.partitions)} partition layout(s) met "
                     f"by this plan")
     _check_stale(table, tasks, ex, part_of)
@@ -511,8 +543,11 @@ class _IgnoringCuts:
     def __init__(self, tf, columns: set[str], cut_keys: set[str] | frozenset[str] = frozenset()):
         self.tf, self.columns, self.cut_keys = tf, columns, cut_keys
 
+    def ignores(self, cut) -> bool:
+        return cut.key in self.cut_keys or bool(self.columns & set(getattr(cut, "columns", ())))
+
     def sides(self, cut):
-        if cut.key in self.cut_keys or self.columns & set(getattr(cut, "columns", ())):
+        if self.ignores(cut):
             return (True, True)
         return self.tf.sides(cut)
 

@@ -363,6 +363,7 @@ def test_limit_fuzz(spark, catalog, lake, batch):
                 with pando_iceberg.spark.sql(spark, q, catalog=catalog) as df:
                     got = [tuple(r) for r in df.collect()]
                     counts["limit_pruned"] += any(e.limit_files_pruned for e in df.pando.explains.values())
+                    counts["trees_proved"] += any(e.fully_matching_by_trees for e in df.pando.explains.values())
             except Exception as e:
                 got, out["pando_error"] = None, _short(e)
             if got is None:

@@ -3,7 +3,7 @@ copy of a table, with the rewrite's own phases (sampling, optimizing, writing, m
 its progress lines timed, and the driver's peak RSS.
 
     .venv/bin/python benchmarks/profile_rewrite.py --home H --table tpch_sf1.lineitem \\
-        --workload W.sql --k 3 --block-rows 100000 --out /tmp/pando-profile
+        --workload W.sql --k 3 --block-rows 100000 --master 'local[2]' --out /tmp/pando-profile
 
 ``--home``: a lakehouse holding the table and the tables its workload joins (for example the one
 ``pando bench --dataset tpch`` loaded); ``--workload``: the training queries (a .sql file, e.g. the
@@ -39,6 +39,7 @@ def main() -> None:
     p.add_argument("--block-rows", type=int, default=100_000)
     p.add_argument("--top", type=int, default=45, help="functions listed, by cumulative time")
     p.add_argument("--out", default="/tmp/pando-profile")
+    p.add_argument("--master", default=None, help="Spark master (default: the configuration's), e.g. local[2]")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -49,7 +50,7 @@ def main() -> None:
     tables = sorted({t for _, t in named})
     spaces = "|".join(sorted({re.escape(n) for n, _ in named})) or "(?!)"
     workload = re.sub(r"\b(?:" + spaces + r")\.(\w+)\b", r"prof.\1", text)
-    cfg = load_config(home=args.home)
+    cfg = load_config(home=args.home, overrides={"spark": {"master": args.master}} if args.master else None)
     with spark_session(cfg) as spark:
         spark.sql("CREATE NAMESPACE IF NOT EXISTS prof")
         for t in dict.fromkeys([name, *tables]):

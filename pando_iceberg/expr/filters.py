@@ -242,6 +242,15 @@ class TableFilter:
                                    for j in self.joins for term, kind in [atoms.column_term(j.column)]])
         return self._extra[1]
 
+    def side_parts(self) -> tuple[AtomTable, CompiledDnf | None, list[tuple[str, str, Domain]]] | None:
+        """What ``sides`` reasons with about an expression cut on this table's columns: the atom
+        table, this filter's compiled DNF (None: too complex) and its joins' key domains; None
+        without a schema. For answering many cuts at once (``expr.sides.bulk_sides``)."""
+        atoms = self._atom_table()
+        if atoms is None:
+            return None
+        return atoms, self._own_compiled(atoms), self._join_extra(atoms)
+
     def is_unsatisfiable(self) -> bool:
         """True only if no row can satisfy the single-table part (cheap check)."""
         atoms = self._atom_table()

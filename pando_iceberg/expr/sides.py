@@ -28,11 +28,14 @@ and per cut, keyed by canonical SQL (`keyed_dnf`) and classified once per atom t
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
@@ -526,3 +529,196 @@ def dnf_satisfiable(atoms: AtomTable, left: CompiledDnf, right: CompiledDnf,
     if len(left) * len(right) > MAX_CONJUNCTIONS * MAX_CONJUNCTIONS:
         return True
     return any(conjunction_satisfiable(atoms, a + b, extra) for a in left for b in right)
+
+
+# ---------------------------------------------------------------- many cuts at once
+
+
+TermDomains = dict[str, tuple[str, Domain]]  # term → (kind, domain)
+
+
+def conjunction_domains(atoms: AtomTable, literals: list[tuple[Constraint | Pair | Opaque, str]],
+                        extra: Sequence[tuple[str, str, Domain]] = ()) -> tuple[bool, TermDomains] | None:
+    """``conjunction_satisfiable`` and, when it holds, each term's domain in the conjunction (its
+    NULL-intolerant parts' non-NULL restrictions applied). None when a comparison of two terms
+    must be NULL: a cut making both terms non-NULL would then decide more than its own term's
+    domain says (``bulk_sides`` leaves such a filter to the one-by-one answer)."""
+    state = _State(atoms)
+    for atom, polarity in literals:
+        state.add(atom, polarity)
+    for term, kind, dom in extra:
+        state.restrict(term, kind, dom)
+    if any(rels == {"NULL"} for rels in state.relations.values()):
+        return None
+    return state.satisfiable(), state.domains
+
+
+def single_constraint(atoms: AtomTable, true_dnf: CompiledDnf | None,
+                      not_true_dnf: CompiledDnf | None) -> Constraint | None:
+    """The constraint a cut is, when its TRUE side is one constraint atom and its NOT-TRUE side
+    the same atom NOT-TRUE, and what it forces non-NULL is its own term (then a filter's
+    conjunction AND the cut is satisfiable iff the conjunction is and its domain of the term meets
+    the cut's: ``bulk_sides``); None for any other cut."""
+    if not true_dnf or not not_true_dnf or len(true_dnf) != 1 or len(not_true_dnf) != 1:
+        return None
+    if len(true_dnf[0]) != 1 or len(not_true_dnf[0]) != 1:
+        return None
+    (atom, pol), (other, other_pol) = true_dnf[0][0], not_true_dnf[0][0]
+    if not isinstance(atom, Constraint) or atom is not other or pol != T or other_pol != NT:
+        return None
+    if atom.term_null_intolerant:  # non-NULL forced on a column whose term is not this one: not single
+        for col in atom.term_columns:
+            if col in atoms.names and atoms.column_term(col)[0] != atom.term:
+                return None
+    return atom
+
+
+class _Ranks:
+    """Span ends of one term's domains as integers, so that intersections are numpy max/min: the
+    values (after a discrete kind's ends are made closed integers) ranked; a closed end is 2·rank,
+    an open lower end 2·rank + 1 and an open upper end 2·rank − 1, no lower end −1, no upper end
+    above all. A span is non-empty iff its lower code ≤ its upper code (``Span.is_empty``)."""
+
+    def __init__(self, kind: str, domains: Sequence[Domain]):
+        self.discrete = is_discrete(kind)
+        values = set()
+        for d in domains:
+            for s in d.spans:
+                lo, _, hi, _ = self.ends(s)
+                if lo is not None:
+                    values.add(lo)
+                if hi is not None:
+                    values.add(hi)
+        self.rank = {v: i for i, v in enumerate(sorted(values))}
+        self.top = 2 * len(self.rank) + 1
+
+    def ends(self, s: Span) -> tuple[Any, bool, Any, bool]:
+        if not self.discrete:
+            return s.lo, s.lo_closed, s.hi, s.hi_closed
+        return (None if s.lo is None else _discrete_lo(s.lo, s.lo_closed), True,
+                None if s.hi is None else _discrete_hi(s.hi, s.hi_closed), True)
+
+    def codes(self, d: Domain) -> tuple[list[int], list[int]]:
+        los, his = [], []
+        for s in d.spans:
+            lo, lo_c, hi, hi_c = self.ends(s)
+            los.append(-1 if lo is None else 2 * self.rank[lo] + (0 if lo_c else 1))
+            his.append(self.top if hi is None else 2 * self.rank[hi] - (0 if hi_c else 1))
+        return los, his
+
+
+class _NotIntegral(Exception):
+    pass
+
+
+def _discrete_lo(v: Any, closed: bool) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, Fraction)):
+        raise _NotIntegral()
+    return math.ceil(v) if closed else math.floor(v) + 1
+
+
+def _discrete_hi(v: Any, closed: bool) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, Fraction)):
+        raise _NotIntegral()
+    return math.floor(v) if closed else math.ceil(v) - 1
+
+
+@dataclass
+class _CutGroup:
+    """The single-constraint cuts on one term: their columns and each side's spans as codes."""
+
+    kind: str
+    cols: np.ndarray  # the cuts' columns in the answer
+    ranks: _Ranks
+    span_lo: tuple[np.ndarray, np.ndarray]  # per side (TRUE, NOT-TRUE): every span's lower code
+    span_hi: tuple[np.ndarray, np.ndarray]
+    span_cut: tuple[np.ndarray, np.ndarray]  # the span's cut, 0..len(cols)-1
+    null: tuple[np.ndarray, np.ndarray]  # may the side hold NULL
+    alone: tuple[np.ndarray, np.ndarray]  # the side alone non-empty
+
+    def meets(self, side: int, dom: Domain) -> np.ndarray:
+        """Per cut: does ``dom`` meet the side's domain?"""
+        los, his = self.ranks.codes(dom)
+        n = len(self.cols)
+        out = self.null[side] & dom.null
+        if los and len(self.span_lo[side]):
+            lo = np.maximum(self.span_lo[side][:, None], np.asarray(los)[None, :])
+            hi = np.minimum(self.span_hi[side][:, None], np.asarray(his)[None, :])
+            hit = (lo <= hi).any(axis=1)
+            out = out | (np.bincount(self.span_cut[side][hit], minlength=n) > 0)
+        return out
+
+
+def bulk_sides(atoms: AtomTable, filters: Sequence[tuple[CompiledDnf, Sequence[tuple[str, str, Domain]]]],
+               cuts: Sequence[Constraint]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The two satisfiability questions of every filter with every single-constraint cut
+    (``single_constraint``), vectorized over the cuts: a filter's conjunction AND the cut's side
+    is satisfiable iff the conjunction is (``conjunction_domains``, asked once per conjunction)
+    and its domain of the cut's term meets the side's domain (all conjunctions of the filter
+    OR-ed), the answers ``dnf_satisfiable`` gives pair by pair. ``filters``: (compiled DNF, the
+    joins' key domains), each ``TableFilter``'s own. Returns (may_true, may_not_true, answered),
+    each Q × C bool; what is not answered (a filter with a comparison that must be NULL, a cut
+    on a term where some end is no integer in a discrete universe) is left to
+    ``TableFilter.sides``."""
+    q, c = len(filters), len(cuts)
+    may = (np.zeros((q, c), dtype=bool), np.zeros((q, c), dtype=bool))
+    answered = np.zeros((q, c), dtype=bool)
+    if q == 0:
+        return may[0], may[1], answered
+    states: list[list[dict[str, tuple[str, Domain]]] | None] = []
+    by_term: dict[tuple[str, str], list[int]] = {}
+    for j, atom in enumerate(cuts):
+        by_term.setdefault((atom.term, atom.kind), []).append(j)
+    for own, extra in filters:
+        found = [conjunction_domains(atoms, literals, extra) for literals in own]
+        states.append(None if any(got is None for got in found) else [got[1] for got in found if got and got[0]])
+    groups = []
+    for (term, kind), members in by_term.items():
+        doms = [cuts[j].domain(p) for j in members for p in (T, NT)]
+        doms += [st[term][1] for conj in states if conj for st in conj if term in st]
+        try:
+            ranks = _Ranks(kind, doms)
+        except _NotIntegral:
+            continue  # these cuts are left to the one-by-one answers
+        groups.append((term, _cut_group(kind, np.asarray(members, dtype=np.int64), ranks, cuts)))
+    for i, conj in enumerate(states):
+        if conj is None:
+            continue
+        for term, g in groups:
+            answered[i, g.cols] = True
+            if not conj:
+                continue  # no row satisfies the filter: neither side
+            for side in (0, 1):
+                if not any(term in st for st in conj):
+                    hit = g.alone[side]
+                else:
+                    hit = np.zeros(len(g.cols), dtype=bool)
+                    for st in conj:
+                        hit |= g.meets(side, st[term][1]) if term in st else g.alone[side]
+                may[side][i, g.cols] = hit
+    return may[0], may[1], answered
+
+
+def _cut_group(kind: str, cols: np.ndarray, ranks: _Ranks, cuts: Sequence[Constraint]) -> _CutGroup:
+    fields: dict[str, list] = {"lo": [], "hi": [], "cut": [], "null": [], "alone": []}
+    for pol in (T, NT):
+        los: list[int] = []
+        his: list[int] = []
+        which: list[int] = []
+        nulls, alone = [], []
+        for k, j in enumerate(cols):
+            dom = cuts[int(j)].domain(pol)
+            lo, hi = ranks.codes(dom)
+            los += lo
+            his += hi
+            which += [k] * len(lo)
+            nulls.append(dom.null)
+            alone.append(dom.null or any(a <= b for a, b in zip(lo, hi)))
+        fields["lo"].append(np.asarray(los, dtype=np.int64))
+        fields["hi"].append(np.asarray(his, dtype=np.int64))
+        fields["cut"].append(np.asarray(which, dtype=np.int64))
+        fields["null"].append(np.asarray(nulls, dtype=bool))
+        fields["alone"].append(np.asarray(alone, dtype=bool))
+    return _CutGroup(kind, cols, ranks, (fields["lo"][0], fields["lo"][1]), (fields["hi"][0], fields["hi"][1]),
+                     (fields["cut"][0], fields["cut"][1]), (fields["null"][0], fields["null"][1]),
+                     (fields["alone"][0], fields["alone"][1]))

@@ -8,8 +8,11 @@ a cut's TRUE rows or a filter's answer about a cut, so an ``Evaluations`` made o
 is passed to each of them (``build_layout``, ``files_read``, ...):
 
 - ``masks(cuts)``: C × n bool, each cut evaluated on the sample once (``evaluate_cuts``);
-- ``sides(filters, cuts)``: the Q × C ``SideMatrix``, each (filter, cut) asked once of the
-  filter's own ``sides`` — the one place that decides a side. Filters that say the same thing
+- ``sides(filters, cuts)``: the Q × C ``SideMatrix``, each (filter, cut) answered once: a table
+  filter with the expression cuts that are one constraint on its table (comparisons, ranges, IN
+  lists: most candidate cuts) at once, vectorized over the cuts (``expr.sides.bulk_sides``, the
+  same reasoning as the filter's ``sides``, which decides every other pair one by one). Filters
+  that say the same thing
   (the same SQL on the same table and column types, the same key-set objects in their joins:
   templates' draws repeat) are asked once between them.
 
@@ -23,6 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from ..expr import ExprCut, TableFilter
+from ..expr.errors import PandoExprError
+from ..expr.sides import NT, T, TooComplex, bulk_sides, single_constraint
 from .cost import SideMatrix
 from .topdown import evaluate_cuts
 
@@ -80,13 +86,53 @@ class Evaluations:
         rows = np.asarray([self._row(f) for f in filters], dtype=np.int64)
         cols = np.asarray([self._col(c) for c in cuts], dtype=np.int64)
         self._grow()
-        urows = np.unique(rows)
-        todo = ~self._known[np.ix_(urows, cols)]
+        urows, ucols = np.unique(rows), np.unique(cols)
+        todo = ~self._known[np.ix_(urows, ucols)]
+        if todo.any():
+            self._bulk(urows[todo.any(axis=1)], ucols[todo.any(axis=0)])
+            todo = ~self._known[np.ix_(urows, ucols)]
         for i, j in zip(*np.nonzero(todo)):  # the questions never asked, each once
-            r, c = int(urows[i]), int(cols[j])
+            r, c = int(urows[i]), int(ucols[j])
             t, n = self._filters[r].sides(self._cuts[c])
             self._may_true[r, c], self._may_not[r, c], self._known[r, c] = bool(t), bool(n), True
         return SideMatrix(self._may_true[np.ix_(rows, cols)], self._may_not[np.ix_(rows, cols)])
+
+    def _bulk(self, rows: np.ndarray, cols: np.ndarray) -> None:
+        """Answer at once what ``bulk_sides`` can of the filters ``rows`` × cuts ``cols``: table
+        filters, by their atom table, with the expression cuts on their table's columns that
+        are one constraint (the rest is asked one by one)."""
+        by_atoms: dict[int, tuple[Any, list[tuple[int, Any]]]] = {}
+        for r in rows:
+            f = self._filters[int(r)]
+            if not isinstance(f, TableFilter) or type(f).sides is not TableFilter.sides:
+                continue  # a filter answering in its own way is asked
+            try:
+                parts = f.side_parts()
+            except (PandoExprError, TooComplex):
+                continue
+            if parts is None or parts[1] is None:
+                continue
+            by_atoms.setdefault(id(parts[0]), (parts[0], []))[1].append((int(r), (parts[1], parts[2])))
+        for atoms, members in by_atoms.values():
+            picked, constraints = [], []
+            for c in cols:
+                cut = self._cuts[int(c)]
+                if not isinstance(cut, ExprCut) or not cut.columns <= atoms.names:
+                    continue
+                try:
+                    one = single_constraint(atoms, cut.compiled_dnf(T, atoms), cut.compiled_dnf(NT, atoms))
+                except (PandoExprError, TooComplex):
+                    continue
+                if one is not None:
+                    picked.append(int(c))
+                    constraints.append(one)
+            if not picked:
+                continue
+            may_true, may_not, answered = bulk_sides(atoms, [p for _, p in members], constraints)
+            at = np.ix_(np.asarray([r for r, _ in members], dtype=np.int64), np.asarray(picked, dtype=np.int64))
+            self._may_true[at] = np.where(answered, may_true, self._may_true[at])
+            self._may_not[at] = np.where(answered, may_not, self._may_not[at])
+            self._known[at] |= answered
 
     def _row(self, f: Any) -> int:
         key = _filter_key(f)

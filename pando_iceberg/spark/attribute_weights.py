@@ -1,6 +1,6 @@
 """The aggregates attribute-range cuts are chosen from (``workload/attribute_ranges.py``),
 computed in Spark: per dimension, one job for whether its keys follow each attribute, and one job
-per attribute for the fact sample's rows per distinct value, of which only the values a boundary
+for the fact sample's rows per distinct value of every attribute, of which only the values a boundary
 may fall on reach the driver (``attribute_ranges.near_quantiles``: a few per quantile, or every
 value when there are at most as many as groups). The sample's distinct foreign keys go the other
 way; the dimension's rows never reach the driver.
@@ -45,8 +45,8 @@ def spark_weights(spark, collect: Callable[..., pa.Table]) -> DimensionWeights:
                 follows.update({(dim, pk, a): f for a, f in _keys_follow(df, pk, todo, collect).items()})
             per_key = _fact_key_counts(spark, fact_keys)
             joined = per_key.join(df, per_key[_KEY] == df[_quoted(pk)])
-            return {a: AttributeWeights(follows[(dim, pk, a)], *_value_weights(joined, a, df, groups, collect))
-                    for a in attrs}
+            values = _value_weights(joined, list(dict.fromkeys(attrs)), df, groups, collect)
+            return {a: AttributeWeights(follows[(dim, pk, a)], *values[a]) for a in attrs}
 
     return weights
 
@@ -145,21 +145,34 @@ def _spark_schema(table: pa.Table):
     return from_arrow_schema(table.schema)
 
 
-def _value_weights(joined, attr: str, df, groups: int, collect: Callable[..., pa.Table]) -> tuple:
-    """The attribute's ``AttributeWeights`` but ``follows``: its values (no NULL or NaN) with the
+def _value_weights(joined, attrs: Sequence[str], df, groups: int, collect: Callable[..., pa.Table]) -> dict:
+    """Each attribute's ``AttributeWeights`` but ``follows``: its values (no NULL or NaN) with the
     sample's rows of each, in Spark's order, each with the rows before it; only the rows
-    ``attribute_ranges.near_quantiles`` keeps reach the driver (one window over the distinct
-    values, on an executor)."""
+    ``attribute_ranges.near_quantiles`` keeps reach the driver. One job for all the attributes:
+    each joined row once per attribute (``explode``: the attribute's number ``a`` and its value in
+    its own column ``v<a>``, the others NULL), grouped per (attribute, value), and one window per
+    attribute over its distinct values, on the executors."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    value = F.col(_quoted(attr))
-    valid = value.isNotNull() & (~F.isnan(value) if _is_float(df, attr) else F.lit(True))
-    per_value = joined.where(valid).groupBy(value.alias("v")).agg(F.sum(_ROWS).alias("w"))
-    order = Window.orderBy(F.col("v").asc())
+    if not attrs:
+        return {}
+    vals = [f"v{i}" for i in range(len(attrs))]
+    types = [df.schema[a].dataType for a in attrs]
+    entries = [F.struct(F.lit(i).alias("a"), *[(F.col(_quoted(a)) if j == i else F.lit(None).cast(types[j])).alias(v)
+                                                for j, (a, v) in enumerate(zip(attrs, vals))])
+               for i, a in enumerate(attrs)]
+    valid = F.lit(False)
+    for i, a in enumerate(attrs):
+        value = F.col(vals[i])
+        ok = value.isNotNull() & (~F.isnan(value) if _is_float(df, a) else F.lit(True))
+        valid = valid | ((F.col("a") == i) & ok)
+    each = joined.select(F.col(_ROWS), F.explode(F.array(*entries)).alias("e")).select(_ROWS, "e.*")
+    per_value = each.where(valid).groupBy("a", *vals).agg(F.sum(_ROWS).alias("w"))
+    order = Window.partitionBy("a").orderBy(*[F.col(v).asc() for v in vals])  # one non-NULL value per row
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    whole = Window.partitionBy()
-    ranked = per_value.select("v", (F.sum("w").over(running) - F.col("w")).alias("before"),
+    whole = Window.partitionBy("a")
+    ranked = per_value.select("a", *vals, (F.sum("w").over(running) - F.col("w")).alias("before"),
                               (F.row_number().over(order) - 1).alias("idx"),
                               F.count(F.lit(1)).over(whole).alias("m"), F.sum("w").over(whole).alias("total"))
     q = F.col("q")
@@ -168,12 +181,17 @@ def _value_weights(joined, attr: str, df, groups: int, collect: Callable[..., pa
                                                                                    F.lit(False)))
     keep = ((F.col("m") <= groups) | (F.col("total") <= 0) | F.col("stepped") | (F.col("idx") == 1)
             | (F.col("idx") == F.col("m") - 1))
-    kept = collect(stepped.where((F.col("idx") >= 1) & keep).select("v", "before", "idx", "m", "total"))
-    order_ = np.argsort(kept.column("idx").to_numpy(), kind="stable")
-    count = int(kept.column("m")[0].as_py()) if kept.num_rows else 0
-    total = int(kept.column("total")[0].as_py()) if kept.num_rows else 0
-    return (kept.column("v").combine_chunks().take(pa.array(order_)),
-            kept.column("before").to_numpy().astype(np.int64)[order_], count, total)
+    kept_all = collect(stepped.where((F.col("idx") >= 1) & keep).select("a", *vals, "before", "idx", "m", "total"))
+    which = kept_all.column("a").to_numpy()
+    out = {}
+    for i, a in enumerate(attrs):
+        kept = kept_all.filter(pa.array(which == i))
+        order_ = np.argsort(kept.column("idx").to_numpy(), kind="stable")
+        count = int(kept.column("m")[0].as_py()) if kept.num_rows else 0
+        total = int(kept.column("total")[0].as_py()) if kept.num_rows else 0
+        out[a] = (kept.column(vals[i]).combine_chunks().take(pa.array(order_)),
+                  kept.column("before").to_numpy().astype(np.int64)[order_], count, total)
+    return out
 
 
 __all__ = ["spark_weights"]

@@ -589,23 +589,27 @@ def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], que
     expected = expected_workload(queries, sample, options.template_draws, options.seed, dimensions=dims,
                                  validation_draws=options.template_draws if validate else 0)
     provider = SparkKeyProvider(spark, schemas, semantics.DEFAULT, track_snapshots=True)  # key sets read once
-    expected = keyed_draws(spark, wl, expected, schemas, provider=provider)
-    filters = [f for f, _ in expected.queries]
     blocks = sample.num_rows / max(rate, 1e-9) / max(1, options.min_block_rows)
-    groups = attribute_range_filters(filters, sample, spark_weights(spark, collect_arrow),
-                                     group_count(blocks))
+    groups = attribute_range_filters([f for f, _ in expected.queries], sample, spark_weights(spark, collect_arrow),
+                                     group_count(blocks))  # they read no key set
+    recorder = _RecordingKeyProvider(provider)  # the cuts' key sets, read with the draws' (one read per dimension)
+    wl.join_induced_cuts(target, recorder, filters=[f for f, _ in expected.queries] + groups)
+    expected = keyed_draws(spark, wl, expected, schemas, provider=provider, also=recorder.requests)
+    filters = [f for f, _ in expected.queries]
     return expected, table_cuts(spark, wl, target, schemas, filters + groups, provider=provider)
 
 
 def keyed_draws(spark, wl, expected, schemas: dict[str, pa.Schema], row_limit: int | None = None,
-                provider: SparkKeyProvider | None = None):
+                provider: SparkKeyProvider | None = None, also: Sequence[tuple[str, str, Any]] = ()):
     """``expected`` with the key set of every join whose chain the planner reads keys of at
     query time too: every join of the chain FK→PK (``wl.key_basis``: the query-time parse
     attaches no other join) and every table of at most ``row_limit`` rows (default
     the session's setting ``joinPruning.maxDimensionRows``; ``chain_within``), read with one Spark job per
     dimension (``SparkKeyProvider.prefetch``). The cost model then decides range cuts on the
     foreign keys for each draw as the planner will for a query (``TableFilter._join_extra``),
-    and the draws propose the ranges their key sets imply as cuts (``key_range_cuts``)."""
+    and the draws propose the ranges their key sets imply as cuts (``key_range_cuts``). ``also``:
+    more key sets (dimension, pk, filter) read in the same jobs (the candidate cuts' of
+    ``table_cuts``, which then reads no dimension again)."""
     import dataclasses
 
     from ..planner.scan import with_dim_keys
@@ -624,8 +628,10 @@ def keyed_draws(spark, wl, expected, schemas: dict[str, pa.Schema], row_limit: i
     draws = list(expected.queries) + list(expected.validation)
     wanted = {id(j): j for f, _ in draws for j in f.joins if j.dim_keys is None and within(j)}
     if not wanted:
+        if also:
+            provider.prefetch(also)
         return expected
-    provider.prefetch([(j.dim_table, j.dim_pk, j.dim_filter) for j in wanted.values()])
+    provider.prefetch([(j.dim_table, j.dim_pk, j.dim_filter) for j in wanted.values()] + list(also))
 
     def keyed(items):
         return [(with_dim_keys(f, lambda j: provider(j.dim_table, j.dim_pk, j.dim_filter), list(wanted.values()))

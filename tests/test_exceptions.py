@@ -59,6 +59,7 @@ RAISED = {
 # Signals between the planner's own functions, caught where they are raised (never reach a caller):
 # "this expression is beyond the exact model, prune nothing" and "stop reading keys".
 INTERNAL = {"pando_iceberg.planner.metrics.Unsupported", "pando_iceberg.expr.sides.TooComplex",
+            "pando_iceberg.expr.sides._NotIntegral",  # bulk sides: that cut is asked one by one
             "pando_iceberg.planner.keysets.TooManyKeys", "pando_iceberg.spark.jvm_filter.UnsupportedFilter",
             "pando_iceberg.serve.errors.RestError"}  # pando serve answers it as an HTTP ErrorModel; no caller sees it
 

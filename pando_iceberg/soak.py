@@ -927,8 +927,9 @@ def rewrite_worker_main() -> None:
     home, table, workload, options = sys.argv[1:5]
     cfg = load_config(home=home, overrides={"spark": {"master": "local[1]", "driver_memory": "1g"}})
     spark = start_spark(cfg, app_name="pando-soak-killed-rewrite")
+    # forced: the kill must find the rewrite at its stage, whatever the per-template guard would say
     rewrite_table(spark, table, Path(workload).read_text(), RewriteOptions(**json.loads(options)),
-                  io_properties=cfg.pyiceberg_properties())
+                  io_properties=cfg.pyiceberg_properties(), force=True)
 
 
 def _expired(table, snapshot_id: int | None) -> bool:

@@ -13,6 +13,7 @@ from itertools import pairwise
 import numpy as np
 import pyarrow as pa
 import pytest
+from _block_files import write_blocks
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
@@ -22,7 +23,6 @@ from pando_iceberg.expr import TableFilter
 from pando_iceberg.layout import build_layout
 from pando_iceberg.planner.limit import TreeRegions, fully_matching, fully_matching_by
 from pando_iceberg.planner.scan import layout_of
-from pando_iceberg.storage import DataFileRef, LayoutPointer, LayoutSidecar, new_layout_id
 
 ARROW = pa.schema([("id", pa.int64()), ("i", pa.int64()), ("j", pa.int64()), ("x", pa.float64()),
                    ("s", pa.string()), ("d", pa.date32())])
@@ -78,23 +78,7 @@ def _laid_out(catalog, name: str, rng, workload: list[str], k: int, extra_rows: 
     layout.finalize(layout.observed_ktuples(data))
     blocks = layout.route(data)
     t = catalog.create_table(f"db.{name}", ARROW)
-    block_files: dict[int, list[DataFileRef]] = {}
-    for b in range(layout.num_blocks):
-        rows = data.filter(pa.array(blocks == b))
-        if not rows.num_rows:
-            continue
-        before = {task.file.file_path for task in t.scan().plan_files()}
-        t.append(rows)
-        for task in t.scan().plan_files():
-            if task.file.file_path not in before:
-                f = task.file
-                block_files.setdefault(b, []).append(DataFileRef(f.file_path, f.record_count, f.file_size_in_bytes))
-    snap = t.current_snapshot().snapshot_id
-    sidecar = LayoutSidecar.from_layout(layout, layout_id=new_layout_id(), table_uuid=t.metadata.table_uuid,
-                                        block_files=block_files, base_snapshot_id=snap)
-    sidecar.write(t.io, t.location())
-    with t.transaction() as tx:
-        tx.set_properties(LayoutPointer(sidecar.layout_id, sidecar.file_name, snap, snap).to_properties())
+    write_blocks(t, layout, data, blocks)
     if extra_rows:
         t.append(_rows(rng, len(data), extra_rows))  # outside the layout: bounds only
     return catalog.load_table(f"db.{name}")

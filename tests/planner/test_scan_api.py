@@ -10,6 +10,7 @@ import datetime as dt
 import numpy as np
 import pyarrow as pa
 import pytest
+from _block_files import write_blocks
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import (
     And,
@@ -32,7 +33,6 @@ import pando_iceberg
 from pando_iceberg.expr import ExprCut, TableFilter
 from pando_iceberg.layout import build_layout
 from pando_iceberg.planner import plan_scan, read_arrow
-from pando_iceberg.storage import DataFileRef, LayoutPointer, LayoutSidecar, new_layout_id
 
 ARROW = pa.schema([("id", pa.int64()), ("qty", pa.int64()), ("price", pa.float64()), ("region", pa.string()),
                    ("day", pa.date32())])
@@ -67,20 +67,7 @@ def table(tmp_path_factory):
     cat = SqlCatalog("scanapi", uri=f"sqlite:///{tmp}/c.db", warehouse=f"file://{tmp}/wh")
     cat.create_namespace("db")
     t = cat.create_table("db.t", ARROW)
-    block_files: dict[int, list[DataFileRef]] = {}
-    for b in range(layout.num_blocks):
-        before = {task.file.file_path for task in t.scan().plan_files()}
-        t.append(data.filter(pa.array(blocks == b)))
-        for task in t.scan().plan_files():
-            if task.file.file_path not in before:
-                f = task.file
-                block_files.setdefault(b, []).append(DataFileRef(f.file_path, f.record_count, f.file_size_in_bytes))
-    snap = t.current_snapshot().snapshot_id
-    sidecar = LayoutSidecar.from_layout(layout, layout_id=new_layout_id(), table_uuid=t.metadata.table_uuid,
-                                        block_files=block_files, base_snapshot_id=snap)
-    sidecar.write(t.io, t.location())
-    with t.transaction() as tx:
-        tx.set_properties(LayoutPointer(sidecar.layout_id, sidecar.file_name, snap, snap).to_properties())
+    write_blocks(t, layout, data, blocks)
     t.append(_rows(rng, N, EXTRA))  # a file outside the layout: always read
     return cat.load_table("db.t")
 

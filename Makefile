@@ -19,7 +19,7 @@ lint: bootstrap
 
 # The whole test suite: real Spark, real Iceberg catalogs and commits.
 test: bootstrap lint
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q --durations=30
 
 # Pure-Python suites only (no JVM): a quick loop while editing.
 test-fast: bootstrap

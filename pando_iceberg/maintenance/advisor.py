@@ -549,7 +549,7 @@ def table_rank_rows(advices: Sequence[Advice]) -> list[tuple]:
             why = (f"{best.name} saves {now.mb_per_query - best.mb_per_query:.2f} MB per query × "
                    f"{a.workload_queries:g} queries of the workload on the table; " + best.why)
         out.append((i + 1, a.table, best.name, round(a.workload_queries, 3), round(now.mb_per_query, 3),
-                    round(best.mb_per_query, 3), round(saved, 1), round(best.rewrite_seconds, 1),
+                    round(best.mb_per_query, 3), round(saved, 3), round(best.rewrite_seconds, 1),
                     round(saved_per_rewrite_second(a), 3),
                     None if best.repays_after_queries is None else round(best.repays_after_queries, 1), why))
     return out

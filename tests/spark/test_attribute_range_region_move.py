@@ -15,16 +15,16 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from _attribute_range import assert_exact, expected_stale, literal_cuts
 
-import pando_iceberg.spark as pando_spark
 from pando_iceberg.maintenance.literal_cuts import refresh_literal_cuts
-from pando_iceberg.planner.scan import layout_of
 from pando_iceberg.spark.rewrite import RewriteOptions, rewrite_table
 from pando_iceberg.table import PandoTable
 
 pytestmark = pytest.mark.spark
 
 NS = "attrmove"
+FACT = f"{NS}.sales"
 SEGMENTS = ["AUTO", "BUILD", "FURN", "HOUSE", "MACH"]
 JOIN = "FROM {ns}.sales f JOIN {ns}.customers c ON f.customer_key = c.customer_key "
 TEMPLATES = [
@@ -36,34 +36,6 @@ TEMPLATES = [
 
 def _queries(pairs: list[tuple[int, str]]) -> list[str]:
     return [t.format(ns=NS, r=r, r2=r + 1, s=s) for r, s in pairs for t in TEMPLATES]
-
-
-def _assert_exact(spark, catalog, queries: list[str]) -> int:
-    """Every query's rows through Pando equal Spark's; returns the files the pruned scans skipped."""
-    skipped = 0
-    for q in queries:
-        want = sorted(map(tuple, spark.sql(q).collect()), key=repr)
-        with pando_spark.sql(spark, q, catalog=catalog) as df:
-            got = sorted(map(tuple, df.collect()), key=repr)
-            ex = df.pando.explains.get(f"{NS}.sales")
-            skipped += (ex.total_files - ex.pando_files) if ex is not None else 0
-        assert got == want, q
-    return skipped
-
-
-def _literal_cuts(catalog):
-    _, layout, _ = layout_of(catalog.load_table(f"{NS}.sales"), cache=None)
-    return [c for c in layout.cuts if hasattr(c, "origin")]
-
-
-def _expected_stale(spark, catalog) -> set[str]:
-    """The literal cuts whose stored keys differ from those their predicate selects now."""
-    out = set()
-    for c in _literal_cuts(catalog):
-        now = {r[0] for r in spark.sql(f"SELECT customer_key FROM {NS}.customers WHERE {c.origin.predicate}").collect()}
-        if now != set(c.keys.to_array()):
-            out.add(c.origin.predicate)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +62,10 @@ def laid_out(spark, catalog, lakehouse_cfg):
 
 
 def test_customers_moving_between_region_groups_keep_results_exact(spark, catalog, lakehouse_cfg, laid_out):
-    cuts = [c for c in _literal_cuts(catalog) if re.fullmatch(r"c_region_key < \d+", c.origin.predicate)]
-    assert cuts, [c.origin.predicate for c in _literal_cuts(catalog)]
+    cuts = [c for c in literal_cuts(catalog, FACT) if re.fullmatch(r"c_region_key < \d+", c.origin.predicate)]
+    assert cuts, [c.origin.predicate for c in literal_cuts(catalog, FACT)]
     held_out = [(3, "BUILD"), (5, "AUTO"), (3, "MACH"), (5, "HOUSE")]
-    assert _assert_exact(spark, catalog, _queries(held_out + [(2, "AUTO")])) > 0  # the cuts prune
+    assert assert_exact(spark, catalog, FACT, _queries(held_out + [(2, "AUTO")])) > 0  # the cuts prune
     assert PandoTable(catalog, f"{NS}.sales").health().stale_cuts == ()
 
     # Customers with laid-out fact rows move: one from the lowest region to the highest (across
@@ -111,11 +83,11 @@ def test_customers_moving_between_region_groups_keep_results_exact(spark, catalo
                                              f"WHERE customer_key IN ({moved[0]}, {moved[1]})").collect()}
     changed = [(0, "AUTO"), (9, "FURN"), (1, segment[moved[1]]), (5, segment[moved[0]]), (4, "HOUSE")]
     queries = _queries(changed + held_out)
-    _assert_exact(spark, catalog, queries)
+    assert_exact(spark, catalog, FACT, queries)
     assert spark.sql(TEMPLATES[0].format(ns=NS, r=0, s="AUTO")).first()["n"] == 1
 
     # layout_health lists exactly the stale cuts; every region cut the moves cross is among them.
-    expected = _expected_stale(spark, catalog)
+    expected = expected_stale(spark, catalog, FACT, f"{NS}.customers", "customer_key")
     assert {c.origin.predicate for c in cuts} <= expected
     health = PandoTable(catalog, f"{NS}.sales").health()
     stale = {s.cut.split(" WHERE ", 1)[1][:-1]: s for s in health.stale_cuts}
@@ -128,6 +100,6 @@ def test_customers_moving_between_region_groups_keep_results_exact(spark, catalo
 
     # After the refresh the key sets decide the cuts again: exact, and still pruning.
     refresh_literal_cuts(spark, f"{NS}.sales", lakehouse_cfg.pyiceberg_properties())
-    assert _assert_exact(spark, catalog, queries) > 0
+    assert assert_exact(spark, catalog, FACT, queries) > 0
     assert {s.cut.split(" WHERE ", 1)[1][:-1] for s in PandoTable(catalog, f"{NS}.sales").health().stale_cuts} \
-        == _expected_stale(spark, catalog)
+        == expected_stale(spark, catalog, FACT, f"{NS}.customers", "customer_key")

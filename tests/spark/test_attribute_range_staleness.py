@@ -16,10 +16,9 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from _attribute_range import assert_exact, expected_stale, keys_now, literal_cuts
 
-import pando_iceberg.spark as pando_spark
 from pando_iceberg.maintenance.literal_cuts import refresh_literal_cuts
-from pando_iceberg.planner.scan import layout_of
 from pando_iceberg.procedures import ProcedureContext, call
 from pando_iceberg.spark.incremental import incremental_rewrite
 from pando_iceberg.spark.rewrite import RewriteOptions, rewrite_table
@@ -28,6 +27,7 @@ from pando_iceberg.table import PandoTable
 pytestmark = pytest.mark.spark
 
 NS = "attrstale"
+FACT = f"{NS}.sales"
 BRANDS = [f"B{i:02d}" for i in range(30)]
 TRAINED = ["B03", "B11", "B17", "B24"]
 
@@ -51,35 +51,16 @@ def _queries(ns: str, brands: list[str]) -> list[str]:
     return out
 
 
-def _assert_exact(spark, catalog, queries: list[str]) -> int:
-    """Every query's rows through Pando equal Spark's; returns the files the pruned scans skipped."""
-    skipped = 0
-    for q in queries:
-        want = sorted(map(tuple, spark.sql(q).collect()), key=repr)
-        with pando_spark.sql(spark, q, catalog=catalog) as df:
-            got = sorted(map(tuple, df.collect()), key=repr)
-            ex = df.pando.explains.get(f"{NS}.sales")
-            skipped += (ex.total_files - ex.pando_files) if ex is not None else 0
-        assert got == want, q
-    return skipped
-
-
-def _literal_cuts(catalog):
-    _, layout, _ = layout_of(catalog.load_table(f"{NS}.sales"), cache=None)
-    return [c for c in layout.cuts if hasattr(c, "origin")]
-
-
 def _brand_cuts(catalog):
-    return [c for c in _literal_cuts(catalog) if re.fullmatch(r"p_brand < '[^']+'", c.origin.predicate)]
+    return [c for c in literal_cuts(catalog, FACT) if re.fullmatch(r"p_brand < '[^']+'", c.origin.predicate)]
 
 
 def _keys_now(spark, cut) -> set[int]:
-    return {r[0] for r in spark.sql(f"SELECT product_key FROM {NS}.products WHERE {cut.origin.predicate}").collect()}
+    return keys_now(spark, f"{NS}.products", "product_key", cut)
 
 
 def _expected_stale(spark, catalog) -> set[str]:
-    """The literal cuts whose stored keys differ from those their predicate selects now."""
-    return {c.origin.predicate for c in _literal_cuts(catalog) if _keys_now(spark, c) != set(c.keys.to_array())}
+    return expected_stale(spark, catalog, FACT, f"{NS}.products", "product_key")
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +94,7 @@ def test_changed_dimension_keeps_results_exact_and_health_lists_stale_cuts(spark
     cuts = _brand_cuts(catalog)
     assert len(cuts) >= 3, [c.origin.predicate for c in cuts]
     held_out = [b for b in BRANDS if b not in TRAINED]
-    assert _assert_exact(spark, catalog, _queries(NS, held_out[:8] + TRAINED[:2])) > 0  # the cuts prune
+    assert assert_exact(spark, catalog, FACT, _queries(NS, held_out[:8] + TRAINED[:2])) > 0  # the cuts prune
     health = PandoTable(catalog, f"{NS}.sales").health()
     assert health.status == "ok" and health.stale_cuts == () and health.recommendation == "ok"
     assert not any(r[0] == "stale_cut" for r in _health(star))
@@ -133,7 +114,7 @@ def test_changed_dimension_keeps_results_exact_and_health_lists_stale_cuts(spark
               f"(5003, 304, 5, 40.0), (5004, {moved}, 1, 50.0)")
     changed = [old, new, "A00", f"{bounds[0]}x", "Z99", TRAINED[0]]
     queries = _queries(NS, changed) + _queries(NS, held_out[:4])
-    _assert_exact(spark, catalog, queries)
+    assert_exact(spark, catalog, FACT, queries)
     assert spark.sql(TEMPLATES[0].format(ns=NS, a="A00")).first()["n"] == 1
 
     # layout_health lists exactly the stale cuts: what changed, and the CALL that refreshes them.
@@ -157,7 +138,7 @@ def test_changed_dimension_keeps_results_exact_and_health_lists_stale_cuts(spark
     # same cuts stale. Then a product of another new brand arrives with a fact row.
     io = lakehouse_cfg.pyiceberg_properties()
     incremental_rewrite(spark, f"{NS}.sales", min_block_rows=1, io_properties=io)
-    _assert_exact(spark, catalog, queries)
+    assert_exact(spark, catalog, FACT, queries)
     assert {s.cut for s in PandoTable(catalog, f"{NS}.sales").health().stale_cuts} == {s.cut for s in stale.values()}
     spark.sql(f"INSERT INTO {NS}.products VALUES (305, 'A01', 5.0)")
     spark.sql(f"INSERT INTO {NS}.sales VALUES (5005, 305, 2, 60.0)")
@@ -166,15 +147,15 @@ def test_changed_dimension_keeps_results_exact_and_health_lists_stale_cuts(spark
     # The refresh takes the newest key (no laid-out fact row) and keeps the others where their
     # laid-out rows are: exact; health lists only the cuts with keys kept stale.
     refresh_literal_cuts(spark, f"{NS}.sales", io)
-    assert _assert_exact(spark, catalog, queries) > 0  # key sets decide the cuts now, and still prune
+    assert assert_exact(spark, catalog, FACT, queries) > 0  # key sets decide the cuts now, and still prune
     health = PandoTable(catalog, f"{NS}.sales").health()
     kept = {s.cut.split(" WHERE ", 1)[1][:-1] for s in health.stale_cuts}
     assert kept == _expected_stale(spark, catalog) and kept
     assert all(s.from_snapshot == s.to_snapshot and "kept stale by a refresh" in s.describe()
                for s in health.stale_cuts)
-    assert not any(305 in set(c.keys.to_array()) ^ _keys_now(spark, c) for c in _literal_cuts(catalog))
+    assert not any(305 in set(c.keys.to_array()) ^ _keys_now(spark, c) for c in literal_cuts(catalog, FACT))
     assert "re-layout" in health.recommendation
 
     # An incremental layout routes the newest rows with the refreshed key sets: still exact.
     incremental_rewrite(spark, f"{NS}.sales", min_block_rows=1, io_properties=io)
-    _assert_exact(spark, catalog, queries)
+    assert_exact(spark, catalog, FACT, queries)

@@ -54,6 +54,7 @@ from .sidecar import (
     LayoutSidecar,
     created_by,
     norm_uuid,
+    read_identity,
     write_sidecar_file,
 )
 
@@ -182,22 +183,7 @@ class PartitionedLayoutSidecar:
             raise SidecarError(f"file property {P_FORMAT_VERSION} = {version!r}: a partitioned layout sidecar has "
                                f"format version {PARTITIONED_FORMAT_VERSION}")
         verify_footer_checksum(footer, required=True)
-        layout_id, table_uuid = props.get(P_LAYOUT_ID), props.get(P_TABLE_UUID)
-        if layout_id is None or table_uuid is None:
-            missing = ", ".join(p for p in (P_LAYOUT_ID, P_TABLE_UUID) if props.get(p) is None)
-            raise SidecarError(f"file properties missing: {missing}")
-        check_layout_id(layout_id)
-        table_uuid = norm_uuid(table_uuid, f"file property {P_TABLE_UUID}")
-        if expected_layout_id is not None and layout_id != expected_layout_id:
-            raise SidecarError(f"layout id mismatch: the sidecar holds layout {layout_id!r}, the table points to "
-                               f"{expected_layout_id!r}")
-        if expected_table_uuid is not None and table_uuid != norm_uuid(expected_table_uuid, "expected table uuid"):
-            raise SidecarError(f"table uuid mismatch: the sidecar belongs to table {table_uuid}")
-        base = props.get(P_BASE_SNAPSHOT)
-        try:
-            base_snapshot = int(base) if base is not None else None
-        except ValueError:
-            raise SidecarError(f"file property {P_BASE_SNAPSHOT} = {base!r} is not an integer") from None
+        layout_id, table_uuid, base_snapshot = read_identity(props, expected_layout_id, expected_table_uuid)
         parts: dict[str, PartitionEntry] = {}
         for i, m in enumerate(footer.blobs):
             if m.type != BLOB_PARTITION_LAYOUT:

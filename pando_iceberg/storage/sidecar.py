@@ -124,6 +124,29 @@ def _opt_int(value: Any, what: str) -> int | None:
     return value
 
 
+def read_identity(props: dict[str, str], expected_layout_id: str | None,
+                  expected_table_uuid: Any) -> tuple[str, str, int | None]:
+    """A sidecar's layout id, table uuid and base snapshot from its file properties, checked
+    against what the table points to (either expectation may be None: not checked)."""
+    layout_id, table_uuid = props.get(P_LAYOUT_ID), props.get(P_TABLE_UUID)
+    if layout_id is None or table_uuid is None:
+        missing = [p for p in (P_LAYOUT_ID, P_TABLE_UUID) if props.get(p) is None]
+        raise SidecarError(f"file properties missing: {', '.join(missing)}")
+    check_layout_id(layout_id)
+    table_uuid = norm_uuid(table_uuid, f"file property {P_TABLE_UUID}")
+    if expected_layout_id is not None and layout_id != expected_layout_id:
+        raise SidecarError(f"layout id mismatch: the sidecar holds layout {layout_id!r}, the table points to "
+                           f"{expected_layout_id!r}")
+    if expected_table_uuid is not None and table_uuid != norm_uuid(expected_table_uuid, "expected table uuid"):
+        raise SidecarError(f"table uuid mismatch: the sidecar belongs to table {table_uuid}, not to "
+                           f"{norm_uuid(expected_table_uuid, 'expected table uuid')}")
+    base = props.get(P_BASE_SNAPSHOT)
+    try:
+        return layout_id, table_uuid, (int(base) if base is not None else None)
+    except ValueError:
+        raise SidecarError(f"file property {P_BASE_SNAPSHOT} = {base!r} is not an integer") from None
+
+
 @dataclass
 class LayoutSidecar:
     layout_id: str
@@ -263,26 +286,7 @@ class LayoutSidecar:
             raise SidecarError(msg)
         verify_footer_checksum(footer, required=True)
 
-        layout_id = props.get(P_LAYOUT_ID)
-        table_uuid = props.get(P_TABLE_UUID)
-        if layout_id is None or table_uuid is None:
-            missing = [p for p in (P_LAYOUT_ID, P_TABLE_UUID) if props.get(p) is None]
-            raise SidecarError(f"file properties missing: {', '.join(missing)}")
-        check_layout_id(layout_id)
-        table_uuid = norm_uuid(table_uuid, f"file property {P_TABLE_UUID}")
-        if expected_layout_id is not None and layout_id != expected_layout_id:
-            raise SidecarError(f"layout id mismatch: the sidecar holds layout {layout_id!r}, the table points to "
-                               f"{expected_layout_id!r}")
-        if expected_table_uuid is not None and table_uuid != norm_uuid(expected_table_uuid, "expected table uuid"):
-            raise SidecarError(f"table uuid mismatch: the sidecar belongs to table {table_uuid}, not to "
-                               f"{norm_uuid(expected_table_uuid, 'expected table uuid')}")
-        base_snapshot = None
-        if P_BASE_SNAPSHOT in props:
-            try:
-                base_snapshot = int(props[P_BASE_SNAPSHOT])
-            except ValueError:
-                raise SidecarError(f"file property {P_BASE_SNAPSHOT} = {props[P_BASE_SNAPSHOT]!r} is not an "
-                                   "integer") from None
+        layout_id, table_uuid, base_snapshot = read_identity(props, expected_layout_id, expected_table_uuid)
 
         known = (BLOB_LAYOUT, BLOB_LITERAL_CUT, BLOB_BLOCK_FILES)
         for i, m in enumerate(footer.blobs):

@@ -50,6 +50,7 @@ from pando_iceberg.workload.templates import range_columns, template_key, typed_
 __all__ = [
     "DEFAULT_MAX_TEMPLATE_REGRESSION",
     "GUARD_MERGES",
+    "GUARD_REFINES",
     "GUARD_WEIGHTS",
     "MAX_FILE_FACTOR",
     "MIN_GAIN",
@@ -60,6 +61,7 @@ __all__ = [
     "TemplateGuard",
     "TemplateRead",
     "allowed_reads",
+    "between_multipliers",
     "block_files",
     "choose_in_block_order",
     "file_rows_per_block",
@@ -212,7 +214,7 @@ def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any]
             nonnull = sizes - np.asarray(grouped[f"c{n}_count"], dtype=np.float64)
             grouped[f"c{n}_min"], grouped[f"c{n}_max"] = widened_bounds(
                 widening.sorted_values(name, cols[f"c{n}"]), grouped[f"c{n}_min"], grouped[f"c{n}_max"],
-                nonnull, widening.block_rows, widening.fraction, ordered=name == widening.order)
+                nonnull, widening.fraction)
     out = []
     for i, rows in enumerate(len(r) for r in runs):
         st = _FileStats(rows, {}, {}, {}, {}, {}, {})
@@ -237,32 +239,31 @@ def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any]
 
 
 # The guard's estimate of a file's bounds from the sample (``widened_bounds``): a file's sample rows
-# miss its rows at either end, by about one gap between its sample values (an exponential tail:
-# TAIL_GAPS of them cover it 19 times in 20), and a file cut along the in-block order ends where
-# the real block's rows, not the sample's, put its boundary (about one standard deviation of a
-# quantile of the block's sample rows: CUT_DEVIATIONS of them).
-TAIL_GAPS = 3.0
-CUT_DEVIATIONS = 2.0
+# miss its real rows beyond either end, on average by about one gap between its sample values
+# (TAIL_GAPS of them, shrunk by the share of rows the sample misses). Unbiased rather than worst
+# case: the guard compares each template's mean reads over many draws and files, so what it needs
+# is each file's expected reach, not a bound that covers every file. Where the real cut between
+# two files of a block falls (files cut along the in-block order) is not widened for: a cut placed
+# off by a few rows moves them from one neighbour to the other, as often each way, and leaves the
+# files a range reads unchanged on average — widening both neighbours for it made a 1 % sample
+# read 2–4× the files the real cuts read (tests/layout/test_guard_widening.py).
+TAIL_GAPS = 1.0
 
 
 def widened_bounds(ordered_values: np.ndarray, lows: Sequence[Any], highs: Sequence[Any], rows: np.ndarray,
-                   block_rows: np.ndarray, fraction: float, *, ordered: bool = False) -> tuple[list, list]:
+                   fraction: float) -> tuple[list, list]:
     """Each file's [lower, upper] bounds of one column as the real file will record them, from
-    the bounds of its sample rows (``lows``, ``highs``; None: no bound): conservative, since a
-    guard that says a template holds must hold on the files written. ``ordered_values``: the
+    the bounds of its sample rows (``lows``, ``highs``; None: no bound): the expected reach of the
+    real file, never narrower than its sample's (see ``TAIL_GAPS``). ``ordered_values``: the
     column's non-null (non-NaN) sample values sorted; ``rows``: each file's non-null sample rows;
-    ``block_rows``: the sample rows of each file's block; ``fraction``: the sample's share of the
-    table (1: the sample is the table, nothing widened); ``ordered``: the files are cut along this
-    column (the in-block order).
+    ``fraction``: the sample's share of the table (1: the sample is the table, nothing widened).
 
     A file whose sample rows span K of the whole sample's values holds one of its own rows per
     K / m of them (m: its sample rows); its real rows reach about one such gap beyond its sample's
-    extremes, and, when the column is the in-block order, the real cut between two files lies
-    about sqrt(block rows) of the block's sample rows from the sample's. Each bound moves outward
-    by ⌈(TAIL_GAPS + CUT_DEVIATIONS · sqrt(block rows, if ordered)) · K / m⌉ places of the
-    sorted sample values, both terms shrunk by the rows the sample misses (1 − fraction); past
-    the sample's extremes a numeric column goes on by its mean gap per place (the table reaches
-    beyond its sample), any other stops there."""
+    extremes. Each bound moves outward by ⌈TAIL_GAPS · (1 − fraction) · K / m⌉ places of the sorted
+    sample values; past the sample's extremes a numeric column goes on by its mean gap per place
+    (the table reaches beyond its sample), any other stops there. The margin shrinks as the sample
+    holds more rows per file: with many, the sample's bounds are the file's."""
     lows, highs = list(lows), list(highs)
     n = len(ordered_values)
     keep = max(0.0, 1.0 - float(fraction))
@@ -278,8 +279,6 @@ def widened_bounds(ordered_values: np.ndarray, lows: Sequence[Any], highs: Seque
                               "right") - 1
     spread = np.maximum(1, hi_rank - lo_rank + 1) / np.maximum(1.0, np.asarray(rows, dtype=np.float64)[idx])
     gaps = np.full(len(have), TAIL_GAPS * keep)
-    if ordered:
-        gaps += CUT_DEVIATIONS * np.sqrt(np.asarray(block_rows, dtype=np.float64)[idx] * keep)
     step = np.ceil(gaps * spread).astype(np.int64)
     new_lo: np.ndarray = ordered_values[np.clip(lo_rank - step, 0, n - 1)]
     new_hi: np.ndarray = ordered_values[np.clip(hi_rank + step, 0, n - 1)]
@@ -303,13 +302,10 @@ def widened_bounds(ordered_values: np.ndarray, lows: Sequence[Any], highs: Seque
 
 @dataclass
 class FileWidening:
-    """What ``widened_bounds`` needs of one layout's files on a sample: the sample's share of the
-    table, the in-block order the files are cut along (None: none), each file's block's sample
-    rows; the zone columns' sorted sample values, made once per sample."""
+    """What ``widened_bounds`` needs of a sample: its share of the table, and the zone columns'
+    sorted sample values, made once per sample."""
 
     fraction: float
-    order: str | None = None
-    block_rows: np.ndarray = field(default_factory=lambda: np.zeros(0))
     sorted_cache: dict[str, np.ndarray] = field(default_factory=dict)
 
     def sorted_values(self, name: str, values: pa.Array) -> np.ndarray:
@@ -444,11 +440,7 @@ class _Reads:
         sizes = np.array([len(r) for _, r in runs], dtype=np.float64)
         read = scanned[:, of_block]  # Q × files: the trees open the file's block
         if self.fields:
-            widening = self.widening
-            if widening.fraction < 1.0:
-                rows_of_block = np.bincount(blocks, minlength=int(layout.num_blocks)).astype(np.float64)
-                widening = FileWidening(widening.fraction, order, rows_of_block[of_block], widening.sorted_cache)
-            stats = _file_stats(sample, [r for _, r in runs], self.fields, widening)
+            stats = _file_stats(sample, [r for _, r in runs], self.fields, self.widening)
             for q, may_hold in enumerate(self.checks):
                 opened = np.flatnonzero(read[q])
                 if len(opened):
@@ -509,6 +501,17 @@ GUARD_WEIGHTS = (1, 4, 16, 64)
 # many §6.2 bottom-ups over the order trees (``order_trees``), one per set of multipliers, then at
 # most two layouts learned again (reweighed; the most constrained) before a refusal.
 GUARD_MERGES = 4
+# Once a merge holds the guard after one that broke it, at most this many more merges between the
+# two sets of multipliers (``between_multipliers``): a multiplier larger than the constraint needs
+# gives up total reads for nothing, so the search closes in on the smallest that holds.
+GUARD_REFINES = 2
+
+
+def between_multipliers(breaking: Mapping[str, float], holding: Mapping[str, float]) -> dict[str, float]:
+    """The multipliers halfway (geometric mean, per template) between a set whose merged layout
+    broke the guard and one whose merged layout held it: the next step of a bisection for the
+    smallest price of the constraint that still holds it (a template absent from a set weighs 1)."""
+    return {t: float(np.sqrt(breaking.get(t, 1.0) * holding.get(t, 1.0))) for t in {*breaking, *holding}}
 
 
 def guard_multipliers(guard: TemplateGuard, previous: Mapping[str, float] | None = None) -> dict[str, float]:

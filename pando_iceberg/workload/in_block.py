@@ -212,9 +212,10 @@ def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any]
         sizes = np.array([len(r) for r in runs], dtype=np.float64)
         for n, name in enumerate(fields):
             nonnull = sizes - np.asarray(grouped[f"c{n}_count"], dtype=np.float64)
+            lows2, highs2 = _second_extremes(file_of, cols[f"c{n}"], len(runs))
             grouped[f"c{n}_min"], grouped[f"c{n}_max"] = widened_bounds(
                 widening.sorted_values(name, cols[f"c{n}"]), grouped[f"c{n}_min"], grouped[f"c{n}_max"],
-                nonnull, widening.fraction)
+                nonnull, widening.fraction, lows2, highs2)
     out = []
     for i, rows in enumerate(len(r) for r in runs):
         st = _FileStats(rows, {}, {}, {}, {}, {}, {})
@@ -239,31 +240,59 @@ def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any]
 
 
 # The guard's estimate of a file's bounds from the sample (``widened_bounds``): a file's sample rows
-# miss its real rows beyond either end, on average by about one gap between its sample values
-# (TAIL_GAPS of them, shrunk by the share of rows the sample misses). Unbiased rather than worst
-# case: the guard compares each template's mean reads over many draws and files, so what it needs
-# is each file's expected reach, not a bound that covers every file. Where the real cut between
-# two files of a block falls (files cut along the in-block order) is not widened for: a cut placed
-# off by a few rows moves them from one neighbour to the other, as often each way, and leaves the
-# files a range reads unchanged on average — widening both neighbours for it made a 1 % sample
-# read 2–4× the files the real cuts read (tests/layout/test_guard_widening.py).
+# miss its real rows beyond either end, on average by about the spacing of its sample's two lowest
+# (highest) values (TAIL_GAPS of them, shrunk by the share of rows the sample misses) — the
+# classic estimate of a range's end from a sample's two extreme order statistics, which is zero
+# where the file's sample repeats its extreme value (a key every row of a file's end shares).
+# Unbiased rather than worst case: the guard compares each template's mean reads over many draws
+# and files, so what it needs is each file's expected reach, not a bound that covers every file.
+# Where the real cut between two files of a block falls (files cut along the in-block order) is
+# not widened for: a cut placed off by a few rows moves them from one neighbour to the other, as
+# often each way, and leaves the files a range reads unchanged on average — widening both
+# neighbours for it made a 1 % sample count 2–4× the files the real cuts make a range read
+# (tests/layout/test_guard_widening.py).
 TAIL_GAPS = 1.0
 
 
+def _second_extremes(file_of: np.ndarray, values: pa.Array, files: int) -> tuple[list, list]:
+    """Each file's second lowest and second highest non-null, non-NaN sample value (None: fewer
+    than two), from one sort of the sample by (file, value)."""
+    valid = pc.is_valid(values)
+    if pa.types.is_floating(values.type):
+        valid = pc.and_(valid, pc.invert(pc.is_nan(values)))
+    ordered = pa.table({"f": pa.array(file_of), "v": values}).filter(valid).sort_by([("f", "ascending"),
+                                                                                    ("v", "ascending")])
+    of = ordered.column("f").to_numpy()
+    ids = np.arange(files)
+    starts, ends = np.searchsorted(of, ids, "left"), np.searchsorted(of, ids, "right")
+    two = np.flatnonzero(ends - starts >= 2)
+    lows2: list = [None] * files
+    highs2: list = [None] * files
+    if len(two):
+        v = ordered.column("v")
+        for i, lo, hi in zip(two, v.take(pa.array(starts[two] + 1)).to_pylist(),
+                             v.take(pa.array(ends[two] - 2)).to_pylist(), strict=True):
+            lows2[i], highs2[i] = lo, hi
+    return lows2, highs2
+
+
 def widened_bounds(ordered_values: np.ndarray, lows: Sequence[Any], highs: Sequence[Any], rows: np.ndarray,
-                   fraction: float) -> tuple[list, list]:
+                   fraction: float, lows2: Sequence[Any] | None = None,
+                   highs2: Sequence[Any] | None = None) -> tuple[list, list]:
     """Each file's [lower, upper] bounds of one column as the real file will record them, from
     the bounds of its sample rows (``lows``, ``highs``; None: no bound): the expected reach of the
     real file, never narrower than its sample's (see ``TAIL_GAPS``). ``ordered_values``: the
     column's non-null (non-NaN) sample values sorted; ``rows``: each file's non-null sample rows;
-    ``fraction``: the sample's share of the table (1: the sample is the table, nothing widened).
+    ``fraction``: the sample's share of the table (1: the sample is the table, nothing widened);
+    ``lows2``, ``highs2``: each file's second lowest and highest sample value (None: not known).
 
-    A file whose sample rows span K of the whole sample's values holds one of its own rows per
-    K / m of them (m: its sample rows); its real rows reach about one such gap beyond its sample's
-    extremes. Each bound moves outward by ⌈TAIL_GAPS · (1 − fraction) · K / m⌉ places of the sorted
-    sample values; past the sample's extremes a numeric column goes on by its mean gap per place
-    (the table reaches beyond its sample), any other stops there. The margin shrinks as the sample
-    holds more rows per file: with many, the sample's bounds are the file's."""
+    A file's real rows reach beyond its sample's lowest value by about the spacing of its two
+    lowest sample values: the bound moves down by ⌈TAIL_GAPS · (1 − fraction) · p⌉ places of the
+    sorted sample values, p the whole sample's values in [lowest, second lowest) — 0 when the two
+    are equal; the upper bound likewise. Without a second value, p is the file's mean spacing
+    K / m (its sample rows m span K of the whole sample's values). Past the sample's extremes a
+    numeric column goes on by its mean gap per place (the table reaches beyond its sample), any
+    other stops there. The margin shrinks as the sample holds more rows per file."""
     lows, highs = list(lows), list(highs)
     n = len(ordered_values)
     keep = max(0.0, 1.0 - float(fraction))
@@ -278,15 +307,24 @@ def widened_bounds(ordered_values: np.ndarray, lows: Sequence[Any], highs: Seque
     hi_rank = np.searchsorted(ordered_values, np.asarray([highs[i] for i in have], dtype=ordered_values.dtype),
                               "right") - 1
     spread = np.maximum(1, hi_rank - lo_rank + 1) / np.maximum(1.0, np.asarray(rows, dtype=np.float64)[idx])
-    gaps = np.full(len(have), TAIL_GAPS * keep)
-    step = np.ceil(gaps * spread).astype(np.int64)
-    new_lo: np.ndarray = ordered_values[np.clip(lo_rank - step, 0, n - 1)]
-    new_hi: np.ndarray = ordered_values[np.clip(hi_rank + step, 0, n - 1)]
+    places_lo, places_hi = spread.copy(), spread.copy()
+    if lows2 is not None and highs2 is not None:
+        known = np.array([lows2[i] is not None and highs2[i] is not None for i in have], dtype=bool)
+        if known.any():
+            at = np.flatnonzero(known)
+            lo2 = np.asarray([lows2[have[j]] for j in at], dtype=ordered_values.dtype)
+            hi2 = np.asarray([highs2[have[j]] for j in at], dtype=ordered_values.dtype)
+            places_lo[at] = np.searchsorted(ordered_values, lo2, "left") - lo_rank[at]
+            places_hi[at] = hi_rank[at] - (np.searchsorted(ordered_values, hi2, "right") - 1)
+    step_lo = np.ceil(TAIL_GAPS * keep * np.maximum(places_lo, 0)).astype(np.int64)
+    step_hi = np.ceil(TAIL_GAPS * keep * np.maximum(places_hi, 0)).astype(np.int64)
+    new_lo: np.ndarray = ordered_values[np.clip(lo_rank - step_lo, 0, n - 1)]
+    new_hi: np.ndarray = ordered_values[np.clip(hi_rank + step_hi, 0, n - 1)]
     if ordered_values.dtype.kind in "iuf" and n > 1:
         # past the sample's extremes (the table's reach beyond them): the mean gap per place
         gap = (float(ordered_values[-1]) - float(ordered_values[0])) / (n - 1)
-        below = np.maximum(0, step - lo_rank) * gap
-        above = np.maximum(0, hi_rank + step - (n - 1)) * gap
+        below = np.maximum(0, step_lo - lo_rank) * gap
+        above = np.maximum(0, hi_rank + step_hi - (n - 1)) * gap
         if ordered_values.dtype.kind == "f":
             new_lo, new_hi = new_lo - below, new_hi + above
         else:

@@ -28,7 +28,8 @@ def _reads(fraction: float, files: int, seeds: int = 12, rows: int = 40_000) -> 
         real, est = _files(table, files), _files(sample, files)
         lows, highs = [int(r.min()) for r in est], [int(r.max()) for r in est]
         counts = np.array([len(r) for r in est], dtype=float)
-        wlo, whi = widened_bounds(np.sort(sample), lows, highs, counts, fraction)
+        lows2, highs2 = [int(r[1]) for r in est], [int(r[-2]) for r in est]  # sorted: second extremes
+        wlo, whi = widened_bounds(np.sort(sample), lows, highs, counts, fraction, lows2, highs2)
         assert all(a <= lo and b >= hi for a, b, lo, hi in zip(wlo, whi, lows, highs))  # never narrower
         for width in (24, 24 * 7, 24 * 30):
             a = rng.integers(0, HOURS - width, 300)[:, None]
@@ -53,6 +54,21 @@ def test_widened_bounds_count_the_real_files_without_a_worst_case():
         est, raw = _reads(fraction, files)
         assert 1.0 <= est <= 1.06, (fraction, files, est, raw)  # unbiased, on the safe side
         assert est >= raw
+
+
+def test_a_files_repeated_extreme_value_is_not_widened():
+    """Keys shared by many rows at a file's ends (a file cut between two keys): its sample's lowest
+    and second lowest values are equal, and the real file starts there too."""
+    keys = np.repeat(np.arange(100), 300)  # 100 keys of 300 rows, 10 files of 10 whole keys
+    rng = np.random.default_rng(0)
+    sample = np.sort(keys[rng.random(len(keys)) < 0.05])
+    est = [sample[(sample >= 10 * i) & (sample < 10 * i + 10)] for i in range(10)]  # about 15 rows a key
+    lows, highs = [int(r.min()) for r in est], [int(r.max()) for r in est]
+    lows2, highs2 = [int(r[1]) for r in est], [int(r[-2]) for r in est]
+    rows = np.array([len(r) for r in est], dtype=float)
+    assert widened_bounds(np.sort(sample), lows, highs, rows, 0.05, lows2, highs2) == (lows, highs)
+    wlo, _ = widened_bounds(np.sort(sample), lows, highs, rows, 0.05)  # without them: the mean spacing
+    assert wlo != lows
 
 
 def test_the_whole_table_as_sample_widens_nothing():

@@ -186,12 +186,13 @@ def _iceberg_values(column: pa.ChunkedArray | pa.Array) -> pa.Array:
 
 
 def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any],
-                widening: FileWidening | None = None) -> list[_FileStats]:
+                widening: FileWidening | None = None, file_block: np.ndarray | None = None) -> list[_FileStats]:
     """The statistics Iceberg records of each file written from the sample rows ``runs`` (per
     zone column: lower and upper bounds without NaN, strings truncated as Iceberg's default
     metrics mode does, NULL and NaN counts), computed in one grouped aggregation. ``widening``:
     each file's bounds widened for the real file's rows the sample does not hold
-    (``widened_bounds``); None: the sample's rows are the file's."""
+    (``widened_bounds``), within the sample's range of the file's block (``file_block``: each
+    file's block; None: one block); None: the sample's rows are the file's."""
     from pyiceberg.conversions import to_bytes
     from pyiceberg.utils.truncate import truncate_upper_bound_text_string
 
@@ -213,9 +214,10 @@ def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any]
         for n, name in enumerate(fields):
             nonnull = sizes - np.asarray(grouped[f"c{n}_count"], dtype=np.float64)
             lows2, highs2 = _second_extremes(file_of, cols[f"c{n}"], len(runs))
+            floor, ceiling = _block_extremes(grouped[f"c{n}_min"], grouped[f"c{n}_max"], file_block)
             grouped[f"c{n}_min"], grouped[f"c{n}_max"] = widened_bounds(
                 widening.sorted_values(name, cols[f"c{n}"]), grouped[f"c{n}_min"], grouped[f"c{n}_max"],
-                nonnull, widening.fraction, lows2, highs2)
+                nonnull, widening.fraction, lows2, highs2, floor, ceiling)
     out = []
     for i, rows in enumerate(len(r) for r in runs):
         st = _FileStats(rows, {}, {}, {}, {}, {}, {})
@@ -254,6 +256,19 @@ def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any]
 TAIL_GAPS = 1.0
 
 
+def _block_extremes(lows: Sequence[Any], highs: Sequence[Any], file_block: np.ndarray | None) -> tuple[list, list]:
+    """Each file's block's lowest and highest sample value (over the block's files; None: none)."""
+    blocks = np.zeros(len(lows), dtype=np.int64) if file_block is None else np.asarray(file_block)
+    lo: dict[int, Any] = {}
+    hi: dict[int, Any] = {}
+    for b, a, z in zip(blocks.tolist(), lows, highs, strict=True):  # one step per file, not per row
+        if a is None or z is None or (isinstance(a, float) and (np.isnan(a) or np.isnan(z))):
+            continue
+        lo[b] = a if b not in lo else min(lo[b], a)
+        hi[b] = z if b not in hi else max(hi[b], z)
+    return [lo.get(b) for b in blocks.tolist()], [hi.get(b) for b in blocks.tolist()]
+
+
 def _second_extremes(file_of: np.ndarray, values: pa.Array, files: int) -> tuple[list, list]:
     """Each file's second lowest and second highest non-null, non-NaN sample value (None: fewer
     than two), from one sort of the sample by (file, value)."""
@@ -277,14 +292,19 @@ def _second_extremes(file_of: np.ndarray, values: pa.Array, files: int) -> tuple
 
 
 def widened_bounds(ordered_values: np.ndarray, lows: Sequence[Any], highs: Sequence[Any], rows: np.ndarray,
-                   fraction: float, lows2: Sequence[Any] | None = None,
-                   highs2: Sequence[Any] | None = None) -> tuple[list, list]:
+                   fraction: float, lows2: Sequence[Any] | None = None, highs2: Sequence[Any] | None = None,
+                   floor: Sequence[Any] | None = None, ceiling: Sequence[Any] | None = None) -> tuple[list, list]:
     """Each file's [lower, upper] bounds of one column as the real file will record them, from
     the bounds of its sample rows (``lows``, ``highs``; None: no bound): the expected reach of the
     real file, never narrower than its sample's (see ``TAIL_GAPS``). ``ordered_values``: the
     column's non-null (non-NaN) sample values sorted; ``rows``: each file's non-null sample rows;
     ``fraction``: the sample's share of the table (1: the sample is the table, nothing widened);
-    ``lows2``, ``highs2``: each file's second lowest and highest sample value (None: not known).
+    ``lows2``, ``highs2``: each file's second lowest and highest sample value (None: not known);
+    ``floor``, ``ceiling``: how far each file's bounds may move (its block's sample extremes; None:
+    no limit). A file's real rows are its block's: below the block's sample minimum they are either
+    excluded by the trees' cuts (a region's customers are a key range the next region's do not
+    enter) or a tail one spacing of the whole block's sample long — which no file's own spacing
+    should stand for.
 
     A file's real rows reach beyond its sample's lowest value by about the spacing of its two
     lowest sample values: the bound moves down by ⌈TAIL_GAPS · (1 − fraction) · p⌉ places of the
@@ -333,8 +353,13 @@ def widened_bounds(ordered_values: np.ndarray, lows: Sequence[Any], highs: Seque
             new_hi = np.minimum(new_hi.astype(np.float64) + np.ceil(above), info.max).astype(ordered_values.dtype)
     for j, i in enumerate(have):
         lo, hi = new_lo[j], new_hi[j]
-        lows[i] = min(lows[i], lo.item() if hasattr(lo, "item") else lo)
-        highs[i] = max(highs[i], hi.item() if hasattr(hi, "item") else hi)
+        lo, hi = lo.item() if hasattr(lo, "item") else lo, hi.item() if hasattr(hi, "item") else hi
+        if floor is not None and floor[i] is not None:
+            lo = max(lo, floor[i])
+        if ceiling is not None and ceiling[i] is not None:
+            hi = min(hi, ceiling[i])
+        lows[i] = min(lows[i], lo)
+        highs[i] = max(highs[i], hi)
     return lows, highs
 
 
@@ -478,7 +503,7 @@ class _Reads:
         sizes = np.array([len(r) for _, r in runs], dtype=np.float64)
         read = scanned[:, of_block]  # Q × files: the trees open the file's block
         if self.fields:
-            stats = _file_stats(sample, [r for _, r in runs], self.fields, self.widening)
+            stats = _file_stats(sample, [r for _, r in runs], self.fields, self.widening, of_block)
             for q, may_hold in enumerate(self.checks):
                 opened = np.flatnonzero(read[q])
                 if len(opened):

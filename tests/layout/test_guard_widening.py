@@ -88,3 +88,20 @@ def test_files_without_bounds_and_strings():
     assert lows[0] < "c" and highs[0] > "d"
     nan = FileWidening(0.5).sorted_values("x", pa.array([1.0, float("nan"), 3.0, None]))
     assert list(nan) == [1.0, 3.0]
+
+
+def test_bounds_stay_within_the_blocks_sample_range():
+    """A file's real rows are its block's: its bounds move no further than the block's sample
+    extremes (a tree's cut may be right there: a region's customers, a key range)."""
+    rng = np.random.default_rng(1)
+    sample = np.sort(rng.integers(0, HOURS, size=400))
+    est = _files(sample[100:300], 4)  # one block: the middle of the column, in 4 files
+    lows, highs = [int(r.min()) for r in est], [int(r.max()) for r in est]
+    lows2, highs2 = [int(r[1]) for r in est], [int(r[-2]) for r in est]
+    rows = np.array([len(r) for r in est], dtype=float)
+    free = widened_bounds(sample, lows, highs, rows, 0.01, lows2, highs2)
+    assert free[0][0] < lows[0] and free[1][-1] > highs[-1]
+    floor, ceiling = [lows[0]] * 4, [highs[-1]] * 4
+    wlo, whi = widened_bounds(sample, lows, highs, rows, 0.01, lows2, highs2, floor, ceiling)
+    assert wlo[0] == lows[0] and whi[-1] == highs[-1]  # the block's ends stay
+    assert wlo[1:] == free[0][1:] and whi[:-1] == free[1][:-1]  # inside it, as without

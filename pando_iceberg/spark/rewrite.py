@@ -34,10 +34,12 @@ import pyarrow as pa
 from ..progress import spark_job_progress
 from ..workload.in_block import (
     GUARD_MERGES,
+    GUARD_REFINES,
     GUARD_WEIGHTS,
     BlockFiles,
     InBlockOrder,
     TemplateGuard,
+    between_multipliers,
     block_files,
     choose_in_block_order,
     guard_multipliers,
@@ -260,17 +262,34 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
             trees = order_trees(sample, extra, guarded, free.trees, b_sample, evaluations=evaluations,
                                 max_ktuples=options.max_ktuples)
             parts["trees"] += time.time() - started
-            for i in range(GUARD_MERGES):
-                if i:
-                    multipliers = guard_multipliers(last, multipliers)
+
+            def merge(multipliers: dict[str, float]) -> bool:
                 w = ", ".join(f"{m:.1f}" for m in multipliers.values())
-                held = add(f"{len(trees)} (the table's order and k={free.k}'s trees), merged"
+                return add(f"{len(trees)} (the table's order and k={free.k}'s trees), merged"
                            + (f" with {len(multipliers)} template(s) weighing {w}×" if multipliers else ""),
                            partial(merged_layout, trees, sample, weighed(multipliers), b_sample,
                                    evaluations=evaluations), weighed(multipliers))
+
+            broke: dict[str, float] | None = None  # the last multipliers whose merge broke the guard
+            for i in range(GUARD_MERGES):
+                if i:
+                    broke, multipliers = multipliers, guard_multipliers(last, multipliers)
+                held = merge(multipliers)
                 last = choice.guards[-1]
                 if held or all(multipliers.get(t.template) == GUARD_WEIGHTS[-1] for t in last.breaking()):
                     break
+            if held and broke is not None:
+                # The constraint priced no higher than it needs (Lagrange multipliers bisected
+                # between the last merge that broke the guard and the first that held it): the
+                # smaller the price, the less total reads give up; select_layout keeps the
+                # cheapest candidate that holds.
+                holding = multipliers
+                for _ in range(GUARD_REFINES):
+                    mid = between_multipliers(broke, holding)
+                    if merge(mid):
+                        holding = mid
+                    else:
+                        broke = mid
         if not held:
             # 2. Trees learned again with the constraint priced in (the order cuts among the cuts).
             multipliers = guard_multipliers(last, multipliers)

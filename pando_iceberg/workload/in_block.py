@@ -50,6 +50,7 @@ from pando_iceberg.workload.templates import range_columns, template_key, typed_
 __all__ = [
     "DEFAULT_MAX_TEMPLATE_REGRESSION",
     "GUARD_MERGES",
+    "GUARD_REFINES",
     "GUARD_WEIGHTS",
     "MAX_FILE_FACTOR",
     "MIN_GAIN",
@@ -60,6 +61,7 @@ __all__ = [
     "TemplateGuard",
     "TemplateRead",
     "allowed_reads",
+    "between_multipliers",
     "block_files",
     "choose_in_block_order",
     "file_rows_per_block",
@@ -184,12 +186,13 @@ def _iceberg_values(column: pa.ChunkedArray | pa.Array) -> pa.Array:
 
 
 def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any],
-                widening: FileWidening | None = None) -> list[_FileStats]:
+                widening: FileWidening | None = None, file_block: np.ndarray | None = None) -> list[_FileStats]:
     """The statistics Iceberg records of each file written from the sample rows ``runs`` (per
     zone column: lower and upper bounds without NaN, strings truncated as Iceberg's default
     metrics mode does, NULL and NaN counts), computed in one grouped aggregation. ``widening``:
     each file's bounds widened for the real file's rows the sample does not hold
-    (``widened_bounds``); None: the sample's rows are the file's."""
+    (``widened_bounds``), within the sample's range of the file's block (``file_block``: each
+    file's block; None: one block); None: the sample's rows are the file's."""
     from pyiceberg.conversions import to_bytes
     from pyiceberg.utils.truncate import truncate_upper_bound_text_string
 
@@ -210,9 +213,11 @@ def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any]
         sizes = np.array([len(r) for r in runs], dtype=np.float64)
         for n, name in enumerate(fields):
             nonnull = sizes - np.asarray(grouped[f"c{n}_count"], dtype=np.float64)
+            lows2, highs2 = _second_extremes(file_of, cols[f"c{n}"], len(runs))
+            floor, ceiling = _block_extremes(grouped[f"c{n}_min"], grouped[f"c{n}_max"], file_block)
             grouped[f"c{n}_min"], grouped[f"c{n}_max"] = widened_bounds(
                 widening.sorted_values(name, cols[f"c{n}"]), grouped[f"c{n}_min"], grouped[f"c{n}_max"],
-                nonnull, widening.block_rows, widening.fraction, ordered=name == widening.order)
+                nonnull, widening.fraction, lows2, highs2, floor, ceiling)
     out = []
     for i, rows in enumerate(len(r) for r in runs):
         st = _FileStats(rows, {}, {}, {}, {}, {}, {})
@@ -237,32 +242,77 @@ def _file_stats(sample: pa.Table, runs: list[np.ndarray], fields: dict[str, Any]
 
 
 # The guard's estimate of a file's bounds from the sample (``widened_bounds``): a file's sample rows
-# miss its rows at either end, by about one gap between its sample values (an exponential tail:
-# TAIL_GAPS of them cover it 19 times in 20), and a file cut along the in-block order ends where
-# the real block's rows, not the sample's, put its boundary (about one standard deviation of a
-# quantile of the block's sample rows: CUT_DEVIATIONS of them).
-TAIL_GAPS = 3.0
-CUT_DEVIATIONS = 2.0
+# miss its real rows beyond either end, on average by about the spacing of its sample's two lowest
+# (highest) values (TAIL_GAPS of them, shrunk by the share of rows the sample misses) — the
+# classic estimate of a range's end from a sample's two extreme order statistics, which is zero
+# where the file's sample repeats its extreme value (a key every row of a file's end shares).
+# Unbiased rather than worst case: the guard compares each template's mean reads over many draws
+# and files, so what it needs is each file's expected reach, not a bound that covers every file.
+# Where the real cut between two files of a block falls (files cut along the in-block order) is
+# not widened for: a cut placed off by a few rows moves them from one neighbour to the other, as
+# often each way, and leaves the files a range reads unchanged on average — widening both
+# neighbours for it made a 1 % sample count 2–4× the files the real cuts make a range read
+# (tests/layout/test_guard_widening.py).
+TAIL_GAPS = 1.0
+
+
+def _block_extremes(lows: Sequence[Any], highs: Sequence[Any], file_block: np.ndarray | None) -> tuple[list, list]:
+    """Each file's block's lowest and highest sample value (over the block's files; None: none)."""
+    blocks = np.zeros(len(lows), dtype=np.int64) if file_block is None else np.asarray(file_block)
+    lo: dict[int, Any] = {}
+    hi: dict[int, Any] = {}
+    for b, a, z in zip(blocks.tolist(), lows, highs, strict=True):  # one step per file, not per row
+        if a is None or z is None or (isinstance(a, float) and (np.isnan(a) or np.isnan(z))):
+            continue
+        lo[b] = a if b not in lo else min(lo[b], a)
+        hi[b] = z if b not in hi else max(hi[b], z)
+    return [lo.get(b) for b in blocks.tolist()], [hi.get(b) for b in blocks.tolist()]
+
+
+def _second_extremes(file_of: np.ndarray, values: pa.Array, files: int) -> tuple[list, list]:
+    """Each file's second lowest and second highest non-null, non-NaN sample value (None: fewer
+    than two), from one sort of the sample by (file, value)."""
+    valid = pc.is_valid(values)
+    if pa.types.is_floating(values.type):
+        valid = pc.and_(valid, pc.invert(pc.is_nan(values)))
+    ordered = pa.table({"f": pa.array(file_of), "v": values}).filter(valid).sort_by([("f", "ascending"),
+                                                                                    ("v", "ascending")])
+    of = ordered.column("f").to_numpy()
+    ids = np.arange(files)
+    starts, ends = np.searchsorted(of, ids, "left"), np.searchsorted(of, ids, "right")
+    two = np.flatnonzero(ends - starts >= 2)
+    lows2: list = [None] * files
+    highs2: list = [None] * files
+    if len(two):
+        v = ordered.column("v")
+        for i, lo, hi in zip(two, v.take(pa.array(starts[two] + 1)).to_pylist(),
+                             v.take(pa.array(ends[two] - 2)).to_pylist(), strict=True):
+            lows2[i], highs2[i] = lo, hi
+    return lows2, highs2
 
 
 def widened_bounds(ordered_values: np.ndarray, lows: Sequence[Any], highs: Sequence[Any], rows: np.ndarray,
-                   block_rows: np.ndarray, fraction: float, *, ordered: bool = False) -> tuple[list, list]:
+                   fraction: float, lows2: Sequence[Any] | None = None, highs2: Sequence[Any] | None = None,
+                   floor: Sequence[Any] | None = None, ceiling: Sequence[Any] | None = None) -> tuple[list, list]:
     """Each file's [lower, upper] bounds of one column as the real file will record them, from
-    the bounds of its sample rows (``lows``, ``highs``; None: no bound): conservative, since a
-    guard that says a template holds must hold on the files written. ``ordered_values``: the
+    the bounds of its sample rows (``lows``, ``highs``; None: no bound): the expected reach of the
+    real file, never narrower than its sample's (see ``TAIL_GAPS``). ``ordered_values``: the
     column's non-null (non-NaN) sample values sorted; ``rows``: each file's non-null sample rows;
-    ``block_rows``: the sample rows of each file's block; ``fraction``: the sample's share of the
-    table (1: the sample is the table, nothing widened); ``ordered``: the files are cut along this
-    column (the in-block order).
+    ``fraction``: the sample's share of the table (1: the sample is the table, nothing widened);
+    ``lows2``, ``highs2``: each file's second lowest and highest sample value (None: not known);
+    ``floor``, ``ceiling``: how far each file's bounds may move (its block's sample extremes; None:
+    no limit). A file's real rows are its block's: below the block's sample minimum they are either
+    excluded by the trees' cuts (a region's customers are a key range the next region's do not
+    enter) or a tail one spacing of the whole block's sample long — which no file's own spacing
+    should stand for.
 
-    A file whose sample rows span K of the whole sample's values holds one of its own rows per
-    K / m of them (m: its sample rows); its real rows reach about one such gap beyond its sample's
-    extremes, and, when the column is the in-block order, the real cut between two files lies
-    about sqrt(block rows) of the block's sample rows from the sample's. Each bound moves outward
-    by ⌈(TAIL_GAPS + CUT_DEVIATIONS · sqrt(block rows, if ordered)) · K / m⌉ places of the
-    sorted sample values, both terms shrunk by the rows the sample misses (1 − fraction); past
-    the sample's extremes a numeric column goes on by its mean gap per place (the table reaches
-    beyond its sample), any other stops there."""
+    A file's real rows reach beyond its sample's lowest value by about the spacing of its two
+    lowest sample values: the bound moves down by ⌈TAIL_GAPS · (1 − fraction) · p⌉ places of the
+    sorted sample values, p the whole sample's values in [lowest, second lowest) — 0 when the two
+    are equal; the upper bound likewise. Without a second value, p is the file's mean spacing
+    K / m (its sample rows m span K of the whole sample's values). Past the sample's extremes a
+    numeric column goes on by its mean gap per place (the table reaches beyond its sample), any
+    other stops there. The margin shrinks as the sample holds more rows per file."""
     lows, highs = list(lows), list(highs)
     n = len(ordered_values)
     keep = max(0.0, 1.0 - float(fraction))
@@ -277,17 +327,24 @@ def widened_bounds(ordered_values: np.ndarray, lows: Sequence[Any], highs: Seque
     hi_rank = np.searchsorted(ordered_values, np.asarray([highs[i] for i in have], dtype=ordered_values.dtype),
                               "right") - 1
     spread = np.maximum(1, hi_rank - lo_rank + 1) / np.maximum(1.0, np.asarray(rows, dtype=np.float64)[idx])
-    gaps = np.full(len(have), TAIL_GAPS * keep)
-    if ordered:
-        gaps += CUT_DEVIATIONS * np.sqrt(np.asarray(block_rows, dtype=np.float64)[idx] * keep)
-    step = np.ceil(gaps * spread).astype(np.int64)
-    new_lo: np.ndarray = ordered_values[np.clip(lo_rank - step, 0, n - 1)]
-    new_hi: np.ndarray = ordered_values[np.clip(hi_rank + step, 0, n - 1)]
+    places_lo, places_hi = spread.copy(), spread.copy()
+    if lows2 is not None and highs2 is not None:
+        known = np.array([lows2[i] is not None and highs2[i] is not None for i in have], dtype=bool)
+        if known.any():
+            at = np.flatnonzero(known)
+            lo2 = np.asarray([lows2[have[j]] for j in at], dtype=ordered_values.dtype)
+            hi2 = np.asarray([highs2[have[j]] for j in at], dtype=ordered_values.dtype)
+            places_lo[at] = np.searchsorted(ordered_values, lo2, "left") - lo_rank[at]
+            places_hi[at] = hi_rank[at] - (np.searchsorted(ordered_values, hi2, "right") - 1)
+    step_lo = np.ceil(TAIL_GAPS * keep * np.maximum(places_lo, 0)).astype(np.int64)
+    step_hi = np.ceil(TAIL_GAPS * keep * np.maximum(places_hi, 0)).astype(np.int64)
+    new_lo: np.ndarray = ordered_values[np.clip(lo_rank - step_lo, 0, n - 1)]
+    new_hi: np.ndarray = ordered_values[np.clip(hi_rank + step_hi, 0, n - 1)]
     if ordered_values.dtype.kind in "iuf" and n > 1:
         # past the sample's extremes (the table's reach beyond them): the mean gap per place
         gap = (float(ordered_values[-1]) - float(ordered_values[0])) / (n - 1)
-        below = np.maximum(0, step - lo_rank) * gap
-        above = np.maximum(0, hi_rank + step - (n - 1)) * gap
+        below = np.maximum(0, step_lo - lo_rank) * gap
+        above = np.maximum(0, hi_rank + step_hi - (n - 1)) * gap
         if ordered_values.dtype.kind == "f":
             new_lo, new_hi = new_lo - below, new_hi + above
         else:
@@ -296,20 +353,22 @@ def widened_bounds(ordered_values: np.ndarray, lows: Sequence[Any], highs: Seque
             new_hi = np.minimum(new_hi.astype(np.float64) + np.ceil(above), info.max).astype(ordered_values.dtype)
     for j, i in enumerate(have):
         lo, hi = new_lo[j], new_hi[j]
-        lows[i] = min(lows[i], lo.item() if hasattr(lo, "item") else lo)
-        highs[i] = max(highs[i], hi.item() if hasattr(hi, "item") else hi)
+        lo, hi = lo.item() if hasattr(lo, "item") else lo, hi.item() if hasattr(hi, "item") else hi
+        if floor is not None and floor[i] is not None:
+            lo = max(lo, floor[i])
+        if ceiling is not None and ceiling[i] is not None:
+            hi = min(hi, ceiling[i])
+        lows[i] = min(lows[i], lo)
+        highs[i] = max(highs[i], hi)
     return lows, highs
 
 
 @dataclass
 class FileWidening:
-    """What ``widened_bounds`` needs of one layout's files on a sample: the sample's share of the
-    table, the in-block order the files are cut along (None: none), each file's block's sample
-    rows; the zone columns' sorted sample values, made once per sample."""
+    """What ``widened_bounds`` needs of a sample: its share of the table, and the zone columns'
+    sorted sample values, made once per sample."""
 
     fraction: float
-    order: str | None = None
-    block_rows: np.ndarray = field(default_factory=lambda: np.zeros(0))
     sorted_cache: dict[str, np.ndarray] = field(default_factory=dict)
 
     def sorted_values(self, name: str, values: pa.Array) -> np.ndarray:
@@ -444,11 +503,7 @@ class _Reads:
         sizes = np.array([len(r) for _, r in runs], dtype=np.float64)
         read = scanned[:, of_block]  # Q × files: the trees open the file's block
         if self.fields:
-            widening = self.widening
-            if widening.fraction < 1.0:
-                rows_of_block = np.bincount(blocks, minlength=int(layout.num_blocks)).astype(np.float64)
-                widening = FileWidening(widening.fraction, order, rows_of_block[of_block], widening.sorted_cache)
-            stats = _file_stats(sample, [r for _, r in runs], self.fields, widening)
+            stats = _file_stats(sample, [r for _, r in runs], self.fields, self.widening, of_block)
             for q, may_hold in enumerate(self.checks):
                 opened = np.flatnonzero(read[q])
                 if len(opened):
@@ -509,6 +564,17 @@ GUARD_WEIGHTS = (1, 4, 16, 64)
 # many §6.2 bottom-ups over the order trees (``order_trees``), one per set of multipliers, then at
 # most two layouts learned again (reweighed; the most constrained) before a refusal.
 GUARD_MERGES = 4
+# Once a merge holds the guard after one that broke it, at most this many more merges between the
+# two sets of multipliers (``between_multipliers``): a multiplier larger than the constraint needs
+# gives up total reads for nothing, so the search closes in on the smallest that holds.
+GUARD_REFINES = 2
+
+
+def between_multipliers(breaking: Mapping[str, float], holding: Mapping[str, float]) -> dict[str, float]:
+    """The multipliers halfway (geometric mean, per template) between a set whose merged layout
+    broke the guard and one whose merged layout held it: the next step of a bisection for the
+    smallest price of the constraint that still holds it (a template absent from a set weighs 1)."""
+    return {t: float(np.sqrt(breaking.get(t, 1.0) * holding.get(t, 1.0))) for t in {*breaking, *holding}}
 
 
 def guard_multipliers(guard: TemplateGuard, previous: Mapping[str, float] | None = None) -> dict[str, float]:

@@ -14,6 +14,7 @@ from pando_iceberg.workload.in_block import (
     GUARD_WEIGHTS,
     TemplateGuard,
     TemplateRead,
+    between_multipliers,
     files_read,
     guard_multipliers,
     merged_layout,
@@ -81,3 +82,9 @@ def test_the_order_tree_keeps_the_date_template_where_the_unconstrained_layouts_
     week_now = template_reads(now, wl.validation)[WEEK]
     kept = template_reads(files_read(candidates[choice.index][0], table, wl.validation, B, None), wl.validation)
     assert kept[WEEK] <= 1.1 * week_now + B / N
+
+
+def test_multipliers_between_a_breaking_and_a_holding_merge_are_their_geometric_mean():
+    mid = between_multipliers({"a": 4.0, "b": 16.0}, {"a": 16.0, "c": 4.0})
+    assert mid == {"a": 8.0, "b": 4.0, "c": 2.0}  # a template absent from one set weighs 1 there
+    assert between_multipliers({}, {}) == {}

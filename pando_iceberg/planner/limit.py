@@ -258,6 +258,9 @@ class Ordering:
     descending: bool
     nulls_first: bool
 
+    def sql(self) -> str:
+        return f"{self.column} {'DESC' if self.descending else 'ASC'} NULLS {'FIRST' if self.nulls_first else 'LAST'}"
+
 
 def top_k_tasks(tasks: Sequence[Any], matching: np.ndarray, schema: Any, order: Ordering,
                 k: int) -> tuple[list[Any], Any] | None:

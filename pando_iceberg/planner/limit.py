@@ -258,6 +258,9 @@ class Ordering:
     descending: bool
     nulls_first: bool
 
+    def sql(self) -> str:
+        return f"{self.column} {'DESC' if self.descending else 'ASC'} NULLS {'FIRST' if self.nulls_first else 'LAST'}"
+
 
 def top_k_tasks(tasks: Sequence[Any], matching: np.ndarray, schema: Any, order: Ordering,
                 k: int) -> tuple[list[Any], Any] | None:
@@ -265,39 +268,29 @@ def top_k_tasks(tasks: Sequence[Any], matching: np.ndarray, schema: Any, order: 
     in plan order, and the boundary value; None when nothing is proven (fewer than ``k`` rows
     certainly reach a value, or the column's bounds are not used).
 
-    Every non-NULL row of a fully matching task (``matching``) is at least its lower bound
-    (NaN too, being above every number) and, when the task holds no NaN, at most its upper
-    bound. Taking such tasks best bound first until they hold ``k`` rows gives a boundary B
-    that ``k`` matching rows reach, so no row beyond B is among the ``k`` first: a task is
-    dropped when its bound on the other side is beyond B (ties kept: a row equal to B may be
-    one of them), unless it may hold a row that sorts before every value (a NULL with
-    NULLS FIRST, a NaN in descending order)."""
+    What a fully matching task (``matching``) proves about its rows (``reached_values``): every
+    non-NULL row is at least its lower bound (NaN too, being above every number) and, when the
+    task holds no NaN, at most its upper bound; and where bounds are values of the file
+    (``ATTAINED_KINDS``), one row *is* its upper (lower) bound. Taking these values best first
+    until they count ``k`` rows gives a boundary B that ``k`` matching rows reach, so no row
+    beyond B is among the ``k`` first: a task is dropped when its bound on the other side is
+    beyond B (ties kept: a row equal to B may be one of them), unless it may hold a row that
+    sorts before every value (a NULL with NULLS FIRST, a NaN in descending order)."""
     field = next((f for f in schema.fields if f.name.lower() == order.column), None)
     kind = column_kind(field.field_type) if field is not None else None
     if kind is None or k < 0 or field is None:
         return None
-    fid, floating = field.field_id, kind == "float"
     ranges = [_without_nan_bounds(column_ranges(t.file, [(order.column, field)]).get(order.column)) for t in tasks]
-    reach: list[tuple[Any, int]] = []  # (a value reached, how many matching rows reach it)
-    for i in np.flatnonzero(matching):
-        r, f = ranges[int(i)], tasks[int(i)].file
-        if r is None:
-            continue
-        nulls = (f.null_value_counts or {}).get(fid)
-        nans = (f.nan_value_counts or {}).get(fid) if floating and not order.descending else 0
-        value = r.lower if order.descending else r.upper
-        if value is None or nulls is None or nans is None:
-            continue
-        rows = int(f.record_count) - int(nulls) - int(nans)
-        if rows > 0:
-            reach.append((value, rows))
     if k == 0:
         return [], None
-    if sum(rows for _, rows in reach) < k:
+    values, rows = reached_values([tasks[int(i)].file for i in np.flatnonzero(matching)],
+                                  [ranges[int(i)] for i in np.flatnonzero(matching)], field, order)
+    if sum(rows) < k:
         return None
-    reach.sort(key=lambda vr: vr[0], reverse=order.descending)
-    reached = np.cumsum([rows for _, rows in reach])
-    boundary = reach[int(np.searchsorted(reached, k, side="left"))][0]
+    best_first = sorted(range(len(values)), key=values.__getitem__, reverse=order.descending)
+    reached = np.cumsum([rows[i] for i in best_first])
+    boundary = values[best_first[int(np.searchsorted(reached, k, side="left"))]]
+    floating = kind == "float"
 
     def may_hold(r) -> bool:
         if r is None:
@@ -313,5 +306,44 @@ def top_k_tasks(tasks: Sequence[Any], matching: np.ndarray, schema: Any, order: 
     return [t for t, r in zip(tasks, ranges) if may_hold(r)], boundary
 
 
-__all__ = ["STRING_TRUNCATION", "Ordering", "RegionProof", "TreeRegions", "column_kind", "column_ranges",
-           "fully_matching", "fully_matching_by", "limit_tasks", "top_k_tasks"]
+# Kinds whose Iceberg bounds are values of the file: its writers record a numeric, date,
+# timestamp or boolean column's exact min/max over its non-NULL, non-NaN values (only strings
+# and binary are truncated). A file with delete files never fully matches, so those values are
+# live rows. Strings are left out: a bound may be a truncated prefix or an incremented one.
+ATTAINED_KINDS = ("int", "float", "date", "timestamp", "timestamp_ntz", "bool")
+
+
+def reached_values(files: Sequence[Any], ranges: Sequence[ColumnRange | None], field: Any,
+                   order: Ordering) -> tuple[list[Any], list[int]]:
+    """Values that rows of fully matching ``files`` (each with its ``ranges`` on the ORDER BY
+    column, NaN bounds removed) certainly reach in ``order`` (are at or before), with how many
+    rows reach each: per file, in descending order, one row at its upper bound when bounds are
+    attained (``ATTAINED_KINDS``) and its other non-NULL rows (NaN included) at its lower bound;
+    in ascending order, one row at its lower bound and its other non-NULL, non-NaN rows at its
+    upper bound. A file whose NULL (or, ascending, NaN) count is unknown proves nothing."""
+    kind = column_kind(field.field_type)
+    fid, floating = field.field_id, kind == "float"
+    attained = kind in ATTAINED_KINDS or (kind or "").startswith("decimal:")
+    values: list[Any] = []
+    rows: list[int] = []
+    for f, r in zip(files, ranges):
+        if r is None:
+            continue
+        nulls = (f.null_value_counts or {}).get(fid)
+        nans = (f.nan_value_counts or {}).get(fid) if floating and not order.descending else 0
+        if nulls is None or nans is None:
+            continue
+        near, far = (r.upper, r.lower) if order.descending else (r.lower, r.upper)
+        left = int(f.record_count) - int(nulls) - int(nans)
+        if attained and near is not None and left > 0:
+            values.append(near)
+            rows.append(1)
+            left -= 1
+        if far is not None and left > 0:
+            values.append(far)
+            rows.append(left)
+    return values, rows
+
+
+__all__ = ["ATTAINED_KINDS", "STRING_TRUNCATION", "Ordering", "RegionProof", "TreeRegions", "column_kind",
+           "column_ranges", "fully_matching", "fully_matching_by", "limit_tasks", "reached_values", "top_k_tasks"]

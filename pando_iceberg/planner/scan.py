@@ -56,6 +56,8 @@ class ExplainRecord:
     topk_boundary: str | None = None  # ORDER BY ... LIMIT: the value k matching rows reach (planner/limit.py)
     fully_matching_files: int = 0  # LIMIT/top-k: planned files every row of which satisfies the filter
     fully_matching_by_trees: int = 0  # of those, the files only the layout's trees prove (planner/limit.py)
+    limit: int | None = None  # the rows a LIMIT over the scan needs (LIMIT + OFFSET); None: no LIMIT
+    order_by: str | None = None  # its ORDER BY as top-k pruning read it ('fare DESC NULLS LAST')
 
     @property
     def used_layout(self) -> bool:
@@ -203,6 +205,7 @@ def plan_scan(table, filter: Any = None, *, snapshot_id: int | None = None, cach
     if limit is not None:
         from pyiceberg.expressions import AlwaysTrue
 
+        ex.limit, ex.order_by = limit, None if order is None else order.sql()
         exact = iceberg_filter is None or isinstance(iceberg_filter, AlwaysTrue)
         chosen = _prune_by_limit(table, tf, chosen, ex, limit, exact, order, placed)
     ex.pando_files, ex.pando_bytes, ex.pando_rows = _sizes(chosen)
@@ -238,6 +241,7 @@ def _prune_by_limit(table, tf, tasks, ex: ExplainRecord, limit: int, exact: bool
     from .limit import fully_matching_by, limit_tasks, top_k_tasks
 
     if not exact:
+        ex.notes.append("LIMIT not applied: the filter is a pyiceberg expression, read with pyiceberg's semantics")
         return tasks
     blocks = [placed.get(t.file.file_path) for t in tasks] if placed else None
     matching, by_trees = fully_matching_by(tf, tasks, table.schema(), blocks)

@@ -416,10 +416,10 @@ def explain_result(explains: dict[str, Any], row_filters: dict[str, list[str]] |
             rows.append((name, "join pruning", None, None, None,
                          f"{j['join']}: {j['keys']} keys ({j['source']}), {j['files_pruned']} of "
                          f"{j['files_before']} files removed"))
-        if e.limit_files_pruned or e.topk_boundary is not None:  # LIMIT / top-k pruning (planner/limit.py)
-            rows.append((name, "limit" if e.topk_boundary is None else "top-k", None, None, None,
-                         f"{e.limit_files_pruned} files removed"
-                         + ("" if e.topk_boundary is None else f"; boundary {e.topk_boundary}")))
+        limit = getattr(e, "limit", None)
+        if limit is not None:  # LIMIT / top-k pruning (planner/limit.py)
+            rows.append((name, "limit" if e.order_by is None else "top-k", e.fully_matching_files, None, None,
+                         limit_detail(e)))
         detail = (f"{e.blocks_chosen}/{e.blocks_total} blocks; {e.files_outside_layout} files outside the layout"
                   if e.used_layout else f"fallback: {e.fallback_reason}")
         if e.notes:
@@ -427,6 +427,17 @@ def explain_result(explains: dict[str, Any], row_filters: dict[str, list[str]] |
         rows.append((name, "pando (∩ trees)", e.pando_files, e.pando_bytes, e.pando_rows, detail))
     return Result([("table", "string"), ("stage", "string"), ("files", "int"), ("bytes", "bigint"),
                    ("rows", "bigint"), ("detail", "string")], rows)
+
+
+def limit_detail(e: Any) -> str:
+    """The explain_scan detail of a scan under a LIMIT: what it needs, the fully matching files
+    (``files``: those proven; how many only the trees prove), the top-k boundary, files removed."""
+    head = f"LIMIT {e.limit}" + ("" if e.order_by is None else f" ORDER BY {e.order_by}")
+    proven = f"{e.fully_matching_files} fully matching files ({e.fully_matching_by_trees} proven by the trees alone)"
+    if e.order_by is not None:
+        proven += (f"; top-k boundary {e.topk_boundary}" if e.topk_boundary is not None else
+                   f"; no top-k boundary (the fully matching files do not prove {e.limit} rows reach a value)")
+    return f"{head}: {proven}; {e.limit_files_pruned} files removed"
 
 
 @procedure("describe_layout", Param("table", "string", required=True))

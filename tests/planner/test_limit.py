@@ -318,20 +318,35 @@ def test_top_k_boundary_by_hand():
     files = [_task(rows=10, i=(0, 9)), _task(rows=10, i=(5, 30)), _task(rows=10, i=(20, 29)),
              _task(rows=10, i=(40, 49), nulls={"i": 2})]
     every = np.ones(4, dtype=bool)
-    # DESC: best lower bound first: 8 non-NULL rows reach 40, 18 reach 20, so B = 20 for k = 10
-    assert top_k_tasks(files, every, SCHEMA, Ordering("i", True, False), 10) == (files[1:], 20)
+    # DESC: best value first, each file's upper bound being one of its rows and its other
+    # non-NULL rows at least its lower bound: 49 (1), 40 (7), 30 (1), 29 (1): B = 29 for k = 10
+    assert top_k_tasks(files, every, SCHEMA, Ordering("i", True, False), 10) == (files[1:], 29)
     assert top_k_tasks(files, every, SCHEMA, Ordering("i", True, False), 8) == ([files[3]], 40)
     assert top_k_tasks(files, every, SCHEMA, Ordering("i", True, True), 8) == ([files[3]], 40)
-    # ASC: best upper bound first; NULLS FIRST keeps the file with NULLs, which sort first
+    # ASC: 0 (1), 5 (1), then 9 rows at most 9: B = 9; NULLS FIRST keeps the file with NULLs, which sort first
     assert top_k_tasks(files, every, SCHEMA, Ordering("i", False, True), 10) == ([files[0], files[1], files[3]], 9)
     assert top_k_tasks(files, every, SCHEMA, Ordering("i", False, False), 10) == (files[:2], 9)
     assert top_k_tasks(files, every, SCHEMA, Ordering("i", True, False), 39) is None  # 38 rows reach a value
-    # only fully matching files prove the boundary; ties with it are kept
+    # only fully matching files prove the boundary (49, 40 ×7, 29, 20 ×9); ties with it are kept
     assert top_k_tasks(files, np.array([False, False, True, True]), SCHEMA, Ordering("i", True, False), 10) == \
         (files[1:], 20)
     assert top_k_tasks(files, np.array([True, False, False, False]), SCHEMA, Ordering("i", True, False), 10) == \
         (files, 0)
     assert top_k_tasks(files, every, SCHEMA, Ordering("i", True, False), 0) == ([], None)
+    # the upper bounds alone: three files whose 10 rows each span 0..100, 0..90, 0..80
+    wide = [_task(rows=10, i=(0, 100)), _task(rows=10, i=(0, 80)), _task(rows=10, i=(0, 90))]
+    assert top_k_tasks(wide, np.ones(3, dtype=bool), SCHEMA, Ordering("i", True, False), 2) == ([wide[0], wide[2]], 90)
+    assert top_k_tasks(wide, np.ones(3, dtype=bool), SCHEMA, Ordering("i", True, False), 3) == (wide, 80)
+    assert top_k_tasks(wide, np.ones(3, dtype=bool), SCHEMA, Ordering("i", True, False), 4) == (wide, 0)
+    assert top_k_tasks(wide, np.array([True, False, True]), SCHEMA, Ordering("i", True, False), 2) == \
+        ([wide[0], wide[2]], 90)
+    # a string bound may be truncated or incremented: not a value of the file, only a bound
+    named = [_task(rows=10, s=("a", "m")), _task(rows=10, s=("a", "c"))]
+    assert top_k_tasks(named, np.ones(2, dtype=bool), SCHEMA, Ordering("s", True, False), 2) == (named, "a")
+    # NULLs first: a file with NULLs may hold the first rows whatever the boundary
+    nulled = [_task(rows=10, i=(0, 100)), _task(rows=10, i=(0, 5), nulls={"i": 1})]
+    assert top_k_tasks(nulled, np.ones(2, dtype=bool), SCHEMA, Ordering("i", True, True), 1) == (nulled, 100)
+    assert top_k_tasks(nulled, np.ones(2, dtype=bool), SCHEMA, Ordering("i", True, False), 1) == ([nulled[0]], 100)
     # floats: a file that may hold NaN (count unknown) is kept in descending order, where NaN
     # sorts first, and proves nothing in ascending order (its NaN rows are past its upper bound)
     floats = [_task(rows=10, x=(0.0, 1.0), nans={"x": 0}), _task(rows=10, x=(-5.0, -1.0)),

@@ -166,3 +166,41 @@ def test_pairs_in_lists_and_likes_the_bounds_cannot_decide(catalog):
     # a filter the paths do not imply: a block of the TRUE side of i < j may hold i = 3
     _, claimed, _ = _claims(table, "i < j AND i <> 3")
     assert not claimed.any()
+
+
+def _ordered_tokens(values: list, descending: bool, nulls_first: bool) -> list:
+    """``values`` in Spark's order (NULLs where said, NaN above every number, -0.0 = 0.0)."""
+    nan = [v for v in values if isinstance(v, float) and v != v]
+    rest = sorted((v + 0.0 if isinstance(v, float) else v for v in values if v is not None and v == v),
+                  reverse=descending)
+    ordered = ["NaN"] * len(nan) + rest if descending else rest + ["NaN"] * len(nan)
+    nulls = ["NULL"] * sum(v is None for v in values)
+    return nulls + ordered if nulls_first else ordered + nulls
+
+
+def test_top_k_with_tree_proofs_keeps_the_k_first_values(catalog):
+    """``ORDER BY c LIMIT k`` on laid-out tables: blocks the trees prove fully matching give the
+    boundary like files whose bounds do; the k first values over the kept files are the full
+    scan's."""
+    from pando_iceberg.planner import plan_scan
+    from pando_iceberg.planner.limit import Ordering
+
+    rng = np.random.default_rng(4748)
+    pruned = by_trees = 0
+    for case in range(6):
+        workload = [_predicate(rng) for _ in range(6)]
+        table = _laid_out(catalog, f"o{case}", rng, workload, k=int(rng.integers(1, 4)))
+        for sql in workload[:4] + [_predicate(rng), "TRUE"]:
+            want_rows = pando_iceberg.scan(table, sql).to_arrow()
+            order = Ordering(str(rng.choice(["i", "j", "x", "d", "id"])), bool(rng.integers(0, 2)),
+                             bool(rng.integers(0, 2)))
+            k = int(rng.choice([1, 3, 10, int(rng.integers(0, want_rows.num_rows + 5))]))
+            plan = plan_scan(table, sql, limit=k, order=order)
+            kept = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(plan.tasks)
+            kept = kept.filter(plan.filter.evaluate(kept)) if kept.num_rows else kept
+            want = _ordered_tokens(want_rows.column(order.column).to_pylist(), order.descending, order.nulls_first)
+            got = _ordered_tokens(kept.column(order.column).to_pylist(), order.descending, order.nulls_first)
+            assert got[:k] == want[:k], (case, sql, order, k, plan.explain.topk_boundary)
+            pruned += plan.explain.limit_files_pruned > 0
+            by_trees += plan.explain.limit_files_pruned > 0 and plan.explain.fully_matching_by_trees > 0
+    assert pruned >= 8 and by_trees >= 1, (pruned, by_trees)

@@ -23,7 +23,9 @@ own expression on rows Spark's plan filtered out first), ``plain_iceberg_wrong``
 plain Spark on Iceberg not), and the share of cases where Pando read fewer files than the tables hold.
 
 Profiles (``PANDO_FUZZ_PROFILE``): ``fast`` (default, CI: 300 cases) and ``long`` (20,000 cases);
-``PANDO_FUZZ_CASES`` overrides the count, ``PANDO_FUZZ_BASE`` shifts the seeds,
+``PANDO_FUZZ_CASES`` overrides the count, ``PANDO_FUZZ_BASE`` shifts the seeds (of ``test_fuzz``;
+``PANDO_FUZZ_LIMIT_BASE``: the first LIMIT case run, a multiple of 50, to resume or split the
+LIMIT cases: each batch's counts are in the log),
 ``PANDO_FUZZ_SEED=<seed>`` replays one case (its batch's settings), ``PANDO_FUZZ_LOG=<file>``
 appends every failure and the running counts as JSON lines::
 
@@ -80,6 +82,9 @@ DATA_SEED = 51
 REL_TOL = 1e-6
 BATCHES = ([int(ONLY) // BATCH] if ONLY else [0] if os.environ.get("PANDO_FUZZ_SQL") else
            list(range(BASE // BATCH, (BASE + CASES + BATCH - 1) // BATCH)))
+
+LIMIT_BASE = int(os.environ.get("PANDO_FUZZ_LIMIT_BASE", "0"))
+LIMIT_BATCHES = list(range(LIMIT_BASE // BATCH, LIMIT_CASES[PROFILE] // BATCH))
 
 STATS: Counter = Counter()
 LIMIT_STATS: Counter = Counter()
@@ -337,7 +342,7 @@ def limit_outcome(spark, full_sql: str, rows: list | None, got: list, keys: int,
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("batch", range(LIMIT_CASES[PROFILE] // BATCH))
+@pytest.mark.parametrize("batch", LIMIT_BATCHES)
 def test_limit_fuzz(spark, catalog, lake, batch):
     """LIMIT and top-k queries: Pando's answer is one plain Spark could give (``limit_outcome``);
     when it is not, the query over the in-memory copies decides whether Pando or plain Spark on
@@ -363,6 +368,9 @@ def test_limit_fuzz(spark, catalog, lake, batch):
                 with pando_iceberg.spark.sql(spark, q, catalog=catalog) as df:
                     got = [tuple(r) for r in df.collect()]
                     counts["limit_pruned"] += any(e.limit_files_pruned for e in df.pando.explains.values())
+                    counts["topk_pruned"] += any(e.limit_files_pruned and e.topk_boundary is not None
+                                                 for e in df.pando.explains.values())
+                    counts["topk_boundary"] += any(e.topk_boundary is not None for e in df.pando.explains.values())
                     counts["trees_proved"] += any(e.fully_matching_by_trees for e in df.pando.explains.values())
             except Exception as e:
                 got, out["pando_error"] = None, _short(e)

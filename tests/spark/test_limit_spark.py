@@ -177,6 +177,9 @@ def test_explain_scan_names_the_limit_and_top_k_stages(spark, catalog, lakehouse
         r = call(ctx, f'CALL pando.system.explain_scan(query => "{q}")')
         stages[q] = {row[1]: row for row in r.rows}
     limit, top_k, plain = stages.values()
-    assert limit["limit"][5] == "4 files removed" and limit["pando (∩ trees)"][2] == 1
-    assert top_k["top-k"][5] == "7 files removed; boundary 700" and top_k["pando (∩ trees)"][2] == 1
+    assert limit["limit"][5] == "LIMIT 50: 5 fully matching files (0 proven by the trees alone); 4 files removed"
+    assert limit["limit"][2] == 5 and limit["pando (∩ trees)"][2] == 1
+    assert top_k["top-k"][5] == ("LIMIT 10 ORDER BY k DESC NULLS LAST: 8 fully matching files (0 proven by the "
+                                 "trees alone); top-k boundary 700; 7 files removed")
+    assert top_k["pando (∩ trees)"][2] == 1
     assert "limit" not in plain and "top-k" not in plain and plain["pando (∩ trees)"][2] == 5

@@ -3,7 +3,8 @@
 read, rows, warm time, on the bench's datasets and held-out draws.
 
     PYTHONPATH=. .venv/bin/python benchmarks/every_query.py --home H --dataset tpch|star|taxi [--sf 1] \\
-        [--per-template 4] [--measure-per-template 1] [--runs 3] [--templates 1,3,5] [--master 'local[2]'] \\
+        [--per-template 4] [--measure-per-template 1] [--measure-templates 1,3] [--runs 3] [--templates 1,3,5] \\
+        [--master 'local[2]'] \\
         [--out benchmarks/results/every_query_tpch_sf1.json]
 
 The dataset is loaded and split into training and held-out draws exactly as ``pando bench`` does
@@ -172,6 +173,9 @@ def main() -> None:
     p.add_argument("--per-template", type=int, default=4, help="draws per template, half held out (default 4)")
     p.add_argument("--measure-per-template", type=int, default=1,
                    help="held-out queries measured per template (default 1)")
+    p.add_argument("--measure-templates", default="",
+                   help="comma-separated: measure only these templates' held-out queries (the layout is learned "
+                        "from every template's training draws all the same; default all)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--templates", default="", help="comma-separated (default: the bench's default templates)")
     p.add_argument("--master", default="local[2]")
@@ -186,14 +190,12 @@ def main() -> None:
         BenchOptions,
         apply_layouts,
         prepare_dataset,
-        same_rows,
         split_for,
     )
     from pando_iceberg.bench.workloads import qualify
     from pando_iceberg.catalog import load_catalog
     from pando_iceberg.config import load_config
     from pando_iceberg.procedures import ProcedureContext
-    from pando_iceberg.spark import prune_rule
     from pando_iceberg.spark.session import start_spark, stop_spark
     from pando_iceberg.storage.pointer import P_LAYOUT_ID
 
@@ -225,8 +227,9 @@ def main() -> None:
         if a.prepare_only:
             return
         measured, seen = [], {}
+        only = {int(t) for t in a.measure_templates.split(",") if t.strip()}
         for template, q in test:
-            if seen.get(template, 0) < a.measure_per_template:
+            if (not only or template in only) and seen.get(template, 0) < a.measure_per_template:
                 seen[template] = seen.get(template, 0) + 1
                 measured.append((template, qualify(q, ns)))
         plain = spark.newSession()  # no rule
@@ -234,55 +237,25 @@ def main() -> None:
         load_before = os.getloadavg()[0]
         rows_out = []
         for template, sql in measured:
-            with pando_iceberg.spark.sql(spark, sql, catalog=catalog) as df:
-                kept = {t: (e.pando_files, e.total_files) for t, e in df.pando.explains.items()
-                        if e.pando_files < e.iceberg_files}
-            prune_rule.clear_notes(spark)
-            got = spark.sql(sql).collect()
-            said = prune_rule.notes(spark)
-            want = plain.sql(sql).collect()
-            row = {"template": template, "sql": sql, "kept": kept, "rule_notes": said,
-                   "same_rows": same_rows(got, want), "same_files": rule_reads(said) == kept}
-            remember_columns(spark, sql)
             try:
-                frame = dataframe_form(spark, sql)
-            except Exception as e:  # the form does not analyse (an alias Spark SQL resolves, the DataFrame API not)
-                frame, row["dataframe_error"] = None, f"{type(e).__name__}: {str(e)[:300]}"
-            if frame is not None:
-                prune_rule.clear_notes(spark)
-                df_rows = frame.collect()
-                df_said = prune_rule.notes(spark)
-                row.update(dataframe=True, dataframe_same_rows=same_rows(df_rows, want),
-                           dataframe_same_files=rule_reads(df_said) == kept, dataframe_notes=df_said)
-            else:
-                row["dataframe"] = False
-            times: dict[str, list[float]] = {"enabled": [], "plain": []}
-            for run in range(a.runs + 1):  # the first, untimed: warm
-                for name, session in (("enabled", spark), ("plain", plain)):
-                    t1 = time.perf_counter()
-                    session.sql(sql).collect()
-                    if run:
-                        times[name].append(time.perf_counter() - t1)
-            row.update(enabled_s=statistics.median(times["enabled"]), plain_s=statistics.median(times["plain"]),
-                       enabled_runs=times["enabled"], plain_runs=times["plain"])
-            rows_out.append(row)
-            df_ok = "-" if not row["dataframe"] else \
-                "=" if row["dataframe_same_rows"] and row["dataframe_same_files"] else "DIFFER"
-            print(f"T{template}: enabled {row['enabled_s']:.3f}s plain {row['plain_s']:.3f}s "
-                  f"rows {'=' if row['same_rows'] else 'DIFFER'} files {'=' if row['same_files'] else 'DIFFER'} "
-                  f"df {df_ok} {kept} load {os.getloadavg()[0]:.1f}", flush=True)
+                rows_out.append(measure(spark, plain, catalog, template, sql, a.runs))
+            except Exception as e:  # recorded, and the run goes on
+                rows_out.append({"template": template, "sql": sql, "error": f"{type(e).__name__}: {str(e)[:500]}"})
+                print(f"T{template}: ERROR {rows_out[-1]['error']}", flush=True)
+        ok = [r for r in rows_out if "error" not in r]
         load_after = os.getloadavg()[0]
-        with_df = [r for r in rows_out if r["dataframe"]]
+        with_df = [r for r in ok if r["dataframe"]]
         summary = {
-            "dataset": a.dataset, "sf": a.sf, "layout": LAYOUT, "namespace": ns, "queries": len(rows_out),
+            "dataset": a.dataset, "sf": a.sf, "layout": LAYOUT, "namespace": ns, "queries": len(ok),
+            "errors": len(rows_out) - len(ok),
             "runs": a.runs, "templates": sorted(seen), "prepare_seconds": prepare_s,
-            "median_enabled_s": statistics.median(r["enabled_s"] for r in rows_out),
-            "median_plain_s": statistics.median(r["plain_s"] for r in rows_out),
-            "sum_enabled_s": sum(r["enabled_s"] for r in rows_out),
-            "sum_plain_s": sum(r["plain_s"] for r in rows_out),
-            "same_rows": sum(r["same_rows"] for r in rows_out),
-            "same_files": sum(r["same_files"] for r in rows_out),
-            "pruned_beyond_iceberg": sum(bool(r["kept"]) for r in rows_out),
+            "median_enabled_s": statistics.median(r["enabled_s"] for r in ok),
+            "median_plain_s": statistics.median(r["plain_s"] for r in ok),
+            "sum_enabled_s": sum(r["enabled_s"] for r in ok),
+            "sum_plain_s": sum(r["plain_s"] for r in ok),
+            "same_rows": sum(r["same_rows"] for r in ok),
+            "same_files": sum(r["same_files"] for r in ok),
+            "pruned_beyond_iceberg": sum(bool(r["kept"]) for r in ok),
             "dataframe_queries": len(with_df),
             "dataframe_templates": sorted({r["template"] for r in with_df}),
             "dataframe_same_rows": sum(r["dataframe_same_rows"] for r in with_df),
@@ -294,6 +267,52 @@ def main() -> None:
             Path(a.out).write_text(json.dumps({"summary": summary, "queries": rows_out}, indent=1, default=str))
     finally:
         stop_spark(spark)
+
+
+def measure(spark, plain, catalog, template: int, sql: str, runs: int) -> dict:
+    """One held-out query: files and rows through the rule (SQL and DataFrame API) against
+    ``pando_iceberg.spark.sql`` and a plain session, then interleaved warm timings."""
+    import pando_iceberg.spark
+    from pando_iceberg.bench.harness import same_rows
+    from pando_iceberg.spark import prune_rule
+
+    with pando_iceberg.spark.sql(spark, sql, catalog=catalog) as df:
+        kept = {t: (e.pando_files, e.total_files) for t, e in df.pando.explains.items()
+                if e.pando_files < e.iceberg_files}
+    prune_rule.clear_notes(spark)
+    got = spark.sql(sql).collect()
+    said = prune_rule.notes(spark)
+    want = plain.sql(sql).collect()
+    row = {"template": template, "sql": sql, "kept": kept, "rule_notes": said,
+           "same_rows": same_rows(got, want), "same_files": rule_reads(said) == kept}
+    remember_columns(spark, sql)
+    try:
+        frame = dataframe_form(spark, sql)
+    except Exception as e:  # the form does not analyse (an alias Spark SQL resolves, the DataFrame API not)
+        frame, row["dataframe_error"] = None, f"{type(e).__name__}: {str(e)[:300]}"
+    if frame is not None:
+        prune_rule.clear_notes(spark)
+        df_rows = frame.collect()
+        df_said = prune_rule.notes(spark)
+        row.update(dataframe=True, dataframe_same_rows=same_rows(df_rows, want),
+                   dataframe_same_files=rule_reads(df_said) == kept, dataframe_notes=df_said)
+    else:
+        row["dataframe"] = False
+    times: dict[str, list[float]] = {"enabled": [], "plain": []}
+    for run in range(runs + 1):  # the first, untimed: warm
+        for name, session in (("enabled", spark), ("plain", plain)):
+            t1 = time.perf_counter()
+            session.sql(sql).collect()
+            if run:
+                times[name].append(time.perf_counter() - t1)
+    row.update(enabled_s=statistics.median(times["enabled"]), plain_s=statistics.median(times["plain"]),
+               enabled_runs=times["enabled"], plain_runs=times["plain"])
+    df_ok = "-" if not row["dataframe"] else \
+        "=" if row["dataframe_same_rows"] and row["dataframe_same_files"] else "DIFFER"
+    print(f"T{template}: enabled {row['enabled_s']:.3f}s plain {row['plain_s']:.3f}s "
+          f"rows {'=' if row['same_rows'] else 'DIFFER'} files {'=' if row['same_files'] else 'DIFFER'} "
+          f"df {df_ok} {kept} load {os.getloadavg()[0]:.1f}", flush=True)
+    return row
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-LAYOUT = "pando-k3-unguarded"
+LAYOUTS = ("pando-k3-unguarded", "pando-k3")
 _READ = re.compile(r"^(?P<table>\S+): read (?P<n>\d+) of (?P<m>\d+) files")
 
 
@@ -61,7 +61,7 @@ def dataframe_form(session, sql: str):
             or tree.find(exp.Window)):
         return None
     joins = tree.args.get("joins") or []
-    tables = [tree.args["from"].this] + [j.this for j in joins]
+    tables = [(tree.args.get("from") or tree.args["from_"]).this] + [j.this for j in joins]
     if any(not isinstance(t, exp.Table) for t in tables) or any(j.side or j.kind not in ("", None, "INNER", "CROSS")
                                                                    for j in joins):
         return None
@@ -179,6 +179,8 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--templates", default="", help="comma-separated (default: the bench's default templates)")
     p.add_argument("--master", default="local[2]")
+    p.add_argument("--layout", default=LAYOUTS[0], choices=LAYOUTS,
+                   help="the bench layout measured (default pando-k3-unguarded: every bench table laid out)")
     p.add_argument("--prepare-only", action="store_true", help="load and lay out, measure nothing")
     p.add_argument("--out", default="")
     a = p.parse_args()
@@ -202,7 +204,7 @@ def main() -> None:
     cfg = load_config(home=Path(a.home), env={}, overrides={"spark": {"master": a.master, "driver_memory": "4g"}})
     spark = start_spark(cfg, app_name="every-query-bench")
     catalog = load_catalog(cfg)
-    opts = BenchOptions(dataset=a.dataset, sf=a.sf, layouts=("arrival", LAYOUT), per_template=a.per_template,
+    opts = BenchOptions(dataset=a.dataset, sf=a.sf, layouts=("arrival", a.layout), per_template=a.per_template,
                         out=tempfile.mkdtemp(prefix="every-query-"), runs=a.runs,
                         templates=[int(t) for t in a.templates.split(",") if t.strip()] or None)
     opts.validate()
@@ -210,7 +212,7 @@ def main() -> None:
         t0 = time.time()
         source_ns = prepare_dataset(spark, catalog, opts, print)
         train, test = split_for(opts)
-        ns = f"{source_ns}_{LAYOUT.replace('-', '_')}"
+        ns = f"{source_ns}_{a.layout.replace('-', '_')}"
         tables = LAID_OUT[a.dataset]
 
         def laid_out() -> bool:
@@ -246,7 +248,7 @@ def main() -> None:
         load_after = os.getloadavg()[0]
         with_df = [r for r in ok if r["dataframe"]]
         summary = {
-            "dataset": a.dataset, "sf": a.sf, "layout": LAYOUT, "namespace": ns, "queries": len(ok),
+            "dataset": a.dataset, "sf": a.sf, "layout": a.layout, "namespace": ns, "queries": len(ok),
             "errors": len(rows_out) - len(ok),
             "runs": a.runs, "templates": sorted(seen), "prepare_seconds": prepare_s,
             "median_enabled_s": statistics.median(r["enabled_s"] for r in ok),

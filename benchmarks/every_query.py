@@ -18,8 +18,9 @@ Per held-out query (the first ``--measure-per-template`` of each template):
 - the same for the query written with the DataFrame API (``dataframe_form``: its tables by
   ``spark.table``, joins by ``join``, its conditions by ``where``, ``groupBy``/``agg``, ``orderBy``,
   ``limit``), where the query is a select-from-where-group-by block without subqueries;
-- interleaved, one untimed run in each session and the median of ``--runs`` ``collect()`` of each
-  (planning included: the rule plans inside Spark's optimizer).
+- interleaved, the median of ``--runs`` ``collect()`` in each session, warm: each session ran the
+  query for the checks above (planning included: the rule plans inside Spark's optimizer). The
+  record in ``--out`` is rewritten after each query (an interrupted run keeps what it measured).
 
 Prints the medians of the per-query medians and the 1-minute load average before and after.
 """
@@ -241,34 +242,48 @@ def main() -> None:
         for template, sql in measured:
             try:
                 rows_out.append(measure(spark, plain, catalog, template, sql, a.runs))
+            except KeyboardInterrupt:  # stop measuring: what was measured is written
+                print("interrupted: writing what was measured", flush=True)
+                break
             except Exception as e:  # recorded, and the run goes on
                 rows_out.append({"template": template, "sql": sql, "error": f"{type(e).__name__}: {str(e)[:500]}"})
                 print(f"T{template}: ERROR {rows_out[-1]['error']}", flush=True)
-        ok = [r for r in rows_out if "error" not in r]
-        load_after = os.getloadavg()[0]
-        with_df = [r for r in ok if r["dataframe"]]
-        summary = {
-            "dataset": a.dataset, "sf": a.sf, "layout": a.layout, "namespace": ns, "queries": len(ok),
-            "errors": len(rows_out) - len(ok),
-            "runs": a.runs, "templates": sorted(seen), "prepare_seconds": prepare_s,
-            "median_enabled_s": statistics.median(r["enabled_s"] for r in ok),
-            "median_plain_s": statistics.median(r["plain_s"] for r in ok),
-            "sum_enabled_s": sum(r["enabled_s"] for r in ok),
-            "sum_plain_s": sum(r["plain_s"] for r in ok),
-            "same_rows": sum(r["same_rows"] for r in ok),
-            "same_files": sum(r["same_files"] for r in ok),
-            "pruned_beyond_iceberg": sum(bool(r["kept"]) for r in ok),
-            "dataframe_queries": len(with_df),
-            "dataframe_templates": sorted({r["template"] for r in with_df}),
-            "dataframe_same_rows": sum(r["dataframe_same_rows"] for r in with_df),
-            "dataframe_same_files": sum(r["dataframe_same_files"] for r in with_df),
-            "load_before": load_before, "load_after": load_after,
-        }
-        print(json.dumps(summary, indent=1))
-        if a.out:
-            Path(a.out).write_text(json.dumps({"summary": summary, "queries": rows_out}, indent=1, default=str))
+            write(a, seen, prepare_s, ns, load_before, rows_out, final=False)
+        write(a, seen, prepare_s, ns, load_before, rows_out, final=True)
     finally:
         stop_spark(spark)
+
+
+def write(a, seen: dict, prepare_s: float, ns: str, load_before: float, rows_out: list, final: bool) -> None:
+    """The summary of the queries measured so far, into ``--out`` (after each query: a run
+    stopped early keeps what it measured); printed at the end."""
+    ok = [r for r in rows_out if "error" not in r]
+    if not ok:
+        return
+    load_after = os.getloadavg()[0]
+    with_df = [r for r in ok if r["dataframe"]]
+    summary = {
+        "dataset": a.dataset, "sf": a.sf, "layout": a.layout, "namespace": ns, "queries": len(ok),
+        "errors": len(rows_out) - len(ok),
+        "runs": a.runs, "templates": sorted(seen), "prepare_seconds": prepare_s,
+        "median_enabled_s": statistics.median(r["enabled_s"] for r in ok),
+        "median_plain_s": statistics.median(r["plain_s"] for r in ok),
+        "sum_enabled_s": sum(r["enabled_s"] for r in ok),
+        "sum_plain_s": sum(r["plain_s"] for r in ok),
+        "same_rows": sum(r["same_rows"] for r in ok),
+        "same_files": sum(r["same_files"] for r in ok),
+        "pruned_beyond_iceberg": sum(bool(r["kept"]) for r in ok),
+        "dataframe_queries": len(with_df),
+        "dataframe_templates": sorted({r["template"] for r in with_df}),
+        "dataframe_same_rows": sum(r["dataframe_same_rows"] for r in with_df),
+        "dataframe_same_files": sum(r["dataframe_same_files"] for r in with_df),
+        "load_before": load_before, "load_after": load_after,
+    }
+    summary["complete"] = final and len(rows_out) == sum(seen.values())
+    if final:
+        print(json.dumps(summary, indent=1))
+    if a.out:
+        Path(a.out).write_text(json.dumps({"summary": summary, "queries": rows_out}, indent=1, default=str))
 
 
 def measure(spark, plain, catalog, template: int, sql: str, runs: int) -> dict:
@@ -301,12 +316,11 @@ def measure(spark, plain, catalog, template: int, sql: str, runs: int) -> dict:
     else:
         row["dataframe"] = False
     times: dict[str, list[float]] = {"enabled": [], "plain": []}
-    for run in range(runs + 1):  # the first, untimed: warm
+    for _ in range(runs):  # warm: each session ran the query above
         for name, session in (("enabled", spark), ("plain", plain)):
             t1 = time.perf_counter()
             session.sql(sql).collect()
-            if run:
-                times[name].append(time.perf_counter() - t1)
+            times[name].append(time.perf_counter() - t1)
     row.update(enabled_s=statistics.median(times["enabled"]), plain_s=statistics.median(times["plain"]),
                enabled_runs=times["enabled"], plain_runs=times["plain"])
     df_ok = "-" if not row["dataframe"] else \

@@ -236,12 +236,14 @@ def version_refusal(spark) -> str | None:
 
 
 def uninstall(spark) -> None:
-    """Take the rule out of ``spark``'s optimizer."""
+    """Take the rule out of ``spark``'s optimizer (nothing to do when :func:`install` put none in)."""
+    vars(spark).pop("_pando_rule_refused", None)
+    if vars(spark).get("_pando_rule") is None:
+        return
     method = helper("PruneRule", "uninstall", ("java.lang.Object",))
     if method is not None:
         method(spark._jsparkSession)
     vars(spark).pop("_pando_rule", None)
-    vars(spark).pop("_pando_rule_refused", None)
 
 
 def notes(spark) -> list[str]:

@@ -39,7 +39,7 @@ def test_an_unverified_version_gets_no_rule_and_one_warning(spark, tpch, monkeyp
         assert got == want
     finally:
         pando_iceberg.disable(session)
-    monkeypatch.undo()
+        monkeypatch.undo()
     pando_iceberg.enable(session)  # on the verified versions the rule goes in
     try:
         assert sum("PruneRule" in r for r in extra_rules(session)) == 1

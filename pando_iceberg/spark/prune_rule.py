@@ -199,6 +199,11 @@ def install(spark) -> Any:
     warning)."""
     from pyspark.java_gateway import ensure_callback_server_started
 
+    refused = version_refusal(spark)
+    if refused is not None:
+        log.warning("%s", refused)
+        vars(spark)["_pando_rule_refused"] = refused
+        return None
     method = helper("PruneRule", "install", ("java.lang.Object", "java.lang.Object", "java.lang.String"))
     if method is None:
         log.warning("pando: the optimizer rule is not available in this JVM: queries read Spark's own plans "
@@ -211,8 +216,30 @@ def install(spark) -> Any:
     return rule
 
 
+def version_refusal(spark) -> str | None:
+    """None when the JVM's Spark and Iceberg are the versions the rule is verified on
+    (``jvm_classes.TESTED_SPARK`` / ``TESTED_ICEBERG``: it builds Spark's and Iceberg's internal plan
+    nodes, docs/JVM.md); else the one warning that says which versions and that the session's
+    queries read Spark's own plans, correct and unpruned."""
+    from .jvm_classes import TESTED_ICEBERG, TESTED_SPARK, jvm_versions, untested_versions
+
+    try:
+        versions = jvm_versions(spark.sparkContext._gateway)
+    except Exception as e:  # no Iceberg runtime, or another layout of Spark's version
+        return (f"pando: the optimizer rule is not installed: the JVM's Spark and Iceberg versions are unknown "
+                f"({type(e).__name__}: {e}); queries in this session read Spark's own plans (correct, not pruned)")
+    if untested_versions(*versions) is None:
+        return None
+    return (f"pando: the optimizer rule is not installed: it is verified on Spark {'/'.join(TESTED_SPARK)}.x with "
+            f"Iceberg {'/'.join(TESTED_ICEBERG)}.x, this JVM runs Spark {versions[0]} with Iceberg {versions[1]}; "
+            "queries in this session read Spark's own plans (correct, not pruned)")
+
+
 def uninstall(spark) -> None:
-    """Take the rule out of ``spark``'s optimizer."""
+    """Take the rule out of ``spark``'s optimizer (nothing to do when :func:`install` put none in)."""
+    vars(spark).pop("_pando_rule_refused", None)
+    if vars(spark).get("_pando_rule") is None:
+        return
     method = helper("PruneRule", "uninstall", ("java.lang.Object",))
     if method is not None:
         method(spark._jsparkSession)
@@ -240,4 +267,4 @@ def replaced_scans(spark) -> int:
 
 
 __all__ = ["Leaf", "ScanPlanner", "answer", "block_tree", "clear_notes", "install", "notes", "parse_request",
-           "replaced_scans", "stage", "uninstall"]
+           "replaced_scans", "stage", "uninstall", "version_refusal"]

@@ -121,6 +121,7 @@ class TopDown:
         self.leaf_budget = leaf_budget
         self.per_ktuple = per_ktuple
         self.masks = masks
+        self.share = masks.mean(axis=1) if n else np.zeros(c)  # each cut's TRUE share of the sample
         self.masks_t = np.ascontiguousarray(masks.T, dtype=np.float32)  # n × C for row subsets
         not_true = ~self.may_true
         not_not = ~self.may_not
@@ -153,6 +154,11 @@ class TopDown:
         benefit = (self.w_diff * leaf.A).sum(axis=0) + leaf.S @ self.w_not_not
         size = len(leaf.rows)
         valid = (leaf.N >= self.min_leaf) & (size - leaf.N >= self.min_leaf)
+        # A cut constant on the leaf although, at its share of the sample, a side would hold
+        # min_leaf rows: the leaf's rows follow another cut on its path (a correlation the sample
+        # shows); the empty child adds no k-tuple and skips the leaf for the queries on its side.
+        valid |= ((leaf.N == 0) & (size * self.share >= self.min_leaf)) \
+            | ((leaf.N == size) & (size * (1.0 - self.share) >= self.min_leaf))
         if self.leaf_budget is None:
             benefit = np.where(valid, benefit, -np.inf)
             j = int(np.argmax(benefit)) if len(benefit) else -1

@@ -7,6 +7,15 @@ considered only if both children keep ≥ ``min_leaf_rows`` sample rows; stop wh
 positive benefit, or when the split would create more than ``max_ktuples`` distinct k-tuples on
 the sample (the paper sets its threshold so that the bottom-up phase sees < 10,000 k-tuples).
 
+Beyond the paper, a constant cut: one whose side is empty on the leaf although, at the cut's share
+of the whole sample, that side would have held ``min_leaf_rows`` of the leaf's rows. The sample
+then shows a correlation with a cut on the leaf's path (a sale's customer lives in its store's
+region: under a store-region cut the customer-region cut is constant), and the split records it:
+its empty child adds no k-tuple, and the queries that can only lie on that side skip the leaf, so
+one tree's cuts serve a correlated dimension's queries. Rows of the full table that break the
+correlation are routed like any unseen k-tuple (``layout.py``); the empty leaf then points to their
+block, so planning stays sound.
+
 The shared leaf budget (``leaf_budget``; ``build_layout`` gives k ≥ 2 trees the one of
 ``pando_iceberg.layout.leaf_budget``): the k trees together may make at most that many k-tuples
 on the sample (the units §6.2 merges into blocks). A split adds the k-tuples of its leaf with rows

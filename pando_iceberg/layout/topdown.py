@@ -7,6 +7,15 @@ considered only if both children keep ≥ ``min_leaf_rows`` sample rows; stop wh
 positive benefit, or when the split would create more than ``max_ktuples`` distinct k-tuples on
 the sample (the paper sets its threshold so that the bottom-up phase sees < 10,000 k-tuples).
 
+Beyond the paper, a constant cut: one whose side is empty on the leaf although, at the cut's share
+of the whole sample, that side would have held ``min_leaf_rows`` of the leaf's rows. The sample
+then shows a correlation with a cut on the leaf's path (a sale's customer lives in its store's
+region: under a store-region cut the customer-region cut is constant), and the split records it:
+its empty child adds no k-tuple, and the queries that can only lie on that side skip the leaf, so
+one tree's cuts serve a correlated dimension's queries. Rows of the full table that break the
+correlation are routed like any unseen k-tuple (``layout.py``); the empty leaf then points to their
+block, so planning stays sound.
+
 The shared leaf budget (``leaf_budget``; ``build_layout`` gives k ≥ 2 trees the one of
 ``pando_iceberg.layout.leaf_budget``): the k trees together may make at most that many k-tuples
 on the sample (the units §6.2 merges into blocks). A split adds the k-tuples of its leaf with rows
@@ -121,6 +130,7 @@ class TopDown:
         self.leaf_budget = leaf_budget
         self.per_ktuple = per_ktuple
         self.masks = masks
+        self.share = masks.mean(axis=1) if n else np.zeros(c)  # each cut's TRUE share of the sample
         self.masks_t = np.ascontiguousarray(masks.T, dtype=np.float32)  # n × C for row subsets
         not_true = ~self.may_true
         not_not = ~self.may_not
@@ -153,6 +163,11 @@ class TopDown:
         benefit = (self.w_diff * leaf.A).sum(axis=0) + leaf.S @ self.w_not_not
         size = len(leaf.rows)
         valid = (leaf.N >= self.min_leaf) & (size - leaf.N >= self.min_leaf)
+        # A cut constant on the leaf although, at its share of the sample, a side would hold
+        # min_leaf rows: the leaf's rows follow another cut on its path (a correlation the sample
+        # shows); the empty child adds no k-tuple and skips the leaf for the queries on its side.
+        valid |= ((leaf.N == 0) & (size * self.share >= self.min_leaf)) \
+            | ((leaf.N == size) & (size * (1.0 - self.share) >= self.min_leaf))
         if self.leaf_budget is None:
             benefit = np.where(valid, benefit, -np.inf)
             j = int(np.argmax(benefit)) if len(benefit) else -1

@@ -62,8 +62,12 @@ def _reference(table, cuts, qs, k, min_leaf):
             for leaf in tree.leaves():
                 rows = leaf_of == leaf
                 for ci, cut in enumerate(cuts):
-                    nt = int((rows & masks[cut.key]).sum())
-                    if nt < max(1, min_leaf) or rows.sum() - nt < max(1, min_leaf):
+                    nt, size, m = int((rows & masks[cut.key]).sum()), int(rows.sum()), max(1, min_leaf)
+                    share = float(np.mean(masks[cut.key]))
+                    # a constant cut where, at its share of the table, a side would hold m rows
+                    constant = size >= 2 * m and ((nt == 0 and size * share >= m)
+                                                  or (nt == size and size * (1 - share) >= m))
+                    if (nt < m or size - nt < m) and not constant:
                         continue
                     trial = [x.copy() for x in trees]
                     trial[t].split(leaf, cut)
@@ -115,11 +119,12 @@ def test_incremental_caches_equal_recomputation(seed, k, min_leaf):
     model = _row_block_cost(trees, cuts, filters, weights, table)
     assert stats["final_cost"] == pytest.approx(model)
     assert stats["initial_cost"] - sum(h[3] for h in stats["history"]) == pytest.approx(model)
-    # Each split kept both children at >= min_leaf rows.
+    # Each split kept both children at >= min_leaf rows, or left one empty (a constant cut).
     masks = {c.key: c.evaluate(table) for c in cuts}
     for tree in trees:
         counts = np.bincount(tree.route(masks, table.num_rows), minlength=tree.num_nodes)
-        assert all(counts[leaf] >= min_leaf for leaf in tree.leaves()) or len(tree.leaves()) == 1
+        assert all(counts[leaf] >= min_leaf or counts[leaf] == 0 for leaf in tree.leaves()) \
+            or len(tree.leaves()) == 1
 
 
 def test_max_ktuples_stops_splitting():
@@ -186,3 +191,35 @@ def test_leaf_budget_bounds_the_ktuples_and_keeps_the_caches_exact(seed, k, min_
     model = _row_block_cost(trees, cuts, filters, weights, table)
     assert td.current_cost() == pytest.approx(model)
     assert td.stats.initial_cost - sum(h[3] for h in td.stats.history) == pytest.approx(model)
+
+
+def test_a_cut_constant_on_a_leaf_records_a_correlation():
+    """Two columns that move together (a sale's store region and its customer's region): under
+    the cut on x, the cut on y is constant, and splitting by it leaves an empty child that the
+    queries on y skip: one tree's x cuts serve y's queries. A full table breaking the correlation
+    in rows the sample never saw is still planned soundly (the empty leaf points to the block its
+    rows went to)."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 4, 4000)
+    table = pa.table({"x": x, "y": x.copy()})
+    qs = [Box.of(x=(v, v)) for v in range(4)] + [Box.of(y=(v, v)) for v in range(4)]
+    cuts = [LessThan(c, v) for c in "xy" for v in (1, 2, 3)]
+    stats: dict = {}
+    trees = build_trees(table, cuts, qs, 1, 200, stats=stats)
+    masks = {c.key: c.evaluate(table) for c in cuts}
+    counts = np.bincount(trees[0].route(masks, table.num_rows), minlength=trees[0].num_nodes)
+    assert any(counts[leaf] == 0 for leaf in trees[0].leaves())  # a constant cut's empty child
+    # every query, on x or on y, reads only its own value's rows on the sample
+    filters, weights = qs, np.ones(len(qs))
+    assert _row_block_cost(trees, cuts, filters, weights, table) == pytest.approx(float(table.num_rows) * 2)
+
+    from pando_iceberg.layout import Layout, ObservedKTuples, assign_blocks
+    layout = Layout.from_assignment(assign_blocks(trees, table, [(q, 1.0) for q in qs], 1000))
+    y_blocks = [len(layout.blocks_for(Box.of(y=(v, v)))[0]) for v in range(4)]
+    assert max(y_blocks) < layout.num_blocks
+    full = pa.concat_tables([table, pa.table({"x": np.array([0, 3]), "y": np.array([3, 0])})])
+    blocks = layout.route(full)
+    layout.finalize(ObservedKTuples.combine([layout.observed_ktuples(full)]))
+    for f in qs:
+        need = np.unique(blocks[f.matches(full)])
+        assert set(need) <= set(layout.blocks_for(f)[0].tolist())

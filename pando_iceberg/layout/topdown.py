@@ -356,7 +356,8 @@ class TopDown:
             s_s = scan.sum(axis=1).astype(np.float64)
             live = np.flatnonzero(s_s)  # the queries scanning none of these rows count zero
             a_s = np.zeros((len(s_s), self.c), dtype=np.float32)
-            a_s[live] = scan[live].astype(np.float32) @ sub
+            distinct, which = _distinct_rows(scan[live])  # queries scanning the same rows: one product
+            a_s[live] = (distinct.astype(np.float32) @ sub)[which]
             n_s = sub.sum(axis=0).astype(np.int64)
             a_l, s_l, n_l = parent.A - a_s, parent.S - s_s, parent.N - n_s
             (a_t, s_t, n_t), (a_f, s_f, n_f) = ((a_s, s_s, n_s), (a_l, s_l, n_l)) if small_true \
@@ -374,19 +375,20 @@ class TopDown:
             self.scan[np.ix_(skip_not, rows_f)] = False
 
         # Other trees: subtract the delta from the caches of the leaves holding those rows. Only
-        # the queries and rows where the delta has a row are counted (the rest subtract zero).
+        # the queries and rows where the delta has a row are counted (the rest subtract zero), and
+        # the queries whose delta is the same rows once (``_distinct_rows``).
         changes = []
         for qs, rows, delta in ((skip_true, rows_t, d_true), (skip_not, rows_f, d_not)):
             if delta is None:
                 continue
             live_q, live_r = delta.any(axis=1), delta.any(axis=0)
             if live_q.any():
-                changes.append((qs[live_q], rows[live_r], delta[np.ix_(live_q, live_r)]))
+                changes.append((qs[live_q], rows[live_r], *_distinct_rows(delta[np.ix_(live_q, live_r)])))
         for t2 in range(self.k):
             if t2 == t:
                 continue
             touched: set[int] = set()
-            for qs, rows, delta in changes:
+            for qs, rows, delta, which in changes:
                 lf = self.leaf_of[t2, rows]
                 order = np.argsort(lf, kind="stable")
                 ids, starts = np.unique(lf[order], return_index=True)
@@ -400,8 +402,8 @@ class TopDown:
                     dd = delta[:, sel]
                     if not dd.any():
                         continue
-                    leaf.A[qs] -= dd.astype(np.float32) @ self.masks_t[rows[sel]]
-                    leaf.S[qs] -= dd.sum(axis=1)
+                    leaf.A[qs] -= (dd.astype(np.float32) @ self.masks_t[rows[sel]])[which]
+                    leaf.S[qs] -= dd.sum(axis=1)[which]
                     touched.add(int(leaf_id))
             for leaf_id in touched:
                 self._score(self.leaves[t2][leaf_id])
@@ -425,6 +427,18 @@ def _pack_rows(bits: np.ndarray) -> np.ndarray:
     packed = np.zeros((rows, 8 * max(1, -(-c // 64))), dtype=np.uint8)
     packed[:, : -(-c // 8)] = np.packbits(bits, axis=1, bitorder="little")
     return packed.view(np.uint64)
+
+
+def _distinct_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a 2-D bool array and, per row, the index of its own among them: many
+    queries scan the same rows (draws of one template, queries a split decides alike), so a
+    product over the distinct rows, spread back, equals the one over all (integer counts)."""
+    if len(m) <= 1 or m.shape[1] == 0:
+        return m[:1], np.zeros(len(m), dtype=np.int64)
+    packed = np.ascontiguousarray(np.packbits(m, axis=1))
+    keys = packed.view(np.dtype((np.void, packed.shape[1])))[:, 0]
+    _, first, which = np.unique(keys, return_index=True, return_inverse=True)
+    return m[first], which.reshape(-1)
 
 
 def _both_sides(some: np.ndarray, every: np.ndarray) -> np.ndarray:

@@ -161,7 +161,8 @@ class TopDown:
     def _score(self, leaf: _Leaf) -> None:
         assert leaf.A is not None and leaf.S is not None and leaf.N is not None
         leaf.stale = False
-        benefit = (self.w_diff * leaf.A).sum(axis=0) + leaf.S @ self.w_not_not
+        live = np.flatnonzero(leaf.S)  # a query scanning none of the leaf's rows adds zeros: left out
+        benefit = (self.w_diff[live] * leaf.A[live]).sum(axis=0) + leaf.S @ self.w_not_not
         size = len(leaf.rows)
         valid = (leaf.N >= self.min_leaf) & (size - leaf.N >= self.min_leaf)
         # A cut constant on the leaf although, at its share of the sample, a side would hold

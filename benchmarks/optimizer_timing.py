@@ -7,6 +7,12 @@ result (trees, block rows, k-tuple map, costs, the kept k), so that two versions
 be compared on the same seed.
 
     .venv/bin/python benchmarks/optimizer_timing.py --rows 60000 --out /tmp/opt.json [--profile]
+
+``--replay DIR/optimizer-inputs.pkl``: instead, ``spark/rewrite.learn_layout`` itself on what a real
+rewrite learned from (recorded by ``profile_rewrite.py --optimizer-only``: the sample, the draws, the
+candidate cuts with their key sets, the guard's reads of the table now), without Spark: the
+optimizer's phases ('trees', 'k-selection') and the learned layout's fingerprint, for two versions
+of the code on the same sample in the same run.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import hashlib
 import inspect
 import io
 import json
+import pickle
 import pstats
 import time
 
@@ -131,7 +138,11 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--profile", action="store_true")
     p.add_argument("--out", default=None, help="write timings and fingerprints as JSON here")
+    p.add_argument("--replay", default=None, help="optimizer-inputs.pkl of profile_rewrite.py --optimizer-only")
     args = p.parse_args()
+    if args.replay:
+        replay(args.replay, args.profile, args.out)
+        return
 
     sample = sample_table(args.rows, args.seed)
     queries = training(np.random.default_rng(args.seed), args.per_template)
@@ -202,6 +213,49 @@ def main() -> None:
         print(s.getvalue())
     if args.out:
         with open(args.out, "w") as fh:
+            json.dump(result, fh, indent=1)
+
+
+def replay(path: str, profile: bool, out: str | None) -> None:
+    """``learn_layout`` on recorded inputs (module docstring): what it asks Spark is answered from
+    the recording, in the order it was asked."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from pando_iceberg.spark import rewrite
+
+    with open(path, "rb") as fh:
+        rec = pickle.load(fh)
+    for name, answers in rec["answers"].items():
+        setattr(rewrite, name, lambda *a, _left=list(answers), **kw: pickle.loads(_left.pop(0)))
+    rewrite.jv = SimpleNamespace(read_snapshot=lambda *a, **kw: None, load_table=lambda *a, **kw: None)
+    rewrite.peak_rss_mib = lambda spark: {}
+    rewrite.static_table = lambda *a, **kw: None
+    rewrite.spark_job_progress = lambda *a, **kw: contextlib.nullcontext()
+    prof = cProfile.Profile() if profile else None
+    if prof:
+        prof.enable()
+    cpu = time.process_time()
+    learned = rewrite.learn_layout(None, rec["table"], rec["workload"], rewrite.RewriteOptions.from_map(rec["options"]))
+    cpu = time.process_time() - cpu
+    if prof:
+        prof.disable()
+    lay = learned.layout
+    keys = hashlib.sha256(b"".join(k.encode() + v for k, v in sorted(learned.literal_keys.items()))).hexdigest()[:16]
+    result = {**fingerprint(lay), "literal_keys": keys, "in_block": learned.in_block_column,
+              "k_selection": learned.k_selection, "sample_rows": learned.sample_rows, "cuts": learned.cuts,
+              "block_rows": lay.block_rows.tolist(),
+              "optimizing_s": round(learned.seconds_optimizing - learned.seconds_parts.get("draws+cuts", 0.0), 2),
+              "parts_s": {k: round(v, 2) for k, v in learned.seconds_parts.items() if k != "draws+cuts"},
+              "cpu_s": round(cpu, 2)}
+    print(json.dumps(result))
+    if prof:
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(45)
+        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(30)
+        print(s.getvalue())
+    if out:
+        with open(out, "w") as fh:
             json.dump(result, fh, indent=1)
 
 

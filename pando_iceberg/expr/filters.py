@@ -3,6 +3,7 @@ filter lie on a cut's TRUE side? on its NOT-TRUE side?"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -27,9 +28,11 @@ from pando_iceberg.expr.sides import (
     Sides,
     T,
     TooComplex,
+    bulk_sides,
     dnf_satisfiable,
     keyed_dnf,
     schema_fingerprint,
+    single_term,
     to_dnf,
 )
 from pando_iceberg.expr.visitor import Kind, kind_of
@@ -445,6 +448,114 @@ class TableFilter:
         return Sides(may_true, may_not)
 
 
+def literal_sides(filters: Sequence[TableFilter], cuts: Sequence[LiteralCut]) -> tuple[np.ndarray, np.ndarray]:
+    """Q × C (may_true, may_not_true): ``TableFilter.sides`` of every filter with every literal cut
+    (§7's join-induced cuts), the same reasoning as ``_sides_literal`` asked in bulk: a filter's
+    satisfiability with and without a non-NULL key once per filter and column, its join once per
+    cut origin, and the comparisons of its joins' dimension filters with the cuts' origin
+    predicates (``filter_sides``) that are domains of one term (``sides.single_term``) answered
+    together, per dimension atom table, by ``sides.bulk_sides`` (what ``_sides_expr`` decides one
+    pair at a time); every other comparison as ``filter_sides`` makes it. What ``sides`` would
+    answer UNKNOWN for (an error while reasoning) is both sides."""
+    may = (np.ones((len(filters), len(cuts)), dtype=bool), np.ones((len(filters), len(cuts)), dtype=bool))
+    origins: dict[tuple[str, str, str], list[int]] = {}
+    for j, cut in enumerate(cuts):
+        origins.setdefault((cut.column, cut.origin.dim_table, cut.origin.dim_pk), []).append(j)
+    pending: list[tuple[int, int, bool, TableFilter, TableFilter]] = []  # (query, cut, keyed row, D, origin)
+    for i, f in enumerate(filters):
+        try:
+            if not f._satisfiable_with(()):
+                may[0][i], may[1][i] = False, False
+                continue
+        except (PandoExprError, TooComplex):
+            continue
+        for (column, dim_table, dim_pk), js in origins.items():
+            try:
+                keyed_row = f._satisfiable_with((column,))  # the TRUE side needs a non-NULL key
+            except (PandoExprError, TooComplex):
+                continue
+            join = f._find_join(column, dim_table, dim_pk)
+            if join is None:
+                may[0][i, js] = keyed_row
+                continue
+            for j in js:
+                if join.dim_keys is not None:  # routed by the cut's key set, the query's keys known: exact
+                    may[0][i, j] = keyed_row and keyset.keys_intersect(join.dim_keys, cuts[j].keys)
+                    may[1][i, j] = not keyset.keys_subset(join.dim_keys, cuts[j].keys)
+                    continue
+                try:
+                    pending.append((i, j, keyed_row, join.dim_filter, _origin_filter(cuts[j], join.dim_filter)))
+                except PandoExprError:
+                    continue
+    for (i, j, keyed_row, _, _), got in zip(pending, _filters_sides([(d, o) for *_, d, o in pending])):
+        if got is not None:
+            may[0][i, j], may[1][i, j] = keyed_row and got.may_true, got.may_not_true
+    return may
+
+
+def _filters_sides(pairs: Sequence[tuple[TableFilter, TableFilter]]) -> list[Sides | None]:
+    """``d.filter_sides(o)`` of every pair (None: it raised), the pairs whose ``o`` is domains of
+    one of ``d``'s terms (no joins) answered per atom table by ``bulk_sides``, and
+    memoized as ``filter_sides`` memoizes its own."""
+    out: list[Sides | None] = [None] * len(pairs)
+    groups: dict[int, tuple[AtomTable, dict[int, int], list, dict[int, int], list, list[int]]] = {}
+    rest = []
+    for k, (d, o) in enumerate(pairs):
+        hit = d._filter_sides.get(o.memo_key())
+        if hit is not None:
+            out[k] = hit
+            continue
+        one = _one_constraint(d, o)
+        if one is None:
+            rest.append(k)
+            continue
+        atoms, own, extra, constraint = one
+        g = groups.setdefault(id(atoms), (atoms, {}, [], {}, [], []))
+        if id(d) not in g[1]:
+            g[1][id(d)] = len(g[2])
+            g[2].append((own, extra))
+        if id(o) not in g[3]:
+            g[3][id(o)] = len(g[4])
+            g[4].append(constraint)
+        g[5].append(k)
+    for atoms, rows, parts, cols, constraints, members in groups.values():
+        may_true, may_not, answered = bulk_sides(atoms, parts, constraints)
+        for k in members:
+            d, o = pairs[k]
+            r, c = rows[id(d)], cols[id(o)]
+            if not answered[r, c]:
+                rest.append(k)
+                continue
+            out[k] = d._filter_sides[o.memo_key()] = Sides(bool(may_true[r, c]), bool(may_not[r, c]))
+    for k in rest:
+        d, o = pairs[k]
+        try:
+            out[k] = d.filter_sides(o)
+        except (PandoExprError, TooComplex):
+            out[k] = None
+    return out
+
+
+def _one_constraint(d: TableFilter, o: TableFilter) -> tuple[AtomTable, CompiledDnf, list, Any] | None:
+    """What ``bulk_sides`` needs to answer ``d.filter_sides(o)``, when ``o`` has no joins and is
+    domains of one of ``d``'s terms (``d._sides_expr(o._to_cut())`` then decides it): ``d``'s atom
+    table, compiled DNF and join domains, and ``o``'s constraint; None otherwise."""
+    if o.joins or o.is_true_expr():
+        return None
+    try:
+        parts = d.side_parts()
+        if parts is None or parts[1] is None:
+            return None
+        atoms = parts[0]
+        cut = o._to_cut()
+        if not cut.columns <= atoms.names:
+            return None
+        one = single_term(atoms, cut.compiled_dnf(T, atoms), cut.compiled_dnf(NT, atoms))
+    except (PandoExprError, TooComplex):
+        return None
+    return None if one is None else (atoms, parts[1], parts[2], one)
+
+
 def _key_domain(keys: Any, kind: str) -> Domain:
     """The values a join's key set allows its (integer) foreign key: its runs; non-NULL only
     when the set is unknown or the key is not an integer."""
@@ -537,5 +648,5 @@ def _join_from_subquery(conj: exp.Expression, sub: exp.Expression, schemas: dict
     return JoinFilter(conj.this.name, dim, select.expressions[0].name, dim_filter)
 
 
-__all__ = ["JoinFilter", "TableFilter", "same_table"]
+__all__ = ["JoinFilter", "TableFilter", "literal_sides", "same_table"]
 _ = (field, sqlglot)

@@ -573,6 +573,57 @@ def single_constraint(atoms: AtomTable, true_dnf: CompiledDnf | None,
     return atom
 
 
+@dataclass(frozen=True)
+class TermCut:
+    """A cut each of whose sides is a domain of one term (``single_term``): the union over the
+    side's conjunctions of the intersection of their literals' domains."""
+
+    term: str
+    kind: str
+    true_dom: Domain
+    not_true_dom: Domain
+
+    def domain(self, polarity: str) -> Domain:
+        return self.true_dom if polarity == T else self.not_true_dom
+
+
+def single_term(atoms: AtomTable, true_dnf: CompiledDnf | None,
+                not_true_dnf: CompiledDnf | None) -> Constraint | TermCut | None:
+    """``single_constraint``, or else the cut as one term's domains when every literal of both
+    sides is a constraint on that term (of one kind) forcing no other term non-NULL (a range
+    ``t >= a AND t < b``, its NOT-TRUE side ``t < a OR t >= b OR t IS NULL``): a filter's
+    conjunction AND a side's conjunction is then satisfiable iff the filter's conjunction is and
+    its domain of the term meets the intersection of the side's literals' domains (what
+    ``_State`` decides), so the side's answer over all its conjunctions is whether the filter's
+    domain meets their union (``bulk_sides``). None for any other cut."""
+    one = single_constraint(atoms, true_dnf, not_true_dnf)
+    if one is not None or not true_dnf or not not_true_dnf:
+        return one
+    literals = [lit for dnf in (true_dnf, not_true_dnf) for conj in dnf for lit in conj]
+    if any(not conj for dnf in (true_dnf, not_true_dnf) for conj in dnf):
+        return None
+    first = literals[0][0]
+    if not isinstance(first, Constraint):
+        return None
+    for atom, _ in literals:
+        if not isinstance(atom, Constraint) or atom.term != first.term or atom.kind != first.kind:
+            return None
+        if atom.term_null_intolerant and any(col in atoms.names and atoms.column_term(col)[0] != atom.term
+                                             for col in atom.term_columns):
+            return None
+    sides = []
+    for dnf in (true_dnf, not_true_dnf):
+        union = Domain.empty()
+        for conj in dnf:
+            doms = [atom.domain(polarity) for atom, polarity in conj if isinstance(atom, Constraint)]
+            dom = doms[0]
+            for other in doms[1:]:
+                dom = dom.intersect(other)
+            union = union.union(dom)
+        sides.append(union)
+    return TermCut(first.term, first.kind, sides[0], sides[1])
+
+
 class _Ranks:
     """Span ends of one term's domains as integers, so that intersections are numpy max/min: the
     values (after a discrete kind's ends are made closed integers) ranked; a closed end is 2·rank,
@@ -650,9 +701,9 @@ class _CutGroup:
 
 
 def bulk_sides(atoms: AtomTable, filters: Sequence[tuple[CompiledDnf, Sequence[tuple[str, str, Domain]]]],
-               cuts: Sequence[Constraint]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The two satisfiability questions of every filter with every single-constraint cut
-    (``single_constraint``), vectorized over the cuts: a filter's conjunction AND the cut's side
+               cuts: Sequence[Constraint | TermCut]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The two satisfiability questions of every filter with every single-term cut
+    (``single_term``), vectorized over the cuts: a filter's conjunction AND the cut's side
     is satisfiable iff the conjunction is (``conjunction_domains``, asked once per conjunction)
     and its domain of the cut's term meets the side's domain (all conjunctions of the filter
     OR-ed), the answers ``dnf_satisfiable`` gives pair by pair. ``filters``: (compiled DNF, the
@@ -699,7 +750,7 @@ def bulk_sides(atoms: AtomTable, filters: Sequence[tuple[CompiledDnf, Sequence[t
     return may[0], may[1], answered
 
 
-def _cut_group(kind: str, cols: np.ndarray, ranks: _Ranks, cuts: Sequence[Constraint]) -> _CutGroup:
+def _cut_group(kind: str, cols: np.ndarray, ranks: _Ranks, cuts: Sequence[Constraint | TermCut]) -> _CutGroup:
     fields: dict[str, list] = {"lo": [], "hi": [], "cut": [], "null": [], "alone": []}
     for pol in (T, NT):
         los: list[int] = []

@@ -9,10 +9,13 @@ is passed to each of them (``build_layout``, ``files_read``, ...):
 
 - ``masks(cuts)``: C × n bool, each cut evaluated on the sample once (``evaluate_cuts``);
 - ``sides(filters, cuts)``: the Q × C ``SideMatrix``, each (filter, cut) answered once: a table
-  filter with the expression cuts that are one constraint on its table (comparisons, ranges, IN
-  lists: most candidate cuts) at once, vectorized over the cuts (``expr.sides.bulk_sides``, the
-  same reasoning as the filter's ``sides``, which decides every other pair one by one). Filters
-  that say the same thing
+  filter with the expression cuts that are domains of one term of its table (comparisons,
+  ranges, IN lists: most candidate cuts; ``expr.sides.single_term``) at once, vectorized over
+  the cuts (``expr.sides.bulk_sides``, the
+  same reasoning as the filter's ``sides``, which decides every other pair one by one), and
+  with the join-induced literal cuts (§7) at once (``expr.filters.literal_sides``: each filter's
+  join once per cut origin, the dimension filters' comparisons with the cuts' origin predicates
+  through ``bulk_sides`` where they are domains of one term). Filters that say the same thing
   (the same SQL on the same table and column types, the same key-set objects in their joins:
   templates' draws repeat) are asked once between them.
 
@@ -26,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from ..expr import ExprCut, TableFilter
+from ..expr import ExprCut, LiteralCut, TableFilter
 from ..expr.errors import PandoExprError
-from ..expr.sides import NT, T, TooComplex, bulk_sides, single_constraint
+from ..expr.filters import literal_sides
+from ..expr.sides import NT, T, TooComplex, bulk_sides, single_term
 from .cost import SideMatrix
 from .topdown import evaluate_cuts
 
@@ -100,12 +104,18 @@ class Evaluations:
     def _bulk(self, rows: np.ndarray, cols: np.ndarray) -> None:
         """Answer at once what ``bulk_sides`` can of the filters ``rows`` × cuts ``cols``: table
         filters, by their atom table, with the expression cuts on their table's columns that
-        are one constraint (the rest is asked one by one)."""
+        are domains of one term (``single_term``), and with every literal cut (``literal_sides``); the rest is asked
+        one by one."""
         by_atoms: dict[int, tuple[Any, list[tuple[int, Any]]]] = {}
-        for r in rows:
-            f = self._filters[int(r)]
-            if not isinstance(f, TableFilter) or type(f).sides is not TableFilter.sides:
-                continue  # a filter answering in its own way is asked
+        tables = [int(r) for r in rows if isinstance(self._filters[int(r)], TableFilter)
+                  and type(self._filters[int(r)]).sides is TableFilter.sides]  # others answer their own way
+        literal = [int(c) for c in cols if isinstance(self._cuts[int(c)], LiteralCut)]
+        if tables and literal:
+            may_true, may_not = literal_sides([self._filters[r] for r in tables], [self._cuts[c] for c in literal])
+            at = np.ix_(np.asarray(tables, dtype=np.int64), np.asarray(literal, dtype=np.int64))
+            self._may_true[at], self._may_not[at], self._known[at] = may_true, may_not, True
+        for r in tables:
+            f = self._filters[r]
             try:
                 parts = f.side_parts()
             except (PandoExprError, TooComplex):
@@ -120,7 +130,7 @@ class Evaluations:
                 if not isinstance(cut, ExprCut) or not cut.columns <= atoms.names:
                     continue
                 try:
-                    one = single_constraint(atoms, cut.compiled_dnf(T, atoms), cut.compiled_dnf(NT, atoms))
+                    one = single_term(atoms, cut.compiled_dnf(T, atoms), cut.compiled_dnf(NT, atoms))
                 except (PandoExprError, TooComplex):
                     continue
                 if one is not None:

@@ -132,6 +132,7 @@ class TopDown:
         self.masks = masks
         self.share = masks.mean(axis=1) if n else np.zeros(c)  # each cut's TRUE share of the sample
         self.masks_t = np.ascontiguousarray(masks.T, dtype=np.float32)  # n × C for row subsets
+        self.mask_bits = _pack_rows(masks.T)  # n × ⌈C/64⌉ words: each row's TRUE cuts as a bitset
         not_true = ~self.may_true
         not_not = ~self.may_not
         self.w_not_true = self.w[:, None] * not_true  # Q × C
@@ -160,7 +161,8 @@ class TopDown:
     def _score(self, leaf: _Leaf) -> None:
         assert leaf.A is not None and leaf.S is not None and leaf.N is not None
         leaf.stale = False
-        benefit = (self.w_diff * leaf.A).sum(axis=0) + leaf.S @ self.w_not_not
+        live = np.flatnonzero(leaf.S)  # a query scanning none of the leaf's rows adds zeros: left out
+        benefit = (self.w_diff[live] * leaf.A[live]).sum(axis=0) + leaf.S @ self.w_not_not
         size = len(leaf.rows)
         valid = (leaf.N >= self.min_leaf) & (size - leaf.N >= self.min_leaf)
         # A cut constant on the leaf although, at its share of the sample, a side would hold
@@ -200,9 +202,21 @@ class TopDown:
         order = np.argsort(codes, kind="stable")
         sorted_codes = codes[order]
         starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
-        true = np.add.reduceat(self.masks_t[rows[order]], starts, axis=0)  # k-tuples × C
-        size = np.diff(np.r_[starts, len(rows)]).astype(np.float32)
-        return ((true > 0) & (true < size[:, None])).sum(axis=0)
+        return self._cut_counts(_both_sides(*self._any_all(rows[order], starts)))
+
+    def _any_all(self, rows: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per group of ``rows`` (consecutive, from each of ``starts``): the cuts TRUE on some of
+        its rows and on all of them, as packed bitsets (groups × words, bit c of a row = cut c)."""
+        bits = self.mask_bits[rows]
+        return np.bitwise_or.reduceat(bits, starts, axis=0), np.bitwise_and.reduceat(bits, starts, axis=0)
+
+    def _cut_bits(self, packed: np.ndarray) -> np.ndarray:
+        """groups × C uint8 (0/1) of packed bitsets (``_any_all``)."""
+        return np.unpackbits(packed.view(np.uint8), axis=1, count=self.c, bitorder="little")
+
+    def _cut_counts(self, packed: np.ndarray) -> np.ndarray:
+        """C int: per cut, the groups whose bit is set."""
+        return self._cut_bits(packed).sum(axis=0, dtype=np.int64)
 
     def current_cost(self) -> float:
         return float(self.w @ self.scan.sum(axis=1))
@@ -234,29 +248,29 @@ class TopDown:
                     out.append(leaf)
         return out
 
-    def _per_ktuple_true(self, rows: np.ndarray, both: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per k-tuple of ``both`` (sorted ids, each with rows among ``rows``): its rows among
-        ``rows`` TRUE on each cut (len(both) × C) and its rows among them."""
+    def _per_ktuple_any_all(self, rows: np.ndarray, both: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per k-tuple of ``both`` (sorted ids, each with rows among ``rows``): the cuts TRUE on
+        some and on all of its rows among ``rows`` (``_any_all``)."""
         idx = np.searchsorted(both, self.kcode[rows])
         order = np.argsort(idx, kind="stable")
         starts = np.flatnonzero(np.r_[True, idx[order][1:] != idx[order][:-1]])
-        true = np.add.reduceat(self.masks_t[rows[order]], starts, axis=0)
-        return true, np.diff(np.r_[starts, len(rows)]).astype(np.float32)
+        return self._any_all(rows[order], starts)
 
     def _update_new(self, t: int, rows_t: np.ndarray, rows_f: np.ndarray, both: np.ndarray) -> None:
         """Before the k-tuples ``both`` of a split of tree t become two each (rows_t keep their
         id, rows_f get a new one): the other trees' leaves holding them get their
         k-tuples-added counts corrected, per cut, by the split k-tuples' count on both sides of
         the cut after the split minus before (a k-tuple lies in one leaf of every tree; the
-        rows of the split leaf only, instead of counting those leaves afresh)."""
+        rows of the split leaf only, instead of counting those leaves afresh). A k-tuple is on
+        both sides of a cut iff the cut is TRUE on some of its rows and not on all (packed
+        bitsets: before the split, the two halves' some OR-ed and all AND-ed)."""
         in_t = rows_t[np.isin(self.kcode[rows_t], both)]
         in_f = rows_f[np.isin(self.kcode[rows_f], both)]
-        true_t, size_t = self._per_ktuple_true(in_t, both)
-        true_f, size_f = self._per_ktuple_true(in_f, both)
-        true_a, size_a = true_t + true_f, size_t + size_f
-        delta = (((true_t > 0) & (true_t < size_t[:, None])).astype(np.int64)
-                 + ((true_f > 0) & (true_f < size_f[:, None]))
-                 - ((true_a > 0) & (true_a < size_a[:, None])))
+        any_t, all_t = self._per_ktuple_any_all(in_t, both)
+        any_f, all_f = self._per_ktuple_any_all(in_f, both)
+        delta = (self._cut_bits(_both_sides(any_t, all_t)).astype(np.int64)
+                 + self._cut_bits(_both_sides(any_f, all_f))
+                 - self._cut_bits(_both_sides(any_t | any_f, all_t & all_f)))
         first = np.searchsorted(both, self.kcode[in_t])
         rep = np.empty(len(both), dtype=np.int64)
         rep[first] = in_t  # a row of each split k-tuple
@@ -343,7 +357,8 @@ class TopDown:
             s_s = scan.sum(axis=1).astype(np.float64)
             live = np.flatnonzero(s_s)  # the queries scanning none of these rows count zero
             a_s = np.zeros((len(s_s), self.c), dtype=np.float32)
-            a_s[live] = scan[live].astype(np.float32) @ sub
+            distinct, which = _distinct_rows(scan[live])  # queries scanning the same rows: one product
+            a_s[live] = (distinct.astype(np.float32) @ sub)[which]
             n_s = sub.sum(axis=0).astype(np.int64)
             a_l, s_l, n_l = parent.A - a_s, parent.S - s_s, parent.N - n_s
             (a_t, s_t, n_t), (a_f, s_f, n_f) = ((a_s, s_s, n_s), (a_l, s_l, n_l)) if small_true \
@@ -361,19 +376,20 @@ class TopDown:
             self.scan[np.ix_(skip_not, rows_f)] = False
 
         # Other trees: subtract the delta from the caches of the leaves holding those rows. Only
-        # the queries and rows where the delta has a row are counted (the rest subtract zero).
+        # the queries and rows where the delta has a row are counted (the rest subtract zero), and
+        # the queries whose delta is the same rows once (``_distinct_rows``).
         changes = []
         for qs, rows, delta in ((skip_true, rows_t, d_true), (skip_not, rows_f, d_not)):
             if delta is None:
                 continue
             live_q, live_r = delta.any(axis=1), delta.any(axis=0)
             if live_q.any():
-                changes.append((qs[live_q], rows[live_r], delta[np.ix_(live_q, live_r)]))
+                changes.append((qs[live_q], rows[live_r], *_distinct_rows(delta[np.ix_(live_q, live_r)])))
         for t2 in range(self.k):
             if t2 == t:
                 continue
             touched: set[int] = set()
-            for qs, rows, delta in changes:
+            for qs, rows, delta, which in changes:
                 lf = self.leaf_of[t2, rows]
                 order = np.argsort(lf, kind="stable")
                 ids, starts = np.unique(lf[order], return_index=True)
@@ -387,8 +403,8 @@ class TopDown:
                     dd = delta[:, sel]
                     if not dd.any():
                         continue
-                    leaf.A[qs] -= dd.astype(np.float32) @ self.masks_t[rows[sel]]
-                    leaf.S[qs] -= dd.sum(axis=1)
+                    leaf.A[qs] -= (dd.astype(np.float32) @ self.masks_t[rows[sel]])[which]
+                    leaf.S[qs] -= dd.sum(axis=1)[which]
                     touched.add(int(leaf_id))
             for leaf_id in touched:
                 self._score(self.leaves[t2][leaf_id])
@@ -404,6 +420,31 @@ class TopDown:
             if children is not None and self._splittable(len(rows)):
                 leaf.A, leaf.S, leaf.N = children[i]
                 self._score(leaf)
+
+
+def _pack_rows(bits: np.ndarray) -> np.ndarray:
+    """rows × C bool as rows × ⌈C/64⌉ uint64 (bit c of word c // 64, little-endian)."""
+    rows, c = bits.shape
+    packed = np.zeros((rows, 8 * max(1, -(-c // 64))), dtype=np.uint8)
+    packed[:, : -(-c // 8)] = np.packbits(bits, axis=1, bitorder="little")
+    return packed.view(np.uint64)
+
+
+def _distinct_rows(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a 2-D bool array and, per row, the index of its own among them: many
+    queries scan the same rows (draws of one template, queries a split decides alike), so a
+    product over the distinct rows, spread back, equals the one over all (integer counts)."""
+    if len(m) <= 1 or m.shape[1] == 0:
+        return m[:1], np.zeros(len(m), dtype=np.int64)
+    packed = np.ascontiguousarray(np.packbits(m, axis=1))
+    keys = packed.view(np.dtype((np.void, packed.shape[1])))[:, 0]
+    _, first, which = np.unique(keys, return_index=True, return_inverse=True)
+    return m[first], which.reshape(-1)
+
+
+def _both_sides(some: np.ndarray, every: np.ndarray) -> np.ndarray:
+    """Packed bitsets of the cuts with rows on both sides: TRUE on some rows, not on all."""
+    return some & ~every
 
 
 def one_blas_thread():

@@ -316,6 +316,7 @@ def measure(spark, plain, catalog, template: int, sql: str, runs: int) -> dict:
         frame, row["dataframe_error"] = None, f"{type(e).__name__}: {str(e)[:300]}"
     if frame is not None:
         prune_rule.clear_notes(spark)
+        prune_rule.forget_answers(spark)  # the form's blocks planned anew, not the SQL run's answer reused
         df_rows = frame.collect()
         df_said = prune_rule.notes(spark)
         row.update(dataframe=True, dataframe_same_rows=same_rows(df_rows, want),

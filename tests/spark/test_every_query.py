@@ -43,6 +43,10 @@ TEMPLATES = {
            "AND l_returnflag = 'R' AND c_nationkey = n_nationkey GROUP BY c_custkey, n_name",
     "q1": "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS qty, count(*) AS n FROM {ns}.lineitem "
           "WHERE l_shipdate <= DATE '1992-06-01' GROUP BY l_returnflag, l_linestatus",
+    # EXISTS: Spark's left semi join, lineitem pruned by orders' dates through the join
+    "q4": "SELECT o_orderpriority, count(*) AS n FROM {ns}.orders WHERE o_orderdate >= DATE '1996-01-01' "
+          "AND o_orderdate < DATE '1996-04-01' AND EXISTS (SELECT * FROM {ns}.lineitem WHERE l_orderkey = o_orderkey "
+          "AND l_commitdate < l_receiptdate) GROUP BY o_orderpriority",
 }
 
 
@@ -79,6 +83,11 @@ def dataframe_api(spark, name: str):
             .join(t("nation"), F.col("c_nationkey") == F.col("n_nationkey")) \
             .groupBy("c_custkey", "n_name") \
             .agg(F.sum(F.col("l_extendedprice") * (1 - F.col("l_discount"))).alias("revenue"))
+    if name == "q4":
+        o = t("orders").where((F.col("o_orderdate") >= d("1996-01-01")) & (F.col("o_orderdate") < d("1996-04-01")))
+        return o.join(li.where(F.col("l_commitdate") < F.col("l_receiptdate")),
+                      F.col("l_orderkey") == F.col("o_orderkey"), "left_semi") \
+            .groupBy("o_orderpriority").agg(F.count("*").alias("n"))
     assert name == "q1"
     return li.where(F.col("l_shipdate") <= d("1992-06-01")).groupBy("l_returnflag", "l_linestatus") \
         .agg(F.sum("l_quantity").alias("qty"), F.count("*").alias("n"))

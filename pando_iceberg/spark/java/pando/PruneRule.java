@@ -451,9 +451,13 @@ public class PruneRule {
         }
 
         private static boolean isInner(org.apache.spark.sql.catalyst.plans.logical.Join join) {
-            // CROSS JOIN written with a condition (TPC-H's comma joins as sqlglot writes them) is an inner join
+            // CROSS JOIN written with a condition (TPC-H's comma joins as sqlglot writes them) is an inner join.
+            // A left semi join (EXISTS / IN subqueries as Spark rewrites them) gives the left rows of its
+            // inner join's pairs, and only the right rows of those pairs decide which: both sides are
+            // pruned as in the inner join (an anti join's right side decides by its absence: not so).
             return join.joinType() == org.apache.spark.sql.catalyst.plans.Inner$.MODULE$
-                || join.joinType() == org.apache.spark.sql.catalyst.plans.Cross$.MODULE$;
+                || join.joinType() == org.apache.spark.sql.catalyst.plans.Cross$.MODULE$
+                || join.joinType() == org.apache.spark.sql.catalyst.plans.LeftSemi$.MODULE$;
         }
 
         // Blocks of the plan: a filter, projection, inner join or scan starts one; what is none of

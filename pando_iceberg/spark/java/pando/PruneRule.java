@@ -178,7 +178,12 @@ public class PruneRule {
                 (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) node;
             long t0 = System.nanoTime();
             applied.incrementAndGet();
-            if (ASKING.get() > 0 || plan.isStreaming() || !worthAsking(plan)) {
+            // A correlated subquery optimized on its own (Spark's OptimizeSubqueries, before it rewrites
+            // EXISTS / IN / correlated scalars into joins): left alone, so that its scans are planned
+            // in the join they become, with the outer query's filters (TPC-H Q4's EXISTS).
+            boolean correlated = plan instanceof org.apache.spark.sql.catalyst.plans.logical.Subquery
+                && ((org.apache.spark.sql.catalyst.plans.logical.Subquery) plan).correlated();
+            if (correlated || ASKING.get() > 0 || plan.isStreaming() || !worthAsking(plan)) {
                 ruleNanos.addAndGet(System.nanoTime() - t0);
                 return plan;
             }

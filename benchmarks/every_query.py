@@ -277,6 +277,11 @@ def write(a, seen: dict, prepare_s: float, ns: str, load_before: float, rows_out
         "dataframe_templates": sorted({r["template"] for r in with_df}),
         "dataframe_same_rows": sum(r["dataframe_same_rows"] for r in with_df),
         "dataframe_same_files": sum(r["dataframe_same_files"] for r in with_df),
+        "rule_first_asked": sum(r["rule_first"].get("asked", 0) for r in ok),
+        "rule_first_ask_ms": sum(r["rule_first"].get("ask_ms", 0) for r in ok),
+        "rule_warm_asked": sum(r["rule_warm"].get("asked", 0) for r in ok),
+        "rule_warm_reused": sum(r["rule_warm"].get("reused", 0) for r in ok),
+        "rule_warm_ms": sum(r["rule_warm"].get("rule_ms", 0) for r in ok),
         "load_before": load_before, "load_after": load_after,
     }
     summary["complete"] = final and len(rows_out) == sum(seen.values())
@@ -297,10 +302,12 @@ def measure(spark, plain, catalog, template: int, sql: str, runs: int) -> dict:
         kept = {t: (e.pando_files, e.total_files) for t, e in df.pando.explains.items()
                 if e.pando_files < e.iceberg_files}
     prune_rule.clear_notes(spark)
+    prune_rule.stats(spark, clear=True)
     got = spark.sql(sql).collect()
+    first = prune_rule.stats(spark, clear=True)
     said = prune_rule.notes(spark)
     want = plain.sql(sql).collect()
-    row = {"template": template, "sql": sql, "kept": kept, "rule_notes": said,
+    row = {"template": template, "sql": sql, "kept": kept, "rule_notes": said, "rule_first": first,
            "same_rows": same_rows(got, want), "same_files": rule_reads(said) == kept}
     remember_columns(spark, sql)
     try:
@@ -309,6 +316,7 @@ def measure(spark, plain, catalog, template: int, sql: str, runs: int) -> dict:
         frame, row["dataframe_error"] = None, f"{type(e).__name__}: {str(e)[:300]}"
     if frame is not None:
         prune_rule.clear_notes(spark)
+        prune_rule.forget_answers(spark)  # the form's blocks planned anew, not the SQL run's answer reused
         df_rows = frame.collect()
         df_said = prune_rule.notes(spark)
         row.update(dataframe=True, dataframe_same_rows=same_rows(df_rows, want),
@@ -316,18 +324,23 @@ def measure(spark, plain, catalog, template: int, sql: str, runs: int) -> dict:
     else:
         row["dataframe"] = False
     times: dict[str, list[float]] = {"enabled": [], "plain": []}
+    prune_rule.stats(spark, clear=True)
     for _ in range(runs):  # warm: each session ran the query above
         for name, session in (("enabled", spark), ("plain", plain)):
             t1 = time.perf_counter()
             session.sql(sql).collect()
             times[name].append(time.perf_counter() - t1)
     row.update(enabled_s=statistics.median(times["enabled"]), plain_s=statistics.median(times["plain"]),
-               enabled_runs=times["enabled"], plain_runs=times["plain"])
+               enabled_runs=times["enabled"], plain_runs=times["plain"], rule_warm=prune_rule.stats(spark, clear=True))
     df_ok = "-" if not row["dataframe"] else \
         "=" if row["dataframe_same_rows"] and row["dataframe_same_files"] else "DIFFER"
+    first, warm = row["rule_first"], row["rule_warm"]
     print(f"T{template}: enabled {row['enabled_s']:.3f}s plain {row['plain_s']:.3f}s "
           f"rows {'=' if row['same_rows'] else 'DIFFER'} files {'=' if row['same_files'] else 'DIFFER'} "
-          f"df {df_ok} {kept} load {os.getloadavg()[0]:.1f}", flush=True)
+          f"df {df_ok} {kept} rule: first asked {first.get('asked', 0):.0f} in {first.get('ask_ms', 0):.0f} ms, "
+          f"warm asked {warm.get('asked', 0):.0f} reused {warm.get('reused', 0):.0f} "
+          f"in {warm.get('rule_ms', 0):.0f} ms "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
     return row
 
 

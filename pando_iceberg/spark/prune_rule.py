@@ -13,6 +13,14 @@ reads its tasks and removes the set: nothing stays staged after the optimizer, s
 no lifetime to manage. Anything that goes wrong leaves the scan (or the plan) Spark's own, with a
 note (:func:`notes`).
 
+The rule keeps the last answers (``PruneRule.ANSWERS_KEPT``) with the tasks of the sets they
+staged, by everything an answer depends on: the request (blocks, tables, the snapshots Spark's
+scans read), each table's metadata file (a new one with every commit, a property set included) and
+the session's SQL settings and current catalog. The same blocks optimized again (a query or
+DataFrame run again, ``explain`` then ``collect``) are answered in the JVM by staging the same
+tasks again, without a call to Python; an answer made while anything failed is not kept
+(:func:`answer` marks the ones it may keep). :func:`stats` says where the rule's time went.
+
 Why an optimizer rule and not interception of DataFrame actions in Python: the rule sees every
 plan Spark runs (``spark.sql``, the DataFrame API, temporary views, CTEs, subqueries optimized on
 their own, ``df.explain()``, and actions pyspark does not wrap) after Spark's own optimizations,
@@ -36,7 +44,6 @@ from .jvm_classes import helper, jclass
 
 log = logging.getLogger("pando_iceberg.spark")
 
-NOTES_KEPT = 50  # the notes of the last plans the rule touched, per session
 _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?\Z")
 
 
@@ -72,16 +79,14 @@ class ScanPlanner:
 
     def __init__(self, spark) -> None:
         self.spark = spark
-        self.notes: deque[str] = deque(maxlen=NOTES_KEPT)
 
     def apply(self, request: str) -> str:
         try:
-            return answer(self.spark, request, self.notes)
-        except Exception as e:  # never a failed query: Spark's own plan
+            return answer(self.spark, request)
+        except Exception as e:  # never a failed query: Spark's own plan (and an answer the rule does not keep)
             note = f"Spark's own plan: {type(e).__name__}: {e}"
             log.warning("pando: %s", note)
-            self.notes.append(note)
-            return ""
+            return "N\t" + note.replace("\n", " ").replace("\t", " ")
 
     class Java:
         implements: ClassVar[list[str]] = ["java.util.function.Function"]
@@ -90,12 +95,16 @@ class ScanPlanner:
 @settings.of_session
 def answer(spark, request: str, notes: deque[str] | None = None) -> str:
     """The rule's answer: ``S\\t<alias>\\t<task set id>`` per scan to replace (an empty id: its
-    table keeps no file), ``N\\t<note>`` per note."""
+    table keeps no file), ``N\\t<note>`` per note, and ``K`` when nothing failed or raced (every
+    block planned, every planned snapshot the one Spark's scan reads): the rule may then reuse the
+    answer for the same request, tables' metadata and settings (``notes``: the notes are also
+    added there)."""
     from . import session_config
     from .pruned import plan_query, prunes_beyond_iceberg
 
     out: list[str] = []
     said: list[str] = []
+    stable = True  # nothing failed or raced: the answer is the same for the same request and state
     if vars(spark).get("_pando_busy"):  # Pando's own statements (procedures, the SQL path) are Spark's
         return ""
     _, catalog = session_config(spark)
@@ -108,14 +117,17 @@ def answer(spark, request: str, notes: deque[str] | None = None) -> str:
             qp = plan_query(spark, catalog, sql, tree=block_tree(sql))
         except Exception as e:
             said.append(f"not planned ({type(e).__name__}: {e}): Spark's own scans")
+            stable = False
             continue
         if qp.unplanned:
             said.append(qp.unplanned)
+            stable = False
         for leaf in ours:
             plan = qp.plans.get(leaf.table)
             if plan is None:
                 if leaf.table in qp.skipped:
                     said.append(f"{leaf.table}: {qp.skipped[leaf.table]}")
+                    stable = False
                 continue
             if not prunes_beyond_iceberg(plan):
                 continue  # Spark's own scan plans the same files
@@ -125,6 +137,7 @@ def answer(spark, request: str, notes: deque[str] | None = None) -> str:
             if plan.snapshot_id != leaf.snapshot:
                 said.append(f"{leaf.table}: planned snapshot {plan.snapshot_id}, Spark's scan reads "
                             f"{leaf.snapshot}: Spark's own scan")
+                stable = False
                 continue
             set_id = stage(spark, qp.tables[leaf.table], leaf.table, plan)
             ex = plan.explain
@@ -133,6 +146,8 @@ def answer(spark, request: str, notes: deque[str] | None = None) -> str:
     if notes is not None:
         notes.extend(said)
     out += ["N\t" + n.replace("\n", " ").replace("\t", " ") for n in said]
+    if stable:
+        out.append("K")
     return "\n".join(out)
 
 
@@ -248,16 +263,41 @@ def uninstall(spark) -> None:
 
 def notes(spark) -> list[str]:
     """The notes of the last plans the session's rule planned (what it read, what it left to Spark
-    and why), oldest first."""
+    and why; a reused answer's notes again), oldest first (the last ``PruneRule.NOTES_KEPT``)."""
     got = vars(spark).get("_pando_rule")
-    return [] if got is None else list(got[1].notes)
+    return [] if got is None else [n for n in str(got[0].notes()).split("\n") if n]
 
 
 def clear_notes(spark) -> None:
     """Forget the notes :func:`notes` gives."""
     got = vars(spark).get("_pando_rule")
     if got is not None:
-        got[1].notes.clear()
+        got[0].clearNotes()
+
+
+STATS = ("applied", "considered", "asked", "reused", "rule_ms", "ask_ms")
+
+
+def stats(spark, *, clear: bool = False) -> dict[str, float]:
+    """Where the session's rule spent its time since it was installed (or last cleared): plans
+    ``applied`` to, plans ``considered`` (a scan of a laid-out table in them), Python ``asked``,
+    answers ``reused`` without asking, milliseconds in the rule (``rule_ms``, the asking included)
+    and waiting for Python's answers (``ask_ms``). Empty without a rule; ``clear``: start again."""
+    got = vars(spark).get("_pando_rule")
+    if got is None:
+        return {}
+    words = str(got[0].stats()).split()
+    out = {k: float(v) for k, v in zip(words[::2], words[1::2])}
+    if clear:
+        got[0].clearStats()
+    return out
+
+
+def forget_answers(spark) -> None:
+    """Drop the answers the session's rule keeps (the next plans ask Python again)."""
+    got = vars(spark).get("_pando_rule")
+    if got is not None:
+        got[0].forgetAnswers()
 
 
 def replaced_scans(spark) -> int:
@@ -266,5 +306,5 @@ def replaced_scans(spark) -> int:
     return 0 if got is None else int(got[0].replacedScans())
 
 
-__all__ = ["Leaf", "ScanPlanner", "answer", "block_tree", "clear_notes", "install", "notes", "parse_request",
-           "replaced_scans", "stage", "uninstall", "version_refusal"]
+__all__ = ["STATS", "Leaf", "ScanPlanner", "answer", "block_tree", "clear_notes", "forget_answers", "install", "notes",
+           "parse_request", "replaced_scans", "stage", "stats", "uninstall", "version_refusal"]

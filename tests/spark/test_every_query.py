@@ -43,6 +43,10 @@ TEMPLATES = {
            "AND l_returnflag = 'R' AND c_nationkey = n_nationkey GROUP BY c_custkey, n_name",
     "q1": "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS qty, count(*) AS n FROM {ns}.lineitem "
           "WHERE l_shipdate <= DATE '1992-06-01' GROUP BY l_returnflag, l_linestatus",
+    # EXISTS: Spark's left semi join, lineitem pruned by orders' dates through the join
+    "q4": "SELECT o_orderpriority, count(*) AS n FROM {ns}.orders WHERE o_orderdate >= DATE '1996-01-01' "
+          "AND o_orderdate < DATE '1996-04-01' AND EXISTS (SELECT * FROM {ns}.lineitem WHERE l_orderkey = o_orderkey "
+          "AND l_commitdate < l_receiptdate) GROUP BY o_orderpriority",
 }
 
 
@@ -79,6 +83,11 @@ def dataframe_api(spark, name: str):
             .join(t("nation"), F.col("c_nationkey") == F.col("n_nationkey")) \
             .groupBy("c_custkey", "n_name") \
             .agg(F.sum(F.col("l_extendedprice") * (1 - F.col("l_discount"))).alias("revenue"))
+    if name == "q4":
+        o = t("orders").where((F.col("o_orderdate") >= d("1996-01-01")) & (F.col("o_orderdate") < d("1996-04-01")))
+        return o.join(li.where(F.col("l_commitdate") < F.col("l_receiptdate")),
+                      F.col("l_orderkey") == F.col("o_orderkey"), "left_semi") \
+            .groupBy("o_orderpriority").agg(F.count("*").alias("n"))
     assert name == "q1"
     return li.where(F.col("l_shipdate") <= d("1992-06-01")).groupBy("l_returnflag", "l_linestatus") \
         .agg(F.sum("l_quantity").alias("qty"), F.count("*").alias("n"))
@@ -207,3 +216,59 @@ def test_the_rule_s_request_and_spark_s_literals():
     assert tree.sql(dialect="spark") == (
         "SELECT 1 FROM t AS __p0 WHERE __p0.q < CAST(24.00 AS DECIMAL(4, 2)) AND __p0.d >= CAST(0.05 AS DOUBLE) "
         "AND __p0.k = CAST(5 AS BIGINT) AND __p0.s = CAST('NaN' AS DOUBLE) AND __p0.f = CAST(1.5 AS FLOAT)")
+
+
+def test_a_reused_answer_never_outlives_a_commit_a_property_or_a_setting(spark, catalog, laid_out):
+    """The rule answers the same blocks again from the JVM (no call to Python), with the same rows;
+    rows appended, a table property set, or a session setting changed make it ask Python again,
+    and the rows are the new table's."""
+    sql = (f"SELECT count(*) AS n, sum(l_quantity) AS q FROM {NS}.lineitem WHERE l_shipdate >= DATE '1994-01-01' "
+           "AND l_shipdate < DATE '1995-01-01' AND l_quantity < 24")
+    expected = rows(spark.newSession().sql(sql))
+    prune_rule.forget_answers(spark)
+    prune_rule.stats(spark, clear=True)
+    prune_rule.clear_notes(spark)
+    assert rows(spark.sql(sql)) == expected
+    first = prune_rule.stats(spark, clear=True)
+    read = [n for n in prune_rule.notes(spark) if n.startswith(f"{NS}.lineitem: read ")]
+    assert first["asked"] == 1 and first["reused"] == 0, first
+    assert read, prune_rule.notes(spark)  # lineitem pruned beyond Iceberg: a staged scan to reuse
+    for _ in range(2):
+        assert rows(spark.sql(sql)) == expected
+    again = prune_rule.stats(spark, clear=True)
+    assert again["asked"] == 0 and again["reused"] == 2, again
+    assert prune_rule.notes(spark)[-1] == read[0]  # a reused answer says what it reads again
+
+    # rows matching the query appended (a new snapshot): a kept answer would miss their file
+    spark.sql(f"INSERT INTO {NS}.lineitem SELECT * FROM {NS}.lineitem WHERE l_shipdate >= DATE '1994-01-01' "
+              "AND l_shipdate < DATE '1995-01-01' AND l_quantity < 24 ORDER BY l_orderkey, l_linenumber LIMIT 7")
+    prune_rule.stats(spark, clear=True)
+    grown = rows(spark.sql(sql))
+    assert grown == rows(spark.newSession().sql(sql))
+    assert grown[0][0] == expected[0][0] + 7, (grown, expected)
+    after_commit = prune_rule.stats(spark, clear=True)
+    assert after_commit["asked"] == 1 and after_commit["reused"] == 0, after_commit
+
+    # a property set (a new metadata file, the same snapshot): asked again
+    spark.sql(f"ALTER TABLE {NS}.lineitem SET TBLPROPERTIES ('everyq.touched' = 'yes')")
+    assert rows(spark.sql(sql)) == grown
+    assert prune_rule.stats(spark, clear=True)["asked"] == 1
+
+    # a session setting changed: asked again; set back: the answer planned under it is reused
+    spark.conf.set("spark.sql.pando.taskCache.maxFiles", "0")
+    try:
+        assert rows(spark.sql(sql)) == grown
+        assert prune_rule.stats(spark, clear=True)["asked"] == 1
+    finally:
+        spark.conf.unset("spark.sql.pando.taskCache.maxFiles")
+    assert rows(spark.sql(sql)) == grown
+    back = prune_rule.stats(spark, clear=True)
+    assert back["asked"] == 0 and back["reused"] == 1, back
+
+    # an answer made while Spark's scan reads another snapshot than the one planned is not kept
+    request = (f"B\tSELECT 1 FROM `{catalog.name}`.`{NS}`.`lineitem` AS __p0 "
+               "WHERE __p0.l_shipdate >= DATE '1994-01-01' AND __p0.l_shipdate < DATE '1995-01-01' "
+               "AND __p0.l_quantity < 24\n"
+               f"L\t__p0\t{catalog.name}\t{NS}.lineitem\t1\n")
+    raced = prune_rule.answer(spark, request).split("\n")
+    assert "K" not in raced and any("Spark's scan reads 1" in line for line in raced), raced

@@ -28,7 +28,7 @@ public class PruneRule {
     // The session's extra optimizer rules with a new Optimizer asking planner (a py4j proxy of a
     // java.util.function.Function) in place of any it had; the rule.
     public static Object install(Object session, Object planner, String marker) {
-        Optimizer rule = new Optimizer(planner, marker);
+        Optimizer rule = new Optimizer(session, planner, marker);
         replaceRules((org.apache.spark.sql.SparkSession) session, rule);
         return rule;
     }
@@ -60,8 +60,40 @@ public class PruneRule {
 
         private final java.util.function.Function planner;  // request (String) -> answer (String)
         private final String marker;  // the table property of a laid-out table
+        private final org.apache.spark.sql.SparkSession session;  // the session whose optimizer runs the rule
         private volatile String lastNote = "";
         private final java.util.concurrent.atomic.AtomicLong replaced = new java.util.concurrent.atomic.AtomicLong();
+        // Where the rule's time goes: plans seen, plans worth asking about, calls to Python, answers
+        // reused, and nanoseconds in the rule (all of it) and waiting for Python's answers.
+        private final java.util.concurrent.atomic.AtomicLong applied = new java.util.concurrent.atomic.AtomicLong();
+        private final java.util.concurrent.atomic.AtomicLong considered = new java.util.concurrent.atomic.AtomicLong();
+        private final java.util.concurrent.atomic.AtomicLong asked = new java.util.concurrent.atomic.AtomicLong();
+        private final java.util.concurrent.atomic.AtomicLong reused = new java.util.concurrent.atomic.AtomicLong();
+        private final java.util.concurrent.atomic.AtomicLong ruleNanos = new java.util.concurrent.atomic.AtomicLong();
+        private final java.util.concurrent.atomic.AtomicLong askNanos = new java.util.concurrent.atomic.AtomicLong();
+        // The notes of the last plans asked about (Python's, and the rule's own), oldest first.
+        private final java.util.ArrayDeque notes = new java.util.ArrayDeque();
+        static final int NOTES_KEPT = 50;
+        // Python's answers by what they depend on (the request: blocks, tables, snapshots; each table's
+        // metadata file; the session's settings and current catalog), each with the tasks of the sets
+        // it staged: the same blocks optimized again (a DataFrame run twice, explain then collect, a
+        // query repeated) are answered without asking Python, by staging the same tasks again. A new
+        // snapshot, a property set on a table, or a setting changed makes a new key.
+        static final int ANSWERS_KEPT = 64;
+        private final java.util.LinkedHashMap answers = new java.util.LinkedHashMap(16, 0.75f, true) {
+            protected boolean removeEldestEntry(java.util.Map.Entry eldest) {
+                return size() > ANSWERS_KEPT;
+            }
+        };
+
+        static class Answer {
+            final String[] lines;  // Python's answer, its set ids without their unique tail
+            final java.util.Map tasks = new java.util.HashMap();  // alias -> the tasks of its staged set
+
+            Answer(String[] lines) {
+                this.lines = lines;
+            }
+        }
 
         // What the rule said of the last plan it asked about ('' when it replaced what Python staged).
         public String lastNote() {
@@ -73,7 +105,63 @@ public class PruneRule {
             return replaced.get();
         }
 
-        public Optimizer(Object planner, String marker) {
+        // The notes of the last plans asked about, one a line, oldest first.
+        public String notes() {
+            synchronized (notes) {
+                StringBuilder out = new StringBuilder();
+                for (java.util.Iterator it = notes.iterator(); it.hasNext();) {
+                    out.append((String) it.next()).append('\n');
+                }
+                return out.toString();
+            }
+        }
+
+        public void clearNotes() {
+            synchronized (notes) {
+                notes.clear();
+            }
+        }
+
+        private void note(String text) {
+            synchronized (notes) {
+                notes.addLast(text);
+                while (notes.size() > NOTES_KEPT) {
+                    notes.removeFirst();
+                }
+            }
+        }
+
+        // "applied <n> considered <n> asked <n> reused <n> rule_ms <ms> ask_ms <ms>" (since install or the
+        // last clearStats).
+        public String stats() {
+            return "applied " + applied.get() + " considered " + considered.get() + " asked " + asked.get()
+                + " reused " + reused.get() + " rule_ms " + (ruleNanos.get() / 1.0e6) + " ask_ms " + (askNanos.get() / 1.0e6);
+        }
+
+        public void clearStats() {
+            applied.set(0);
+            considered.set(0);
+            asked.set(0);
+            reused.set(0);
+            ruleNanos.set(0);
+            askNanos.set(0);
+        }
+
+        // How many answers are kept for reuse; forgetting them (the next plans ask Python again).
+        public int answersKept() {
+            synchronized (answers) {
+                return answers.size();
+            }
+        }
+
+        public void forgetAnswers() {
+            synchronized (answers) {
+                answers.clear();
+            }
+        }
+
+        public Optimizer(Object session, Object planner, String marker) {
+            this.session = (org.apache.spark.sql.SparkSession) session;
             this.planner = (java.util.function.Function) planner;
             this.marker = marker;
         }
@@ -88,15 +176,25 @@ public class PruneRule {
         public org.apache.spark.sql.catalyst.trees.TreeNode apply(org.apache.spark.sql.catalyst.trees.TreeNode node) {
             org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan =
                 (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) node;
-            if (ASKING.get() > 0 || plan.isStreaming() || !worthAsking(plan)) {
+            long t0 = System.nanoTime();
+            applied.incrementAndGet();
+            // A correlated subquery optimized on its own (Spark's OptimizeSubqueries, before it rewrites
+            // EXISTS / IN / correlated scalars into joins): left alone, so that its scans are planned
+            // in the join they become, with the outer query's filters (TPC-H Q4's EXISTS).
+            boolean correlated = plan instanceof org.apache.spark.sql.catalyst.plans.logical.Subquery
+                && ((org.apache.spark.sql.catalyst.plans.logical.Subquery) plan).correlated();
+            if (correlated || ASKING.get() > 0 || plan.isStreaming() || !worthAsking(plan)) {
+                ruleNanos.addAndGet(System.nanoTime() - t0);
                 return plan;
             }
+            considered.incrementAndGet();
             java.util.List sets = new java.util.ArrayList();  // {Table, set id} staged by Python
             org.apache.spark.sql.catalyst.plans.logical.LogicalPlan out = plan;
             try {
                 out = swapped(plan, sets);
             } catch (Throwable t) {
                 lastNote = "Spark's own plan: " + t;
+                note(lastNote.replace('\n', ' '));
                 out = plan;
             }
             // (no finally: Janino's stack maps of a finally around returns fail verification)
@@ -109,6 +207,7 @@ public class PruneRule {
                     lastNote = lastNote + " (a staged set was not removed: " + ignored + ")";
                 }
             }
+            ruleNanos.addAndGet(System.nanoTime() - t0);
             return out;
         }
 
@@ -121,53 +220,98 @@ public class PruneRule {
             java.util.IdentityHashMap names = new java.util.IdentityHashMap();  // scan -> alias
             java.util.IdentityHashMap seen = new java.util.IdentityHashMap();  // scan -> times in the plan
             StringBuilder request = new StringBuilder();
+            StringBuilder state = new StringBuilder();  // what the answer depends on beyond the request
             for (int b = 0; b < blocks.size(); b++) {
                 Block block = (Block) blocks.get(b);
                 if (!block.laidOut) {
                     continue;
                 }
-                render(block, names, request);
+                render(block, names, request, state);
             }
             if (request.length() == 0) {
                 return plan;
             }
             countScans(plan, seen);
-            String answer = null;
-            Throwable failed = null;
-            ASKING.incrementAndGet();
-            try {
-                answer = (String) planner.apply(request.toString());
-            } catch (Throwable t) {
-                failed = t;
-            }
-            ASKING.decrementAndGet();
-            if (failed != null) {
-                throw new IllegalStateException("the planner failed", failed);
-            }
-            if (answer == null || answer.length() == 0) {
-                return plan;
-            }
-            final java.util.IdentityHashMap swaps = new java.util.IdentityHashMap();
             java.util.Map byAlias = new java.util.HashMap();
             for (java.util.Iterator it = names.entrySet().iterator(); it.hasNext();) {
                 java.util.Map.Entry e = (java.util.Map.Entry) it.next();
                 byAlias.put(e.getValue(), e.getKey());
             }
+            String key = request.toString() + "\u0000" + state + "\u0000" + settingsKey();
+            Answer kept;
+            synchronized (answers) {
+                kept = (Answer) answers.get(key);
+            }
+            String answer = null;
+            boolean fresh = kept == null;
+            if (kept != null) {
+                reused.incrementAndGet();
+                answer = restaged(kept, byAlias, sets);
+            } else {
+                Throwable failed = null;
+                asked.incrementAndGet();
+                long t0 = System.nanoTime();
+                ASKING.incrementAndGet();
+                try {
+                    answer = (String) planner.apply(request.toString());
+                } catch (Throwable t) {
+                    failed = t;
+                }
+                ASKING.decrementAndGet();
+                askNanos.addAndGet(System.nanoTime() - t0);
+                if (failed != null) {
+                    throw new IllegalStateException("the planner failed", failed);
+                }
+            }
+            if (answer == null || answer.length() == 0) {
+                return plan;
+            }
             String[] lines = answer.split("\n");
+            boolean keep = fresh;
             for (int i = 0; i < lines.length; i++) {  // every set Python staged is removed, whatever happens next
                 String[] f = lines[i].split("\t", -1);
                 Object scan = f.length == 3 && f[0].equals("S") ? byAlias.get(f[1]) : null;
-                if (scan != null && f[2].length() > 0) {
+                if (scan != null && f[2].length() > 0 && fresh) {
                     sets.add(new Object[] {((org.apache.iceberg.spark.source.SparkTable)
                         ((org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) scan).relation().table())
                         .table(), f[2]});
                 }
             }
-            StringBuilder notes = new StringBuilder();
+            // A fresh answer Python marks reusable ("K") is kept with its sets' tasks
+            boolean reusable = false;
+            for (int i = 0; i < lines.length; i++) {
+                reusable |= lines[i].equals("K");
+            }
+            if (fresh && reusable) {
+                Answer made = new Answer(lines);
+                for (int i = 0; i < lines.length; i++) {
+                    String[] f = lines[i].split("\t", -1);
+                    if (f.length != 3 || !f[0].equals("S") || f[2].length() == 0) {
+                        continue;
+                    }
+                    Object scan = byAlias.get(f[1]);
+                    if (scan == null || f[2].length() <= UNIQUE_TAIL) {
+                        made = null;
+                        break;
+                    }
+                    org.apache.iceberg.Table table = ((org.apache.iceberg.spark.source.SparkTable)
+                        ((org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) scan).relation().table()).table();
+                    made.tasks.put(f[1], new java.util.ArrayList(
+                        org.apache.iceberg.spark.ScanTaskSetManager.get().fetchTasks(table, f[2])));
+                }
+                if (made != null) {
+                    synchronized (answers) {
+                        answers.put(key, made);
+                    }
+                }
+            }
+            final java.util.IdentityHashMap swaps = new java.util.IdentityHashMap();
+            StringBuilder said = new StringBuilder();
             for (int i = 0; i < lines.length; i++) {
                 String[] f = lines[i].split("\t", -1);
                 if (f.length == 2 && f[0].equals("N")) {
-                    notes.append(f[1]).append('\n');
+                    said.append(f[1]).append('\n');
+                    note(f[1]);
                     continue;
                 }
                 if (f.length != 3 || !f[0].equals("S")) {
@@ -181,12 +325,13 @@ public class PruneRule {
                 org.apache.iceberg.spark.source.SparkTable table =
                     (org.apache.iceberg.spark.source.SparkTable) scan.relation().table();
                 if (((Integer) seen.get(scan)).intValue() != 1) {
-                    notes.append(f[1]).append(": the same scan twice in the plan: Spark's own scan\n");
+                    said.append(f[1]).append(": the same scan twice in the plan: Spark's own scan\n");
+                    note(f[1] + ": the same scan twice in the plan: Spark's own scan");
                     continue;
                 }
                 swaps.put(scan, f[2].length() == 0 ? emptyOf(scan) : stagedOf(scan, table, f[2]));
             }
-            lastNote = notes.toString();
+            lastNote = said.toString();
             if (swaps.isEmpty()) {
                 return plan;
             }
@@ -203,6 +348,42 @@ public class PruneRule {
                     });
             replaced.addAndGet(swaps.size());
             return out;
+        }
+
+        static final int UNIQUE_TAIL = 12;  // the random tail of a set id Python stages (prune_rule.stage)
+
+        // A kept answer with its sets staged again (same tasks, new ids, added to sets for removal).
+        private static String restaged(Answer kept, java.util.Map byAlias, java.util.List sets) {
+            StringBuilder out = new StringBuilder();
+            org.apache.iceberg.spark.ScanTaskSetManager manager = org.apache.iceberg.spark.ScanTaskSetManager.get();
+            for (int i = 0; i < kept.lines.length; i++) {
+                String line = kept.lines[i];
+                String[] f = line.split("\t", -1);
+                if (f.length == 3 && f[0].equals("S") && f[2].length() > 0) {
+                    Object scan = byAlias.get(f[1]);
+                    java.util.List tasks = (java.util.List) kept.tasks.get(f[1]);
+                    if (scan == null || tasks == null) {
+                        continue;  // not swapped: Spark's own scan
+                    }
+                    org.apache.iceberg.Table table = ((org.apache.iceberg.spark.source.SparkTable)
+                        ((org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) scan).relation().table()).table();
+                    String id = f[2].substring(0, f[2].length() - UNIQUE_TAIL)
+                        + java.util.UUID.randomUUID().toString().replace("-", "").substring(0, UNIQUE_TAIL);
+                    manager.stageTasks(table, id, tasks);
+                    sets.add(new Object[] {table, id});
+                    line = "S\t" + f[1] + "\t" + id;
+                }
+                out.append(line).append('\n');
+            }
+            return out.toString();
+        }
+
+        // The session's settings (every SQL setting set, sorted) and current catalog: an answer is
+        // reused only under the settings it was planned with (ANSI mode, time zone, Pando's own).
+        private String settingsKey() {
+            java.util.Map confs = new java.util.TreeMap(
+                scala.collection.JavaConverters.mapAsJavaMap(session.sessionState().conf().getAllConfs()));
+            return session.sessionState().catalogManager().currentCatalog().name() + "\u0001" + confs;
         }
 
         // Is there a scan of a laid-out table in the plan (not in its subqueries: they are optimized
@@ -275,9 +456,13 @@ public class PruneRule {
         }
 
         private static boolean isInner(org.apache.spark.sql.catalyst.plans.logical.Join join) {
-            // CROSS JOIN written with a condition (TPC-H's comma joins as sqlglot writes them) is an inner join
+            // CROSS JOIN written with a condition (TPC-H's comma joins as sqlglot writes them) is an inner join.
+            // A left semi join (EXISTS / IN subqueries as Spark rewrites them) gives the left rows of its
+            // inner join's pairs, and only the right rows of those pairs decide which: both sides are
+            // pruned as in the inner join (an anti join's right side decides by its absence: not so).
             return join.joinType() == org.apache.spark.sql.catalyst.plans.Inner$.MODULE$
-                || join.joinType() == org.apache.spark.sql.catalyst.plans.Cross$.MODULE$;
+                || join.joinType() == org.apache.spark.sql.catalyst.plans.Cross$.MODULE$
+                || join.joinType() == org.apache.spark.sql.catalyst.plans.LeftSemi$.MODULE$;
         }
 
         // Blocks of the plan: a filter, projection, inner join or scan starts one; what is none of
@@ -358,7 +543,7 @@ public class PruneRule {
 
         // One block as lines of the request: "B\t<sql>", then "L\t<alias>\t<catalog>\t<db>.<table>\t<snapshot id>"
         // per scan (a scan under a dynamic-pruning filter is in the SQL but marked "X": not replaced).
-        private void render(Block block, java.util.IdentityHashMap names, StringBuilder out) {
+        private void render(Block block, java.util.IdentityHashMap names, StringBuilder out, StringBuilder state) {
             final java.util.Map qualifiers = new java.util.HashMap();  // ExprId -> alias
             StringBuilder from = new StringBuilder();
             java.util.List leafLines = new java.util.ArrayList();
@@ -380,6 +565,9 @@ public class PruneRule {
                     .append(quote(ident.namespace()[0])).append('.').append(quote(ident.name())).append(" AS ").append(alias);
                 leafLines.add(new String[] {alias, catalog, ident.namespace()[0] + "." + ident.name(),
                     snapshot == null ? "" : String.valueOf(snapshot.snapshotId())});
+                // its metadata file: a new one with every commit, properties (the layout pointer) included
+                state.append(alias).append('\t')
+                    .append(((org.apache.iceberg.BaseTable) table).operations().current().metadataFileLocation()).append('\n');
             }
             StringBuilder where = new StringBuilder();
             for (int i = 0; i < block.conditions.size(); i++) {

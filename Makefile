@@ -1,5 +1,5 @@
 # The two README commands. Both run the idempotent bootstrap first (a fast no-op once done).
-.PHONY: bootstrap demo docs lint test test-fast
+.PHONY: bootstrap demo docs lint test test-fast test-long
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -17,9 +17,14 @@ lint: bootstrap
 		tests/test_packaging.py tests/test_docs_links.py scripts/mkdocs_hooks.py
 	.venv/bin/mypy pando_iceberg
 
-# The whole test suite: real Spark, real Iceberg catalogs and commits.
+# The test suite: real Spark, real Iceberg catalogs and commits. Tests marked slow (a
+# two-executor cluster, the Docker build, the bench's scaling, resume and TPC-DS profiles) are
+# the long profile: `make test-long`, run by hand.
 test: bootstrap lint
-	.venv/bin/python -m pytest -q --durations=30
+	.venv/bin/python -m pytest -q -m "not slow" --durations=30
+
+test-long: bootstrap
+	.venv/bin/python -m pytest -q -m slow --durations=30
 
 # Pure-Python suites only (no JVM): a quick loop while editing.
 test-fast: bootstrap

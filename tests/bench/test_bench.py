@@ -179,6 +179,7 @@ def test_bench_leaves_a_table_no_train_query_reads_as_copied(spark, catalog, lak
     assert catalog.load_table("tpch_pando_k1.lineitem").properties.get("pando.layout-id")
 
 
+@pytest.mark.slow
 def test_scaling_mode_normalizes_by_sort_on_fixed_test_queries(spark, catalog, lakehouse_cfg, tpch, tmp_path):
     """Fig. 11's mode at tiny scale: one point per training size, each normalized by the sort
     layout on the same held-out queries, results checked against arrival order."""
@@ -223,6 +224,7 @@ def test_checkpoint_keeps_layouts_and_queries_and_refuses_other_options(tmp_path
     assert again.layout("sort") is None and again.queries(opts.layouts) == {}
 
 
+@pytest.mark.slow
 def test_bench_resume_reuses_finished_layouts_and_queries(spark, catalog, lakehouse_cfg, tpch, tmp_path):
     from dataclasses import replace
 

@@ -58,6 +58,7 @@ def test_tpch_in_date_order(spark, catalog, tpch):
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_tpcds_sales_in_date_order(spark, catalog):
     with pytest.raises(tpcds.TpcdsError, match="accepted: generated, date"):
         tpcds.load_tpcds(spark, catalog, 0.01, namespace="tpcds_by_date", load_order="arrival")

@@ -132,6 +132,7 @@ def test_substituter_draws_different_literals_and_queries_that_parse():
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_bench_tpcds_held_out_and_in_sample_give_no_mismatch(spark, catalog, lakehouse_cfg, tpcds_loaded, tmp_path):
     from pando_iceberg.bench.harness import BenchError, BenchOptions, run_bench
 

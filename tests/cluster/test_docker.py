@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,6 +47,7 @@ def test_compose_check_catches_miswiring(tmp_path):
         assert any(expected in p for p in problems), (expected, problems)
 
 
+@pytest.mark.slow
 def test_dockerfile_build_steps_run_on_this_host():
     out = subprocess.run(["bash", str(DOCKER / "validate.sh")], cwd=str(REPO), capture_output=True, text=True,
                          timeout=1200, env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(Path.home()),

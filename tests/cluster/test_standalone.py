@@ -21,7 +21,7 @@ import pytest
 
 from _services import SparkStandalone
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a two-executor cluster: the long profile
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).with_name("cluster_job.py")

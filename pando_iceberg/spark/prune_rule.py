@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -93,12 +92,11 @@ class ScanPlanner:
 
 
 @settings.of_session
-def answer(spark, request: str, notes: deque[str] | None = None) -> str:
+def answer(spark, request: str) -> str:
     """The rule's answer: ``S\\t<alias>\\t<task set id>`` per scan to replace (an empty id: its
     table keeps no file), ``N\\t<note>`` per note, and ``K`` when nothing failed or raced (every
     block planned, every planned snapshot the one Spark's scan reads): the rule may then reuse the
-    answer for the same request, tables' metadata and settings (``notes``: the notes are also
-    added there)."""
+    answer for the same request, tables' metadata and settings."""
     from . import session_config
     from .pruned import plan_query, prunes_beyond_iceberg
 
@@ -143,8 +141,6 @@ def answer(spark, request: str, notes: deque[str] | None = None) -> str:
             ex = plan.explain
             said.append(f"{leaf.table}: read {ex.pando_files} of {ex.total_files} files (layout {ex.layout_id})")
             out.append(f"S\t{leaf.alias}\t{set_id}")
-    if notes is not None:
-        notes.extend(said)
     out += ["N\t" + n.replace("\n", " ").replace("\t", " ") for n in said]
     if stable:
         out.append("K")

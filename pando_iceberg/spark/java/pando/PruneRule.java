@@ -391,10 +391,10 @@ public class PruneRule {
 
         // The session's settings (every SQL setting set, sorted) and current catalog: an answer is
         // reused only under the settings it was planned with (ANSI mode, time zone, Pando's own).
+        // Public API only: RuntimeConfig.getAll (the session's SQL settings set) and Catalog.currentCatalog.
         private String settingsKey() {
-            java.util.Map confs = new java.util.TreeMap(
-                scala.collection.JavaConverters.mapAsJavaMap(session.sessionState().conf().getAllConfs()));
-            return session.sessionState().catalogManager().currentCatalog().name() + "\u0001" + confs;
+            java.util.Map confs = new java.util.TreeMap(scala.collection.JavaConverters.mapAsJavaMap(session.conf().getAll()));
+            return session.catalog().currentCatalog() + "\u0001" + confs;
         }
 
         // Is there a scan of a laid-out table in the plan (not in its subqueries: they are optimized

@@ -5,10 +5,12 @@ server.
 
 For each optimized plan with an Iceberg scan of a laid-out table, the rule sends its blocks (the
 filters, projections and inner joins over Iceberg scans, each rendered as one SQL query, its scans
-by alias) in one call; :func:`answer` plans each block with the planner of
+by alias; an anti join's right side a block of its own with the enclosing scans as context, never
+answered) in one call; :func:`answer` plans each block with the planner of
 ``pando_iceberg.spark.sql`` (:func:`~pando_iceberg.spark.pruned.plan_query`: trees, join pruning,
-key sets) and stages, for each scan whose table's kept files are fewer than Iceberg's own pruning
-keeps, those files' tasks. The rule swaps the scan for a staged scan of the set (same output),
+key sets), a table read by several scans of a block once per scan (:func:`per_scan`), and stages,
+for each scan whose kept files are fewer than Iceberg's own pruning keeps, those files' tasks.
+The rule swaps the scan for a staged scan of the set (same output),
 reads its tasks and removes the set: nothing stays staged after the optimizer, so a DataFrame has
 no lifetime to manage. Anything that goes wrong leaves the scan (or the plan) Spark's own, with a
 note (:func:`notes`).

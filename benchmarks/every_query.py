@@ -13,8 +13,10 @@ The dataset is loaded and split into training and held-out draws exactly as ``pa
 the per-template guard off so every bench table is laid out), kept between runs in ``--home``.
 Per held-out query (the first ``--measure-per-template`` of each template):
 
-- the files each laid-out table reads through ``pando_iceberg.spark.sql`` (its explain records)
-  and through the rule (its notes) must be the same, and the rows the same as a plain session's;
+- the files each laid-out table reads through ``pando_iceberg.spark.sql`` (its explain records: one
+  staged set per table) and through the rule (its notes: per scan) must be the same, or fewer for
+  a table the query reads more than once (``against_text``), and the rows the same as a plain
+  session's;
 - the same for the query written with the DataFrame API (``dataframe_form``: its tables by
   ``spark.table``, joins by ``join``, its conditions by ``where``, ``groupBy``/``agg``, ``orderBy``,
   ``limit``), where the query is a select-from-where-group-by block without subqueries;
@@ -157,13 +159,28 @@ def remember_columns(session, sql: str) -> None:
         _COLUMNS[t.alias_or_name] = {c.lower() for c in session.table(name).columns}
 
 
-def rule_reads(notes: list[str]) -> dict[str, tuple[int, int]]:
-    out = {}
+def rule_reads(notes: list[str]) -> dict[str, list[tuple[int, int]]]:
+    """Each table's files read (of all) per scan the rule replaced, from its notes."""
+    out: dict[str, list[tuple[int, int]]] = {}
     for note in notes:
         m = _READ.match(note)
         if m:
-            out[m["table"]] = (int(m["n"]), int(m["m"]))
+            out.setdefault(m["table"], []).append((int(m["n"]), int(m["m"])))
     return out
+
+
+def against_text(rule: dict[str, list[tuple[int, int]]], text: dict[str, tuple[int, int]]) -> str:
+    """The rule's reads against ``pando_iceberg.spark.sql``'s (one staged set per table, shared by
+    its scans): ``same`` (every scan of a table reads the text path's files), ``fewer`` (no scan
+    more, one fewer: a table read by several scans is planned per scan), else ``more``."""
+    fewer = False
+    for table, (n, _) in text.items():
+        reads = rule.get(table)
+        if not reads or any(r > n for r, _ in reads):
+            return "more"
+        fewer |= any(r < n for r, _ in reads)
+    fewer |= bool(set(rule) - set(text))
+    return "fewer" if fewer else "same"
 
 
 def main() -> None:
@@ -272,6 +289,7 @@ def write(a, seen: dict, prepare_s: float, ns: str, load_before: float, rows_out
         "sum_plain_s": sum(r["plain_s"] for r in ok),
         "same_rows": sum(r["same_rows"] for r in ok),
         "same_files": sum(r["same_files"] for r in ok),
+        "fewer_files": sum(r.get("fewer_files", False) for r in ok),
         "pruned_beyond_iceberg": sum(bool(r["kept"]) for r in ok),
         "dataframe_queries": len(with_df),
         "dataframe_templates": sorted({r["template"] for r in with_df}),
@@ -307,8 +325,10 @@ def measure(spark, plain, catalog, template: int, sql: str, runs: int) -> dict:
     first = prune_rule.stats(spark, clear=True)
     said = prune_rule.notes(spark)
     want = plain.sql(sql).collect()
+    files = against_text(rule_reads(said), kept)
     row = {"template": template, "sql": sql, "kept": kept, "rule_notes": said, "rule_first": first,
-           "same_rows": same_rows(got, want), "same_files": rule_reads(said) == kept}
+           "rule_reads": rule_reads(said), "same_rows": same_rows(got, want), "files": files,
+           "same_files": files == "same", "fewer_files": files == "fewer"}
     remember_columns(spark, sql)
     try:
         frame = dataframe_form(spark, sql)
@@ -320,7 +340,7 @@ def measure(spark, plain, catalog, template: int, sql: str, runs: int) -> dict:
         df_rows = frame.collect()
         df_said = prune_rule.notes(spark)
         row.update(dataframe=True, dataframe_same_rows=same_rows(df_rows, want),
-                   dataframe_same_files=rule_reads(df_said) == kept, dataframe_notes=df_said)
+                   dataframe_same_files=against_text(rule_reads(df_said), kept) == "same", dataframe_notes=df_said)
     else:
         row["dataframe"] = False
     times: dict[str, list[float]] = {"enabled": [], "plain": []}
@@ -336,7 +356,7 @@ def measure(spark, plain, catalog, template: int, sql: str, runs: int) -> dict:
         "=" if row["dataframe_same_rows"] and row["dataframe_same_files"] else "DIFFER"
     first, warm = row["rule_first"], row["rule_warm"]
     print(f"T{template}: enabled {row['enabled_s']:.3f}s plain {row['plain_s']:.3f}s "
-          f"rows {'=' if row['same_rows'] else 'DIFFER'} files {'=' if row['same_files'] else 'DIFFER'} "
+          f"rows {'=' if row['same_rows'] else 'DIFFER'} files {files} {row['rule_reads']} "
           f"df {df_ok} {kept} rule: first asked {first.get('asked', 0):.0f} in {first.get('ask_ms', 0):.0f} ms, "
           f"warm asked {warm.get('asked', 0):.0f} reused {warm.get('reused', 0):.0f} "
           f"in {warm.get('rule_ms', 0):.0f} ms "

@@ -5,10 +5,12 @@ server.
 
 For each optimized plan with an Iceberg scan of a laid-out table, the rule sends its blocks (the
 filters, projections and inner joins over Iceberg scans, each rendered as one SQL query, its scans
-by alias) in one call; :func:`answer` plans each block with the planner of
+by alias; an anti join's right side a block of its own with the enclosing scans as context, never
+answered) in one call; :func:`answer` plans each block with the planner of
 ``pando_iceberg.spark.sql`` (:func:`~pando_iceberg.spark.pruned.plan_query`: trees, join pruning,
-key sets) and stages, for each scan whose table's kept files are fewer than Iceberg's own pruning
-keeps, those files' tasks. The rule swaps the scan for a staged scan of the set (same output),
+key sets), a table read by several scans of a block once per scan (:func:`per_scan`), and stages,
+for each scan whose kept files are fewer than Iceberg's own pruning keeps, those files' tasks.
+The rule swaps the scan for a staged scan of the set (same output),
 reads its tasks and removes the set: nothing stays staged after the optimizer, so a DataFrame has
 no lifetime to manage. Anything that goes wrong leaves the scan (or the plan) Spark's own, with a
 note (:func:`notes`).
@@ -53,11 +55,12 @@ class Leaf:
     table: str  # db.table
     snapshot: int | None
     pinned: bool  # under a dynamic-pruning filter: planned with, never replaced
+    context: bool = False  # an anti join's enclosing scan: says which rows matter, never answered
 
 
 def parse_request(request: str) -> list[tuple[str, list[Leaf]]]:
-    """The rule's request: ``B\\t<sql>`` per block, then ``L`` (or ``X``: pinned) lines
-    ``\\t<alias>\\t<catalog>\\t<db.table>\\t<snapshot id>`` per scan of it."""
+    """The rule's request: ``B\\t<sql>`` per block, then ``L`` (or ``X``: pinned; ``C``: context,
+    never answered) lines ``\\t<alias>\\t<catalog>\\t<db.table>\\t<snapshot id>`` per scan of it."""
     blocks: list[tuple[str, list[Leaf]]] = []
     for line in request.split("\n"):
         if not line:
@@ -65,9 +68,10 @@ def parse_request(request: str) -> list[tuple[str, list[Leaf]]]:
         kind, _, rest = line.partition("\t")
         if kind == "B":
             blocks.append((rest, []))
-        elif kind in ("L", "X") and blocks:
+        elif kind in ("L", "X", "C") and blocks:
             alias, catalog, table, snapshot = rest.split("\t")
-            blocks[-1][1].append(Leaf(alias, catalog, table, int(snapshot) if snapshot else None, kind == "X"))
+            blocks[-1][1].append(Leaf(alias, catalog, table, int(snapshot) if snapshot else None, kind == "X",
+                                      kind == "C"))
         else:
             raise ValueError(f"PruneRule request: unexpected line {line[:200]!r}")
     return blocks
@@ -98,7 +102,7 @@ def answer(spark, request: str) -> str:
     block planned, every planned snapshot the one Spark's scan reads): the rule may then reuse the
     answer for the same request, tables' metadata and settings."""
     from . import session_config
-    from .pruned import plan_query, prunes_beyond_iceberg
+    from .pruned import plan_query
 
     out: list[str] = []
     said: list[str] = []
@@ -108,43 +112,129 @@ def answer(spark, request: str) -> str:
     _, catalog = session_config(spark)
     name = str(getattr(catalog, "name", "") or "")
     for sql, leaves in parse_request(request):
-        ours = [leaf for leaf in leaves if leaf.catalog.lower() == name.lower()]
+        ours = [leaf for leaf in leaves if leaf.catalog.lower() == name.lower() and not leaf.context]
         if not ours:
             continue
-        try:
-            qp = plan_query(spark, catalog, sql, tree=block_tree(sql))
-        except Exception as e:
-            said.append(f"not planned ({type(e).__name__}: {e}): Spark's own scans")
-            stable = False
-            continue
-        if qp.unplanned:
-            said.append(qp.unplanned)
-            stable = False
-        for leaf in ours:
-            plan = qp.plans.get(leaf.table)
-            if plan is None:
-                if leaf.table in qp.skipped:
-                    said.append(f"{leaf.table}: {qp.skipped[leaf.table]}")
-                    stable = False
-                continue
-            if not prunes_beyond_iceberg(plan):
-                continue  # Spark's own scan plans the same files
-            if leaf.pinned:
-                said.append(f"{leaf.table}: under a dynamic-pruning filter: Spark's own scan")
-                continue
-            if plan.snapshot_id != leaf.snapshot:
-                said.append(f"{leaf.table}: planned snapshot {plan.snapshot_id}, Spark's scan reads "
-                            f"{leaf.snapshot}: Spark's own scan")
+        for scan_sql, answered, alone in per_scan(sql, leaves):
+            try:
+                qp = plan_query(spark, catalog, scan_sql, tree=block_tree(scan_sql))
+            except Exception as e:
+                said.append(f"not planned ({type(e).__name__}: {e}): Spark's own scans")
                 stable = False
                 continue
-            set_id = stage(spark, qp.tables[leaf.table], leaf.table, plan)
-            ex = plan.explain
-            said.append(f"{leaf.table}: read {ex.pando_files} of {ex.total_files} files (layout {ex.layout_id})")
-            out.append(f"S\t{leaf.alias}\t{set_id}")
+            if qp.unplanned:
+                said.append(qp.unplanned)
+                stable = False
+            stable &= answer_scans(spark, qp, [leaf for leaf in answered if leaf in ours], alone, out, said)
     out += ["N\t" + n.replace("\n", " ").replace("\t", " ") for n in said]
     if stable:
         out.append("K")
     return "\n".join(out)
+
+
+def answer_scans(spark, qp, leaves: list[Leaf], alone: int, out: list[str], said: list[str]) -> bool:
+    """The answer lines (``out``) and notes (``said``) of ``leaves`` planned in ``qp``; ``alone``:
+    how many scans of the table the block has when the plan is one scan's (0: the block's plan).
+    False when something failed or raced (the answer is not kept)."""
+    from .pruned import prunes_beyond_iceberg
+
+    stable = True
+    for leaf in leaves:
+        plan = qp.plans.get(leaf.table)
+        if plan is None:
+            if leaf.table in qp.skipped:
+                said.append(f"{leaf.table}: {qp.skipped[leaf.table]}")
+                stable = False
+            continue
+        if not prunes_beyond_iceberg(plan):
+            continue  # Spark's own scan plans the same files
+        if leaf.pinned:
+            said.append(f"{leaf.table}: under a dynamic-pruning filter: Spark's own scan")
+            continue
+        if plan.snapshot_id != leaf.snapshot:
+            said.append(f"{leaf.table}: planned snapshot {plan.snapshot_id}, Spark's scan reads "
+                        f"{leaf.snapshot}: Spark's own scan")
+            stable = False
+            continue
+        set_id = stage(spark, qp.tables[leaf.table], leaf.table, plan)
+        ex = plan.explain
+        said.append(f"{leaf.table}: read {ex.pando_files} of {ex.total_files} files (layout {ex.layout_id}"
+                    + (f"; one of {alone} scans of it in a block, planned on its own)" if alone else ")"))
+        out.append(f"S\t{leaf.alias}\t{set_id}")
+    return stable
+
+
+def per_scan(sql: str, leaves: list[Leaf]) -> list[tuple[str, list[Leaf], int]]:
+    """What to plan for a block: ``(sql, the scans answered from its plan, alone)``. The planner's
+    answer is per table, so a table with one scan in the block is answered from the block's SQL
+    (``alone`` 0), and each scan of a table read more than once in it from the block as that scan
+    sees it (``alone``: the table's scans in the block): the other scans of its table and the
+    conditions on them left out, and the equalities of columns they carried (``a.x = l2.k AND
+    l2.k = b.y``) kept between the scans left (``a.x = b.y``). Leaving a scan and conditions out
+    keeps every row the block gives, so the files kept hold every row of the scan that matters."""
+    counts: dict[tuple[str, str], int] = {}
+    for leaf in leaves:
+        key = (leaf.catalog.lower(), leaf.table.lower())
+        counts[key] = counts.get(key, 0) + 1
+    answered = [leaf for leaf in leaves if not leaf.context]
+    whole = [leaf for leaf in answered if counts[(leaf.catalog.lower(), leaf.table.lower())] == 1]
+    out: list[tuple[str, list[Leaf], int]] = [(sql, whole, 0)] if whole else []
+    for leaf in answered:
+        key = (leaf.catalog.lower(), leaf.table.lower())
+        if counts[key] > 1:
+            others = {o.alias.lower() for o in leaves
+                      if o is not leaf and (o.catalog.lower(), o.table.lower()) == key}
+            try:
+                out.append((scan_sql(sql, others), [leaf], counts[key]))
+            except Exception as e:  # not answered: Spark's own scan
+                log.info("pando: %s's scan %s not planned on its own (%s: %s)", leaf.table, leaf.alias,
+                         type(e).__name__, e)
+    return out
+
+
+def scan_sql(sql: str, dropped: set[str]) -> str:
+    """The block's SQL (``SELECT 1 FROM t AS a, ... WHERE c AND ...``) without the scans
+    ``dropped`` (aliases, lower case) and its conditions on them, with the column equalities they
+    carried closed over the scans left (per_scan)."""
+    from sqlglot import exp
+
+    tree = block_tree(sql)
+    tables = [t for t in tree.find_all(exp.Table) if t.alias_or_name.lower() not in dropped]
+    where = tree.args.get("where")
+    conds = [c.unnest() for c in (where.this.flatten() if where is not None else [])]
+
+    def scans(node) -> set[str]:
+        return {c.table.lower() for c in node.find_all(exp.Column)}
+
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def root(k: tuple[str, str]) -> tuple[str, str]:
+        while parent.setdefault(k, k) != k:
+            k = parent[k]
+        return k
+
+    names: dict[tuple[str, str], exp.Column] = {}
+    for c in conds:
+        if isinstance(c, exp.EQ):
+            a, b = c.this.unnest(), c.expression.unnest()
+            if isinstance(a, exp.Column) and isinstance(b, exp.Column) and a.table and b.table:
+                ka, kb = (a.table.lower(), a.name.lower()), (b.table.lower(), b.name.lower())
+                names.setdefault(ka, a)
+                names.setdefault(kb, b)
+                parent[root(ka)] = root(kb)
+    kept = [c for c in conds if not scans(c) & dropped]
+    classes: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for k in names:
+        classes.setdefault(root(k), []).append(k)
+    for members in classes.values():
+        if not any(k[0] in dropped for k in members):
+            continue  # its equalities are all kept
+        left = [k for k in members if k[0] not in dropped]
+        kept += [exp.EQ(this=names[left[0]].copy(), expression=names[k].copy()) for k in left[1:]]
+    text = "SELECT 1 FROM " + ", ".join(t.sql(dialect="spark") for t in tables)
+    if kept:
+        text += " WHERE " + " AND ".join(f"({c.sql(dialect='spark')})" for c in kept)
+    return text
 
 
 def block_tree(sql: str):

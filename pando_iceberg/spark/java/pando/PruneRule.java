@@ -16,6 +16,12 @@ package pando;
  * rule returns (the scan object holds its tasks). The filters above the scans stay in the plan:
  * rows are filtered as before.
  *
+ * <p>A left semi join is pruned as the inner join of its sides. A left anti join's left side stays
+ * in the enclosing block (its rows are some of the left side's); its right side is a block of its own
+ * with the enclosing block's scans as context (marked, never answered): a right row matching no row
+ * the enclosing block gives decides nothing. A table read twice in a block is planned per scan
+ * (prune_rule.py: each scan with the conditions on it and the other scans of its table left out).
+ *
  * <p>A condition that cannot be rendered (a subquery, a non-deterministic or unrenderable
  * expression, a column of something that is no block scan) is left out of the block's SQL: the
  * planner then knows less and keeps more. A scan is never replaced when it is not an Iceberg batch
@@ -170,6 +176,10 @@ public class PruneRule {
             final java.util.List leaves = new java.util.ArrayList();  // DataSourceV2ScanRelation
             final java.util.List conditions = new java.util.ArrayList();  // Expression
             final java.util.Map aliases = new java.util.HashMap();  // ExprId -> Expression (projected aliases)
+            // Scans in the block's SQL only to say which rows matter (an anti join's left side): never answered.
+            final java.util.Set context = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap());
+            // The anti joins whose left side is in the block: {right side (LogicalPlan), condition (Option)}.
+            final java.util.List anti = new java.util.ArrayList();
             boolean laidOut;
         }
 
@@ -221,12 +231,13 @@ public class PruneRule {
             java.util.IdentityHashMap seen = new java.util.IdentityHashMap();  // scan -> times in the plan
             StringBuilder request = new StringBuilder();
             StringBuilder state = new StringBuilder();  // what the answer depends on beyond the request
+            int[] count = {0};  // scans named so far (__p0, __p1, ...)
             for (int b = 0; b < blocks.size(); b++) {
                 Block block = (Block) blocks.get(b);
                 if (!block.laidOut) {
                     continue;
                 }
-                render(block, names, request, state);
+                render(block, names, count, request, state);
             }
             if (request.length() == 0) {
                 return plan;
@@ -380,10 +391,10 @@ public class PruneRule {
 
         // The session's settings (every SQL setting set, sorted) and current catalog: an answer is
         // reused only under the settings it was planned with (ANSI mode, time zone, Pando's own).
+        // Public API only: RuntimeConfig.getAll (the session's SQL settings set) and Catalog.currentCatalog.
         private String settingsKey() {
-            java.util.Map confs = new java.util.TreeMap(
-                scala.collection.JavaConverters.mapAsJavaMap(session.sessionState().conf().getAllConfs()));
-            return session.sessionState().catalogManager().currentCatalog().name() + "\u0001" + confs;
+            java.util.Map confs = new java.util.TreeMap(scala.collection.JavaConverters.mapAsJavaMap(session.conf().getAll()));
+            return session.catalog().currentCatalog() + "\u0001" + confs;
         }
 
         // Is there a scan of a laid-out table in the plan (not in its subqueries: they are optimized
@@ -465,13 +476,66 @@ public class PruneRule {
                 || join.joinType() == org.apache.spark.sql.catalyst.plans.LeftSemi$.MODULE$;
         }
 
+        // A left anti join (NOT EXISTS, NOT IN as Spark rewrites them): its left rows without a match.
+        private static boolean isAnti(org.apache.spark.sql.catalyst.plans.logical.Join join) {
+            return join.joinType() == org.apache.spark.sql.catalyst.plans.LeftAnti$.MODULE$;
+        }
+
+        // The right sides of the anti joins in the block, each as a block of its own with the enclosing
+        // block's scans as context: the enclosing scans and conditions, the anti join's condition and
+        // the right side's own, where only the right side's scans are answered. A right row that can
+        // make the condition TRUE for no left row the block gives decides nothing (a left row the block
+        // does not give is filtered out whatever the anti join says), so it may go; the enclosing scans
+        // are never pruned by the right side (an anti join keeps the left rows whose match is absent).
+        private void anti(Block block, java.util.List blocks) {
+            for (int i = 0; i < block.anti.size(); i++) {
+                Object[] a = (Object[]) block.anti.get(i);
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan right =
+                    (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) a[0];
+                Block side = new Block();
+                boolean shaped = right instanceof org.apache.spark.sql.catalyst.plans.logical.Filter
+                    || (right instanceof org.apache.spark.sql.catalyst.plans.logical.Project && plainProject(right))
+                    || (right instanceof org.apache.spark.sql.catalyst.plans.logical.Join
+                        && (isInner((org.apache.spark.sql.catalyst.plans.logical.Join) right)
+                            || isAnti((org.apache.spark.sql.catalyst.plans.logical.Join) right)))
+                    || (right instanceof org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation
+                        && candidate((org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) right));
+                if (!shaped) {
+                    collect(right, blocks);
+                    continue;
+                }
+                gather(right, side, blocks);
+                if (side.leaves.isEmpty()) {
+                    continue;
+                }
+                Block both = new Block();
+                both.leaves.addAll(block.leaves);
+                both.context.addAll(block.leaves);
+                both.leaves.addAll(side.leaves);
+                both.context.addAll(side.context);
+                both.conditions.addAll(block.conditions);
+                scala.Option condition = (scala.Option) a[1];
+                if (condition.isDefined()) {
+                    conjuncts((org.apache.spark.sql.catalyst.expressions.Expression) condition.get(), both.conditions);
+                }
+                both.conditions.addAll(side.conditions);
+                both.aliases.putAll(block.aliases);
+                both.aliases.putAll(side.aliases);
+                both.anti.addAll(side.anti);
+                both.laidOut = side.laidOut;
+                blocks.add(both);
+                anti(both, blocks);  // an anti join in the right side: planned with all of this as context
+            }
+        }
+
         // Blocks of the plan: a filter, projection, inner join or scan starts one; what is none of
         // these is the root of further blocks.
         private void collect(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan, java.util.List blocks) {
             if (plan instanceof org.apache.spark.sql.catalyst.plans.logical.Filter
                     || (plan instanceof org.apache.spark.sql.catalyst.plans.logical.Project && plainProject(plan))
                     || (plan instanceof org.apache.spark.sql.catalyst.plans.logical.Join
-                        && isInner((org.apache.spark.sql.catalyst.plans.logical.Join) plan))
+                        && (isInner((org.apache.spark.sql.catalyst.plans.logical.Join) plan)
+                            || isAnti((org.apache.spark.sql.catalyst.plans.logical.Join) plan)))
                     || (plan instanceof org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation
                         && candidate((org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) plan))) {
                 Block block = new Block();
@@ -479,6 +543,7 @@ public class PruneRule {
                 if (!block.leaves.isEmpty()) {
                     blocks.add(block);
                 }
+                anti(block, blocks);
                 return;
             }
             for (scala.collection.Iterator it = plan.children().iterator(); it.hasNext();) {
@@ -521,6 +586,14 @@ public class PruneRule {
                 }
                 gather(join.left(), block, blocks);
                 gather(join.right(), block, blocks);
+            } else if (plan instanceof org.apache.spark.sql.catalyst.plans.logical.Join
+                    && isAnti((org.apache.spark.sql.catalyst.plans.logical.Join) plan)) {
+                // An anti join gives some of its left side's rows: the left side stays in the block (the
+                // block's SQL without the anti join keeps more rows, never fewer); its right side is
+                // planned once the block is whole (anti below), never the other way round.
+                org.apache.spark.sql.catalyst.plans.logical.Join join = (org.apache.spark.sql.catalyst.plans.logical.Join) plan;
+                gather(join.left(), block, blocks);
+                block.anti.add(new Object[] {join.right(), join.condition()});
             } else if (plan instanceof org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation
                     && candidate((org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) plan)) {
                 block.leaves.add(plan);
@@ -542,8 +615,11 @@ public class PruneRule {
         }
 
         // One block as lines of the request: "B\t<sql>", then "L\t<alias>\t<catalog>\t<db>.<table>\t<snapshot id>"
-        // per scan (a scan under a dynamic-pruning filter is in the SQL but marked "X": not replaced).
-        private void render(Block block, java.util.IdentityHashMap names, StringBuilder out, StringBuilder state) {
+        // per scan (a scan under a dynamic-pruning filter is in the SQL but marked "X": not replaced; a
+        // context scan of an anti join's block "C": in the SQL, never answered). Every scan of the plan
+        // has an alias of its own in every block it is in: Python answers per scan, not per table.
+        private void render(Block block, java.util.IdentityHashMap names, int[] count, StringBuilder out,
+                            StringBuilder state) {
             final java.util.Map qualifiers = new java.util.HashMap();  // ExprId -> alias
             StringBuilder from = new StringBuilder();
             java.util.List leafLines = new java.util.ArrayList();
@@ -551,8 +627,11 @@ public class PruneRule {
             for (int i = 0; i < block.leaves.size(); i++) {
                 org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation scan =
                     (org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation) block.leaves.get(i);
-                String alias = "__p" + names.size();
-                names.put(scan, alias);
+                String alias = "__p" + count[0]++;
+                boolean context = block.context.contains(scan);
+                if (!context) {
+                    names.put(scan, alias);
+                }
                 for (scala.collection.Iterator it = scan.output().iterator(); it.hasNext();) {
                     qualifiers.put(((org.apache.spark.sql.catalyst.expressions.AttributeReference) it.next()).exprId(), alias);
                 }
@@ -563,7 +642,7 @@ public class PruneRule {
                 org.apache.iceberg.Snapshot snapshot = table.currentSnapshot();
                 from.append(from.length() == 0 ? "" : ", ").append(quote(catalog)).append('.')
                     .append(quote(ident.namespace()[0])).append('.').append(quote(ident.name())).append(" AS ").append(alias);
-                leafLines.add(new String[] {alias, catalog, ident.namespace()[0] + "." + ident.name(),
+                leafLines.add(new String[] {context ? "C" : null, alias, catalog, ident.namespace()[0] + "." + ident.name(),
                     snapshot == null ? "" : String.valueOf(snapshot.snapshotId())});
                 // its metadata file: a new one with every commit, properties (the layout pointer) included
                 state.append(alias).append('\t')
@@ -620,8 +699,8 @@ public class PruneRule {
             out.append("B\tSELECT 1 FROM ").append(from).append(where).append('\n');
             for (int i = 0; i < leafLines.size(); i++) {
                 String[] l = (String[]) leafLines.get(i);
-                out.append(pinned.contains(l[0]) ? "X" : "L");
-                for (int j = 0; j < l.length; j++) {
+                out.append(l[0] != null ? l[0] : pinned.contains(l[1]) ? "X" : "L");
+                for (int j = 1; j < l.length; j++) {
                     out.append('\t').append(l[j]);
                 }
                 out.append('\n');

@@ -10,15 +10,20 @@ measured, and the advice's seconds.
 ``OUT`` is the run's ``--out`` (its checkpoint: options, layouts and measured queries; a run that
 is still going is compared on the queries measured so far). The predictions are on the
 templates' validation draws, the measurements on the run's held-out draws: the same templates,
-other literals.
+other literals. ``--held-out``: the same advice also predicts on the run's held-out queries
+themselves (same literals, each weighted 1 as the run's mean is), for the table as is and each of
+Pando's candidates, and both predictions per template (``held_out`` in the JSON): what separates
+an error of the draws from an error of the estimate (the advice's seconds then include these).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 
 def main() -> None:
@@ -27,6 +32,10 @@ def main() -> None:
     p.add_argument("--out", required=True, help="the run's --out (holds checkpoint/)")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--json", help="also write the rows here")
+    p.add_argument("--namespace", help="the run's source namespace when not <dataset>_sf<SF> "
+                   "(star with --star-keys load-order: star_load_order_sf1)")
+    p.add_argument("--held-out", action="store_true",
+                   help="also predict on the run's held-out queries (same literals), per template")
     a = p.parse_args()
 
     from pando_iceberg import PandoTable
@@ -45,7 +54,7 @@ def main() -> None:
     opts = BenchOptions(**{**saved, "layouts": layouts, "out": a.out})
     measured = cp.queries(layouts)
     train, _ = split_for(opts)
-    source_ns = opts.namespace or dataset_namespace(opts.dataset, opts.sf)
+    source_ns = a.namespace or opts.namespace or dataset_namespace(opts.dataset, opts.sf)
     workload = [qualify(sql, source_ns) for _, sql in train]
     k = max([int(x.split("k")[-1]) for x in layouts if x.startswith("pando-k")] or [3])
     options = LayoutOptions.from_map({"k": str(k), "min-block-rows": str(opts.b), "sample-rate": str(opts.sample_rate),
@@ -53,14 +62,25 @@ def main() -> None:
     cfg = load_config(home=a.home, overrides={"spark": {"master": a.master}})
     catalog = load_catalog(cfg)
     rows = []
+    held_rows: list[dict] = []
     with spark_session(cfg) as spark:
         for t in LAID_OUT[opts.dataset]:
             orders = {x: (cp.layout(x) or {}).get("tables", {}).get(t, {}).get("sort_order")
                       for x in layouts if x in ("sort", "zorder", "zorder-ranges")}
+            name = f"{source_ns}.{t}"
+            held: dict = {}
+            patches: Any = contextlib.nullcontext()
+            if a.held_out:
+                tests = [(q["index"], q["template"], qualify(q["sql"], source_ns)) for q in measured.values()
+                         if t in q["tables"]]
+                patches = HeldOutPatches(spark, name, tests, held)
             started = time.time()
-            advice = PandoTable(catalog, f"{source_ns}.{t}", spark=spark).optimize.advise(
-                workload, options=options, sort_orders=[o for o in orders.values() if o and "range ids" not in o])
+            with patches:
+                advice = PandoTable(catalog, name, spark=spark).optimize.advise(
+                    workload, options=options, sort_orders=[o for o in orders.values() if o and "range ids" not in o])
             seconds = time.time() - started
+            if a.held_out:
+                held_rows.append(held_out_row(t, held, measured, layouts, advice))
             by_spec = {c.spec: c for c, _ in advice.ranked}
             kept = next((c for c, _ in advice.ranked if c.strategy == "pando"), None)
             for x in layouts:
@@ -116,8 +136,147 @@ def main() -> None:
                   + ("" if advised else " (the advised candidate is not among the measured layouts)"))
     seconds = {r["table"]: r["advice_seconds"] for r in rows}
     print("advice seconds: " + ", ".join(f"{t} {s}" for t, s in seconds.items()))
+    for h in held_rows:
+        print_held_out(h)
     if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=2))
+        Path(a.json).write_text(json.dumps({"rows": rows, "held_out": held_rows} if a.held_out else rows, indent=2,
+                                           default=float))
+
+
+class HeldOutPatches:
+    """While ``advise`` learns Pando's candidates, each call of the k-selection
+    (``workload.in_block.select_layout``) and of the planning of the table as is
+    (``spark.rewrite_common.reads_now``) is also made on the run's held-out queries, one per
+    query, and on the advice's own validation draws, one per template; the results go to
+    ``held``. The advice itself is the advice as it is (the originals run first, on its draws)."""
+
+    def __init__(self, spark, name: str, tests: list[tuple[int, int, str]], held: dict):
+        from pando_iceberg.spark.rewrite_common import keyed_draws, table_workload
+        from pando_iceberg.workload.templates import TemplateWorkload, template_key
+
+        filters = []
+        wl = schemas = None
+        for _, _, sql in tests:  # one at a time: a workload merges queries alike
+            wl, _, queries, schemas = table_workload(spark, name, [sql])
+            filters.append((queries[0][0], 1.0))
+        keyed = keyed_draws(spark, wl, TemplateWorkload([], [], filters), schemas).validation if filters else []
+        held["tests"] = [{"index": i, "template": tpl, "key": template_key(f)}
+                         for (i, tpl, _), (f, _) in zip(tests, keyed, strict=True)]
+        self.keyed, self.held = keyed, held
+
+    def __enter__(self):
+        from pando_iceberg.spark import rewrite_common
+        from pando_iceberg.workload import in_block
+        from pando_iceberg.workload.templates import group_templates, template_key
+
+        self.saved = (rewrite_common.reads_now, in_block.select_layout)
+        reads_now, select_layout = self.saved
+        keyed, held = self.keyed, self.held
+
+        def own_templates(validation):
+            return [(template_key(t.draws[0][0]), t.draws) for t in group_templates(validation)]
+
+        def reads_now_too(static, snapshot_id, queries):
+            out = reads_now(static, snapshot_id, queries)
+            index = {id(f): i for i, (f, _) in enumerate(queries)}
+            held["now_own"] = {key: {"weight": sum(w for _, w in draws),
+                                     "rows": float(sum(out[0][index[id(f)]] * w for f, w in draws)
+                                                   / max(1e-12, sum(w for _, w in draws))),
+                                     "bytes": float(sum(out[1][index[id(f)]] * w for f, w in draws)
+                                                    / max(1e-12, sum(w for _, w in draws))),
+                                     "draws": len(draws)}
+                               for key, draws in own_templates(queries)}
+            mine = reads_now(static, snapshot_id, keyed)
+            held["now_held"] = {"rows": [float(x) for x in mine[0]], "bytes": [float(x) for x in mine[1]]}
+            return out
+
+        def select_layout_too(layouts, sample, validation, b_sample, **kw):
+            out = select_layout(layouts, sample, validation, b_sample, **kw)
+            ev = kw.get("evaluations")
+            held["pando_own"] = {key: {"weight": sum(w for _, w in draws),
+                                       "costs": select_layout(layouts, sample, draws, b_sample, evaluations=ev).costs}
+                                 for key, draws in own_templates(validation)}
+            held["pando_held"] = [select_layout(layouts, sample, [q], b_sample, evaluations=ev).costs for q in keyed]
+            held["pando_kept"] = out.index
+            return out
+
+        rewrite_common.reads_now, in_block.select_layout = reads_now_too, select_layout_too
+        return self
+
+    def __exit__(self, *exc):
+        from pando_iceberg.spark import rewrite_common
+        from pando_iceberg.workload import in_block
+
+        rewrite_common.reads_now, in_block.select_layout = self.saved
+        return False
+
+
+def held_out_row(table: str, held: dict, measured: dict, layouts, advice) -> dict:
+    """Per template and in all: predicted share of the table read per query on the advice's own
+    draws and on the run's held-out queries, and measured (bytes and rows), for the table as is
+    (the run's 'arrival') and the Pando candidate kept (the run's 'pando-k*')."""
+    kept = held.get("pando_kept", 0)
+    by_index = {q["index"]: q for q in measured.values()}
+    total = {lay: None for lay in layouts}
+    out: dict = {"table": table, "table_mb": advice.table_mb, "kept": kept + 1, "templates": []}
+    for lay in layouts:
+        ms = [by_index[t["index"]]["layouts"][lay]["tables"][table] for t in held["tests"]
+              if lay in by_index[t["index"]]["layouts"] and table in by_index[t["index"]]["layouts"][lay]["tables"]]
+        if ms:
+            total[lay] = {"mb": sum(m["bytes"] / max(1, m["scans"]) for m in ms) / len(ms) / 1e6,
+                          "rows": sum(m["rows"] / max(1, m["scans"]) for m in ms) / len(ms) / advice.table_rows}
+    out["measured"] = total
+    templates = dict.fromkeys((t["template"], t["key"]) for t in held["tests"])
+    for tpl, key in templates:
+        idx = [i for i, t in enumerate(held["tests"]) if t["template"] == tpl and t["key"] == key]
+        row: dict = {"template": tpl, "key": key, "queries": len(idx)}
+        own_now = held.get("now_own", {}).get(key)
+        own_pando = held.get("pando_own", {}).get(key)
+        row["as is"] = {"own": own_now and own_now["rows"],
+                        "held": sum(held["now_held"]["rows"][i] for i in idx) / len(idx)}
+        row["pando"] = {"own": own_pando and own_pando["costs"][kept],
+                        "held": sum(held["pando_held"][i][kept] for i in idx) / len(idx)}
+        for lay in layouts:
+            ms = [by_index[held["tests"][i]["index"]]["layouts"][lay]["tables"][table] for i in idx]
+            row[lay] = {"mb": sum(m["bytes"] / max(1, m["scans"]) for m in ms) / len(ms) / 1e6,
+                        "rows": sum(m["rows"] / max(1, m["scans"]) for m in ms) / len(ms) / advice.table_rows}
+        out["templates"].append(row)
+    n = len(held["tests"])
+    out["as is"] = {"own": sum(v["rows"] * v["weight"] for v in held["now_own"].values())
+                    / sum(v["weight"] for v in held["now_own"].values()),
+                    "held": sum(held["now_held"]["rows"]) / n}
+    out["pando"] = {"own": sum(v["costs"][kept] * v["weight"] for v in held["pando_own"].values())
+                    / sum(v["weight"] for v in held["pando_own"].values()),
+                    "held": sum(held["pando_held"][i][kept] for i in range(n)) / n}
+    return out
+
+
+def print_held_out(h: dict) -> None:
+    """The table of ``held_out_row``: shares of the table's rows read per query (× the table's MB:
+    the advisor's MB), predicted on its own draws and on the held-out queries, and measured."""
+    mb = h["table_mb"]
+    lays = [x for x in h["measured"] if x == "arrival" or x.startswith("pando")]
+    print(f"\n{h['table']}: share of rows read per query (MB = share × {mb:.1f} MB, the table as is); "
+          f"Pando candidate kept: k={h['kept']}")
+    print("| template | queries | as is: own draws | as is: held-out | arrival measured rows (MB) "
+          "| Pando: own draws | Pando: held-out | Pando measured rows (MB) |")
+    print("|---|---|---|---|---|---|---|---|")
+    pl = next((x for x in lays if x.startswith("pando")), None)
+
+    def cell(m):
+        return "—" if not m else f"{m['rows']:.3f} ({m['mb']:.1f})"
+
+    def f(x):
+        return "—" if x is None else f"{x:.3f}"
+
+    for r in h["templates"]:
+        print(f"| {r['template']} | {r['queries']} | {f(r['as is']['own'])} | {f(r['as is']['held'])} | "
+              f"{cell(r.get('arrival'))} | {f(r['pando']['own'])} | {f(r['pando']['held'])} | {cell(r.get(pl))} |")
+    m = h["measured"]
+    print(f"| all | | {f(h['as is']['own'])} ({h['as is']['own'] * mb:.1f}) | {f(h['as is']['held'])} "
+          f"({h['as is']['held'] * mb:.1f}) | {cell(m.get('arrival'))} | {f(h['pando']['own'])} "
+          f"({h['pando']['own'] * mb:.1f}) | {f(h['pando']['held'])} ({h['pando']['held'] * mb:.1f}) "
+          f"| {cell(m.get(pl))} |")
 
 
 if __name__ == "__main__":

@@ -574,16 +574,23 @@ def table_cuts(spark, wl, target: str, schemas: dict[str, pa.Schema], filters: S
 
 
 def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], queries: list, sample: pa.Table,
-                      options: RewriteOptions, rate: float, validate: bool = False) -> tuple[Any, list]:
-    """What the optimizer learns from (``workload/templates.py``): the training queries plus
+                      options: RewriteOptions, rate: float, validate: bool = False,
+                      fraction: float | None = None) -> tuple[Any, list]:
+    """What the optimizer learns from (``workload/templates.py``): the training queries (a top-k
+    query read as the range of its estimated best rows, ``workload/top_k_learning.py``) plus
     ``template-draws`` synthetic draws per template, drawn along the sample's values (and
     along samples of the dimension tables the joins filter), and their candidate cuts with
     the attribute-range cuts of their dimension filters (``workload/attribute_ranges.py``);
     ``validate``: as many independent draws again, kept apart (``expected.validation``). ``rate``:
-    the share of the table the sample was drawn at (``sample_rate``), for the table's blocks."""
+    the share of the table the sample was drawn at (``sample_rate``), for the table's blocks;
+    ``fraction``: the share it holds (``sample_fraction``; default ``rate``), for top-k boundaries."""
     from ..workload.attribute_ranges import attribute_range_filters, group_count
     from ..workload.templates import expected_workload
+    from ..workload.top_k_learning import top_k_learning_queries
     from .attribute_weights import spark_weights
+
+    share = rate if fraction is None else fraction
+    queries = top_k_learning_queries(wl, target, queries, sample, share, max(1.0, options.min_block_rows * share))
 
     dims = dimension_samples(spark, [f for f, _ in queries], options) if options.template_draws else {}
     expected = expected_workload(queries, sample, options.template_draws, options.seed, dimensions=dims,

@@ -16,6 +16,10 @@ than one block, and the cheapest layout for the query is the one whose best bloc
 rows; a cut with fewer sample rows on its side than a leaf keeps (§6.1's threshold) is never
 taken. The trees can then cut on ``c`` at that quantile, and a held-out draw with another k reads
 the block(s) holding the best values, whose fully matching files give the planner its boundary.
+The boundary is put on the learning's draws (training and synthetic, ``templates.py``), not on the
+training queries before their templates are drawn: it follows each draw's filter (another
+moment, another day) and is never itself a literal drawn anew (a top-k query's boundary redrawn
+"as the data lies" was a range over half the table, and taught the trees cuts no query needs).
 
 NULLs sort as the query says (Spark's default: first for ASC, last for DESC), NaN above every
 number. With NULLs first, a boundary among the NULLs is ``p AND c IS NULL``, and a boundary past
@@ -105,17 +109,37 @@ def _and(f: TableFilter, predicate: exp.Expression) -> TableFilter:
 def top_k_learning_queries(wl: Workload, target: str, queries: Sequence[tuple[TableFilter, float]],
                            sample: pa.Table, fraction: float,
                            block_rows: float = 1.0) -> list[tuple[TableFilter, float]]:
-    """``queries`` (the filters of ``wl``'s queries on ``target``, with their weights) with the
-    filter of every top-k query read as the range query it answers (module docstring); the
-    other queries' filters as they are. ``fraction``: the share of the table ``sample`` holds;
-    ``block_rows``: the rows of a block on the sample."""
-    orders: dict[int, tuple[int, Any]] = {id(q.filters[target]): q.top_k for q in wl.queries
-                                          if q.top_k is not None and target in q.filters}
-    if not orders or sample.num_rows == 0:
+    """``queries`` (draws of ``wl``'s queries on ``target``, with their weights: its training
+    filters, and the synthetic draws ``templates.expected_workload`` makes of their templates)
+    with every top-k query's filter read as the range query it answers (module docstring); the
+    others as they are. A training filter takes its query's order and k; a synthetic draw, those
+    of its template's training draws when they all share one order (the largest of their k), so
+    the boundary follows each draw's own filter (a held-out moment, another day). It is applied
+    to the draws, not to the training queries before their templates are drawn: the boundary is
+    a consequence of the filter, not a literal of the template to draw anew. ``fraction``: the
+    share of the table ``sample`` holds; ``block_rows``: the rows of a block on the sample."""
+    from .templates import template_key
+
+    by_filter: dict[int, tuple[int, Any]] = {}
+    orders: dict[str, set[Any]] = {}
+    ks: dict[str, int] = {}
+    for q in wl.queries:
+        if target not in q.filters:
+            continue
+        f = q.filters[target]
+        key = template_key(f)
+        orders.setdefault(key, set()).add(None if q.top_k is None else q.top_k[1])
+        if q.top_k is not None:
+            by_filter[id(f)] = q.top_k
+            ks[key] = max(ks.get(key, 0), q.top_k[0])
+    if not by_filter or sample.num_rows == 0:
         return list(queries)
+    by_template = {key: (ks[key], next(iter(o))) for key, o in orders.items() if len(o) == 1 and None not in o}
     out = []
     for f, w in queries:
-        shape = orders.get(id(f))
+        shape = by_filter.get(id(f))
+        if shape is None and by_template and not f.is_true_expr():
+            shape = by_template.get(template_key(f))
         out.append((f if shape is None else top_k_learning_filter(f, shape[1], shape[0], sample, fraction,
                                                                   block_rows), w))
     return out

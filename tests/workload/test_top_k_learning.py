@@ -10,6 +10,7 @@ import math
 import pyarrow as pa
 import pytest
 
+from pando_iceberg.expr import TableFilter
 from pando_iceberg.workload import parse_workload
 from pando_iceberg.workload.top_k_learning import boundary_rank, top_k_learning_queries
 
@@ -76,3 +77,16 @@ def test_a_block_is_the_finest_boundary_learned():
 ])
 def test_the_filter_alone_when_no_boundary_is_estimated(sql):
     assert _learned(sql) == ("g = 1" if "g = 1" in sql else "TRUE")
+
+
+def test_a_synthetic_draw_of_a_top_k_template_gets_its_own_boundary():
+    # the template's draws (another g) take its training draws' order and k, on their own rows:
+    # g = 0 holds the even numbers from 188, after 2 NaN; rank 10 → the 8th number, 174
+    wl = parse_workload(["SELECT * FROM t WHERE g = 1 ORDER BY x DESC LIMIT 100"], {"t": SCHEMA})
+    draw = TableFilter("g = 0", SCHEMA, table="t")
+    out = top_k_learning_queries(wl, "t", [(wl.queries[0].filters["t"], 1.0), (draw, 0.5)], _sample(), 0.1)
+    assert [(f.to_sql(), w) for f, w in out] == [("g = 1 AND x >= 177", 1.0), ("g = 0 AND x >= 174", 0.5)]
+    # a template some of whose queries are not top-k keeps its synthetic draws as they are
+    wl = parse_workload(["SELECT * FROM t WHERE g = 1 ORDER BY x DESC LIMIT 100", "SELECT * FROM t WHERE g = 0"],
+                        {"t": SCHEMA})
+    assert top_k_learning_queries(wl, "t", [(draw, 0.5)], _sample(), 0.1) == [(draw, 0.5)]

@@ -21,6 +21,13 @@ training queries before their templates are drawn: it follows each draw's filter
 moment, another day) and is never itself a literal drawn anew (a top-k query's boundary redrawn
 "as the data lies" was a range over half the table, and taught the trees cuts no query needs).
 
+Only an order column the filter does not constrain gets a boundary. A filter on it already gives
+the trees cuts at the edge where the best rows start (a moment's first trips begin at the moment),
+and the planner drops files by their bounds on it, not by the trees' regions: the window
+``p AND c <= b`` would price as skipped a block the trees keep away from it but whose bounds
+span it (the greedy merge of §6.2 joins k-tuples months apart), which the planner reads (BENCHMARKS.md,
+the LIMIT and top-k section).
+
 NULLs sort as the query says (Spark's default: first for ASC, last for DESC), NaN above every
 number. With NULLs first, a boundary among the NULLs is ``p AND c IS NULL``, and a boundary past
 them keeps them: ``p AND (c <= b OR c IS NULL)`` (only when the matching sample holds NULLs: the
@@ -62,7 +69,7 @@ def top_k_learning_filter(f: TableFilter, order: Ordering, k: int, sample: pa.Ta
     """The filter ``f`` of a top-``k`` query in ``order`` as the learning reads it: ``f`` AND the
     estimated boundary on the order's column, or ``f`` alone (module docstring)."""
     names = {n.lower(): n for n in sample.schema.names}
-    if order.column not in names or f.joins:
+    if order.column not in names or f.joins or order.column in f.constrained_columns():
         return f
     column = sample.column(names[order.column])
     kind = arrow_kind(column.type)

@@ -74,9 +74,13 @@ def test_a_block_is_the_finest_boundary_learned():
     "SELECT * FROM t ORDER BY x DESC LIMIT 30",
     # a LIMIT without ORDER BY: any rows serve, nothing to learn
     "SELECT * FROM t WHERE g = 1 LIMIT 10",
+    # the filter constrains the order column: its cuts are the edge the best rows start at
+    "SELECT * FROM t WHERE g = 1 AND x >= 20 ORDER BY x LIMIT 100",
 ])
 def test_the_filter_alone_when_no_boundary_is_estimated(sql):
-    assert _learned(sql) == ("g = 1" if "g = 1" in sql else "TRUE")
+    wl = parse_workload([sql], {"t": SCHEMA})
+    f = wl.queries[0].filters["t"]
+    assert top_k_learning_queries(wl, "t", [(f, 1.0)], _sample(), 0.1) == [(f, 1.0)]
 
 
 def test_a_synthetic_draw_of_a_top_k_template_gets_its_own_boundary():

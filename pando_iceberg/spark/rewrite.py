@@ -188,7 +188,8 @@ def learn_layout(spark, table_name: str, workload: Sequence[str] | str, options:
     memory = {"sampling": peak_rss_mib(spark)}
     ks = candidate_ks(options)
     expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, options,
-                                       sample_rate(options, total_rows), validate=len(ks) > 1 or bound is not None)
+                                       sample_rate(options, total_rows), validate=len(ks) > 1 or bound is not None,
+                                       fraction=sample.num_rows / total_rows)
     parts = {"draws+cuts": time.time() - t1, "trees": 0.0}
     scale = sample.num_rows / total_rows
     b_sample = max(1.0, options.min_block_rows * scale)

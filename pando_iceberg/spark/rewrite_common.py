@@ -574,20 +574,32 @@ def table_cuts(spark, wl, target: str, schemas: dict[str, pa.Schema], filters: S
 
 
 def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], queries: list, sample: pa.Table,
-                      options: RewriteOptions, rate: float, validate: bool = False) -> tuple[Any, list]:
+                      options: RewriteOptions, rate: float, validate: bool = False,
+                      fraction: float | None = None) -> tuple[Any, list]:
     """What the optimizer learns from (``workload/templates.py``): the training queries plus
-    ``template-draws`` synthetic draws per template, drawn along the sample's values (and
+    ``template-draws`` synthetic draws per template (a top-k query's read as the range of its
+    estimated best rows, ``workload/top_k_learning.py``), drawn along the sample's values (and
     along samples of the dimension tables the joins filter), and their candidate cuts with
     the attribute-range cuts of their dimension filters (``workload/attribute_ranges.py``);
     ``validate``: as many independent draws again, kept apart (``expected.validation``). ``rate``:
-    the share of the table the sample was drawn at (``sample_rate``), for the table's blocks."""
+    the share of the table the sample was drawn at (``sample_rate``), for the table's blocks;
+    ``fraction``: the share it holds (``sample_fraction``; default ``rate``), for top-k boundaries."""
+    import dataclasses
+
     from ..workload.attribute_ranges import attribute_range_filters, group_count
     from ..workload.templates import expected_workload
+    from ..workload.top_k_learning import top_k_learning_queries
     from .attribute_weights import spark_weights
 
     dims = dimension_samples(spark, [f for f, _ in queries], options) if options.template_draws else {}
     expected = expected_workload(queries, sample, options.template_draws, options.seed, dimensions=dims,
                                  validation_draws=options.template_draws if validate else 0)
+    share = rate if fraction is None else fraction
+
+    def ranged(draws: list) -> list:  # top-k draws as the range of their best rows
+        return top_k_learning_queries(wl, target, draws, sample, share, max(1.0, options.min_block_rows * share))
+
+    expected = dataclasses.replace(expected, queries=ranged(expected.queries), validation=ranged(expected.validation))
     provider = SparkKeyProvider(spark, schemas, semantics.DEFAULT, track_snapshots=True)  # key sets read once
     blocks = sample.num_rows / max(rate, 1e-9) / max(1, options.min_block_rows)
     groups = attribute_range_filters([f for f, _ in expected.queries], sample, spark_weights(spark, collect_arrow),

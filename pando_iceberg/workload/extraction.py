@@ -52,6 +52,7 @@ from pando_iceberg.expr import JoinFilter, PandoExprError, TableFilter
 from pando_iceberg.expr.filters import split_conjuncts  # one definition of "split an AND"
 
 from .join_scopes import has_subquery, join_scopes
+from .limits import limit_shape
 from .model import (
     JoinEdge,
     PandoWorkloadError,
@@ -96,6 +97,7 @@ def parse_workload(sources: str | os.PathLike | Iterable[str | os.PathLike | tup
                 continue
             query, problems = parser.parse(stmt, normalized, number)
             query.weight = weight
+            query.top_k = _top_k(stmt, query, problems)
             unsupported.extend(problems)
             merged[normalized] = query
     return Workload(list(merged.values()), unsupported, schemas, parser.pks)
@@ -382,6 +384,15 @@ class _QueryParser:
                     semi_joins.append((occ[c.this.table], c.this.name.lower(), c))
                     return
         report(c, "predicate with a subquery (EXISTS, scalar or correlated) is not a single-table filter")
+
+
+def _top_k(stmt: exp.Expr, query: WorkloadQuery, problems: list[UnsupportedPredicate]) -> tuple | None:
+    """A top-k query's (rows needed, order) when its one table's filter is its whole WHERE (as the
+    planner prunes it, ``spark/pruned.py``), else None: a LIMIT without ORDER BY is any rows."""
+    shape = limit_shape(stmt) if isinstance(stmt, exp.Select) else None
+    if shape is None or shape[1] is None or problems or len(query.filters) != 1:
+        return None
+    return shape
 
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)

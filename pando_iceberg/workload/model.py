@@ -48,6 +48,9 @@ class WorkloadQuery:
     join_edges: list[JoinEdge] = field(default_factory=list)
     # One filter per read of a table (self-joins, subqueries); `filters` is their OR.
     occurrence_filters: dict[str, list[TableFilter]] = field(default_factory=dict)
+    # A top-k query of one table (``workload/limits.py``): the rows it needs and its order
+    # (``planner.limit.Ordering``), which the learning reads as a range (``top_k_learning``).
+    top_k: tuple[int, Any] | None = None
 
     def table_filters(self, table: str) -> list[TableFilter]:
         return self.occurrence_filters.get(table) or ([self.filters[table]] if table in self.filters else [])

@@ -84,7 +84,9 @@ def main() -> None:
             by_spec = {c.spec: c for c, _ in advice.ranked}
             kept = next((c for c, _ in advice.ranked if c.strategy == "pando"), None)
             for x in layouts:
-                if x == "arrival":
+                if x == "arrival":  # read by Spark and Iceberg alone
+                    predicted = next(c for c, _ in advice.ranked if c.strategy == "as is")
+                elif x == "arrival-pando":  # the same files through Pando's planner
                     predicted = next(c for c, _ in advice.ranked if c.strategy == "none")
                 elif x.startswith("pando"):
                     predicted = kept
@@ -103,17 +105,21 @@ def main() -> None:
                     want_s = advice.pando_rewrite_seconds(pk, validate=options.to_rewrite_options().k_selection
                                                           == "validate")
                 else:
-                    want_s = predicted.rewrite_seconds if predicted is not None and x != "arrival" else None
+                    want_s = predicted.rewrite_seconds if predicted is not None and not x.startswith("arrival") \
+                        else None
+                held_mb = held_out_mb(x, held, predicted, advice) if a.held_out and predicted is not None else None
                 rows.append({"table": t, "layout": x, "candidate": predicted.name if predicted else None,
                              "predicted_mb": want, "measured_mb": got, "queries": len(reads),
+                             "held_out_literals_mb": held_mb,
+                             "held_out_error": (held_mb - got) / got if held_mb is not None and got else None,
                              "error": (want - got) / got if want is not None and got else None,
                              "advised": predicted is not None and predicted is advice.advised,
                              "predicted_rewrite_seconds": want_s, "measured_rewrite_seconds": done,
                              "rewrite_error": (want_s - done) / done if want_s is not None and done else None,
                              "advice_seconds": round(seconds, 1), "advice_parts": advice.parts})
     print("| table | layout | advisor's candidate | predicted MB / query | measured MB / query | error | advised "
-          "| predicted rewrite s | measured rewrite s | error |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| predicted rewrite s | measured rewrite s | error | on the held-out literals: MB | error |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def pct(x):
         return "—" if x is None else f"{x:+.0%}"
@@ -125,7 +131,8 @@ def main() -> None:
         meas = "—" if r["measured_mb"] is None else f"{r['measured_mb']:.2f} ({r['queries']} queries)"
         print(f"| {r['table']} | {r['layout']} | {r['candidate'] or '—'} | {num(r['predicted_mb'])} | {meas} | "
               f"{pct(r['error'])} | {'yes' if r['advised'] else ''} | {num(r['predicted_rewrite_seconds'], '{:.1f}')} "
-              f"| {num(r['measured_rewrite_seconds'], '{:.1f}')} | {pct(r['rewrite_error'])} |")
+              f"| {num(r['measured_rewrite_seconds'], '{:.1f}')} | {pct(r['rewrite_error'])} "
+              f"| {num(r['held_out_literals_mb'])} | {pct(r['held_out_error'])} |")
     for t in dict.fromkeys(r["table"] for r in rows):
         got = [r for r in rows if r["table"] == t and r["measured_mb"] is not None]
         best = min(got, key=lambda r: r["measured_mb"], default=None)
@@ -146,7 +153,7 @@ def main() -> None:
 class HeldOutPatches:
     """While ``advise`` learns Pando's candidates, each call of the k-selection
     (``workload.in_block.select_layout``) and of the planning of the table as is
-    (``spark.rewrite_common.reads_now``) is also made on the run's held-out queries, one per
+    (``maintenance.advisor.reads_as_is``) is also made on the run's held-out queries, one per
     query, and on the advice's own validation draws, one per template; the results go to
     ``held``. The advice itself is the advice as it is (the originals run first, on its draws)."""
 
@@ -165,11 +172,11 @@ class HeldOutPatches:
         self.keyed, self.held = keyed, held
 
     def __enter__(self):
-        from pando_iceberg.spark import rewrite_common
+        from pando_iceberg.maintenance import advisor
         from pando_iceberg.workload import in_block
         from pando_iceberg.workload.templates import group_templates, template_key
 
-        self.saved = (rewrite_common.reads_now, in_block.select_layout)
+        self.saved = (advisor.reads_as_is, in_block.select_layout)
         reads_now, select_layout = self.saved
         keyed, held = self.keyed, self.held
 
@@ -177,7 +184,8 @@ class HeldOutPatches:
             return [(template_key(t.draws[0][0]), t.draws) for t in group_templates(validation)]
 
         def reads_now_too(static, snapshot_id, queries):
-            out = reads_now(static, snapshot_id, queries)
+            got = reads_now(static, snapshot_id, queries)
+            out = (got.rows, got.bytes)
             index = {id(f): i for i, (f, _) in enumerate(queries)}
             held["now_own"] = {key: {"weight": sum(w for _, w in draws),
                                      "rows": float(sum(out[0][index[id(f)]] * w for f, w in draws)
@@ -187,8 +195,9 @@ class HeldOutPatches:
                                      "draws": len(draws)}
                                for key, draws in own_templates(queries)}
             mine = reads_now(static, snapshot_id, keyed)
-            held["now_held"] = {"rows": [float(x) for x in mine[0]], "bytes": [float(x) for x in mine[1]]}
-            return out
+            held["now_held"] = {"rows": [float(x) for x in mine.rows], "bytes": [float(x) for x in mine.bytes],
+                                "iceberg_bytes": [float(x) for x in mine.iceberg_bytes]}
+            return got
 
         def select_layout_too(layouts, sample, validation, b_sample, **kw):
             out = select_layout(layouts, sample, validation, b_sample, **kw)
@@ -200,15 +209,33 @@ class HeldOutPatches:
             held["pando_kept"] = out.index
             return out
 
-        rewrite_common.reads_now, in_block.select_layout = reads_now_too, select_layout_too
+        advisor.reads_as_is, in_block.select_layout = reads_now_too, select_layout_too
         return self
 
     def __exit__(self, *exc):
-        from pando_iceberg.spark import rewrite_common
+        from pando_iceberg.maintenance import advisor
         from pando_iceberg.workload import in_block
 
-        rewrite_common.reads_now, in_block.select_layout = self.saved
+        advisor.reads_as_is, in_block.select_layout = self.saved
         return False
+
+
+def held_out_mb(layout: str, held: dict, predicted, advice) -> float | None:
+    """MB per query the advice predicts for ``layout`` on the run's held-out queries themselves:
+    the table as is by its bytes (Iceberg alone for 'arrival', Pando's planner for
+    'arrival-pando'), Pando's kept candidate by its rows at its bytes per row."""
+    if "now_held" not in held or not held["now_held"]["rows"]:
+        return None
+    n = len(held["now_held"]["rows"])
+    if layout == "arrival":
+        return sum(held["now_held"]["iceberg_bytes"]) / n * advice.table_mb
+    if layout == "arrival-pando":
+        return sum(held["now_held"]["bytes"]) / n * advice.table_mb
+    if layout.startswith("pando") and "pando_held" in held and predicted.rows_fraction > 0:
+        per_row = predicted.mb_per_query / predicted.rows_fraction  # the table's MB at the candidate's bytes per row
+        kept = held.get("pando_kept", 0)
+        return sum(c[kept] for c in held["pando_held"]) / len(held["pando_held"]) * per_row
+    return None
 
 
 def held_out_row(table: str, held: dict, measured: dict, layouts, advice) -> dict:

@@ -64,7 +64,9 @@ class Candidate:
     """One candidate layout, predicted (module docstring)."""
 
     name: str  # 'as is', 'sort(c)', 'zorder(a, b)', 'pando k=2'
-    strategy: str  # 'none' (as is), 'sort' (Iceberg's), 'pando'; 'info': learned for comparison, never advised
+    # 'none' (as is, Pando's planner), 'as is' (Iceberg alone), 'sort' (Iceberg's), 'pando';
+    # 'info': learned for comparison. 'as is' and 'info' are never advised.
+    strategy: str
     spec: str  # Iceberg's sort_order for 'sort' ('c ASC NULLS LAST', 'zorder(a,b)'); k for 'pando'; '' for 'none'
     rows_fraction: float  # weighted mean share of the table's rows read per held-out draw
     mb_per_query: float
@@ -221,25 +223,135 @@ def weighted_mean(values: np.ndarray, validation: Sequence[tuple[Any, float]]) -
     return float(values @ w / w.sum()) if len(w) and w.sum() > 0 else 0.0
 
 
+#: Rows of the sample written per row group when its bytes per row are measured: enough for the
+#: codec's dictionaries and runs to form, few enough for files of the sample's size.
+MIN_GROUP_ROWS = 256
+
+
+@dataclass(frozen=True)
+class WriteProperties:
+    """How the table writes Parquet (its ``write.parquet.*`` properties, Iceberg's defaults)."""
+
+    codec: str = "zstd"
+    level: int | None = None
+
+    @classmethod
+    def of(cls, properties: dict[str, str]) -> WriteProperties:
+        codec = str(properties.get("write.parquet.compression-codec", "zstd")).lower()
+        codec = {"uncompressed": "none"}.get(codec, codec)
+        level = properties.get("write.parquet.compression-level")
+        try:
+            return cls(codec, int(level) if level not in (None, "") else None)
+        except ValueError:
+            return cls(codec, None)
+
+
+def parquet_bytes_per_row(sample: pa.Table, order: np.ndarray | None, group_rows: float,
+                          write: WriteProperties = WriteProperties()) -> float:
+    """Bytes per row of ``sample`` written as Parquet in the row order ``order`` (indices; None:
+    as it stands), row groups of ``group_rows`` rows (a file of the layout, on the sample's
+    scale), with the table's codec: the column chunks' compressed bytes over the rows (the
+    footer, the same for every order, left out)."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    if sample.num_rows == 0:
+        return 0.0
+    table = sample if order is None else sample.take(pa.array(np.asarray(order, dtype=np.int64)))
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression=write.codec, compression_level=write.level,
+                   row_group_size=max(MIN_GROUP_ROWS, int(group_rows)))
+    meta = pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata
+    size = sum(meta.row_group(g).column(c).total_compressed_size
+               for g in range(meta.num_row_groups) for c in range(meta.num_columns))
+    return size / table.num_rows
+
+
+def block_order(blocks: np.ndarray, sample: pa.Table, column: str | None) -> np.ndarray:
+    """The sample's rows as a Pando layout writes them: block by block, each block's rows in
+    the order of its in-block ``column`` (None: as they stand)."""
+    blocks = np.asarray(blocks, dtype=np.int64)
+    if column is None:
+        return np.argsort(blocks, kind="stable")
+    rank = _positions(pc.array_sort_indices(sample.column(column).combine_chunks(),
+                                            null_placement="at_end").to_numpy())
+    return np.lexsort((rank, blocks))
+
+
+def prediction_weights(validation: Sequence[tuple[Any, float]], queries: Sequence[tuple[Any, float]],
+                       sample: pa.Table, margin: float = 2.0) -> np.ndarray:
+    """The weights the prediction gives the held-out draws: per template, its synthetic draws
+    whose share of the sample's rows (the filter's own predicates; joins not evaluated) lies
+    within the shares its training literals select, widened by a factor ``margin`` each way,
+    plus its training draws, evenly. The draws then spread over the range the template's own
+    literals span, quantile for quantile: a tail threshold's draws stay in the tail (an anchor
+    drawn at a sample row's value can fall in the column's body). A template none of whose
+    synthetic draws lies in that range keeps the one nearest it, so a prediction is never on
+    the workload's own literals only."""
+    from ..workload.templates import template_key
+
+    weights = np.array([float(w) for _, w in validation], dtype=np.float64)
+    if not len(validation) or sample.num_rows == 0:
+        return weights
+    floor = 0.5 / sample.num_rows
+    own = {f.to_sql() for f, _ in queries}
+
+    def share(f: Any) -> float:
+        try:
+            return max(floor, float(np.count_nonzero(f.evaluate(sample))) / sample.num_rows)
+        except Exception:  # a predicate the sample cannot answer: kept (not modelled, not dropped)
+            return float("nan")
+
+    by_template: dict[str, list[int]] = {}
+    for i, (f, _) in enumerate(validation):
+        by_template.setdefault(template_key(f), []).append(i)
+    out = weights.copy()
+    for ix in by_template.values():
+        trained = [i for i in ix if validation[i][0].to_sql() in own]
+        drawn = [i for i in ix if i not in trained]
+        if not trained or not drawn:
+            continue
+        shares = {i: share(validation[i][0]) for i in ix}
+        known = [np.log(shares[i]) for i in trained if np.isfinite(shares[i])]
+        if not known or any(not np.isfinite(shares[i]) for i in drawn):
+            continue
+        lo, hi = min(known) - np.log(margin), max(known) + np.log(margin)
+        dist = {i: max(0.0, lo - np.log(shares[i]), np.log(shares[i]) - hi) for i in drawn}
+        kept = [i for i in drawn if dist[i] == 0.0] or [min(drawn, key=lambda i: (dist[i], i))]
+        total = float(weights[ix].sum())
+        out[ix] = 0.0
+        out[trained + kept] = total / (len(trained) + len(kept))
+    return out
+
+
+def weighted_by(values: np.ndarray, weights: np.ndarray) -> float:
+    return float(np.asarray(values) @ weights / weights.sum()) if len(weights) and weights.sum() > 0 else 0.0
+
+
 def rank_candidates(now: Candidate, others: Sequence[Candidate]) -> list[tuple[Candidate, bool]]:
     """The candidates by bytes per query (then rewrite seconds), the advised one marked: the
     first that reads at least ``MIN_SAVING`` less than the table as is, else the table as is."""
     ranked = sorted([now, *others], key=lambda c: (round(c.mb_per_query, 6), c.rewrite_seconds))
-    best = next((c for c in ranked if c is not now and c.strategy != "info"
+    best = next((c for c in ranked if c is not now and c.strategy not in ("info", "as is")
                  and c.mb_per_query <= (1 - MIN_SAVING) * now.mb_per_query), now)
     return [(c, c is best) for c in ranked]
 
 
 def candidate(name: str, strategy: str, spec: str, fraction: float, table_mb: float, table_rows: int,
-              now_mb: float, seconds: float | None = None, why: str = "") -> Candidate:
-    """A candidate with its bytes, its rewrite's predicted cost, and when it repays it."""
-    mb = fraction * table_mb
-    if strategy == "none":
+              now_mb: float, seconds: float | None = None, why: str = "", bytes_ratio: float = 1.0,
+              mb: float | None = None) -> Candidate:
+    """A candidate with its bytes, its rewrite's predicted cost, and when it repays it.
+    ``bytes_ratio``: its bytes per row over the table's as is (``parquet_bytes_per_row`` of the
+    sample in its order over the sample in the table's); ``mb``: its MB per query when measured
+    as bytes (the table as is), else ``fraction`` of the rows at that ratio."""
+    mb = fraction * table_mb * bytes_ratio if mb is None else mb
+    if strategy in ("none", "as is"):
         return Candidate(name, strategy, spec, fraction, mb, 0.0, 0.0, None, why)
     kind = "zorder" if spec.startswith("zorder(") else "sort" if strategy == "sort" else "pando"
     rate = SECONDS_PER_MILLION_ROWS[kind]
     rewrite_seconds = (seconds or 0.0) + rate * table_rows / 1e6
-    rewrite_mb = 2 * table_mb  # read once, written once
+    rewrite_mb = table_mb * (1 + bytes_ratio)  # read once, written once
     saved = now_mb - mb
     return Candidate(name, strategy, spec, fraction, mb, rewrite_seconds, rewrite_mb,
                      rewrite_mb / saved if saved > 1e-12 else None, why)
@@ -294,11 +406,45 @@ class PandoCandidates:
     now: np.ndarray  # per draw, the share of the table's rows in the current files it opens
     seconds: dict[str, float]  # 'sampling', 'draws+cuts', 'trees' (the k trees), 'derived' (1, 2..k-1), 'k-selection'
     rewrite_sample_rows: float  # the rows a rewrite's sample would hold (its sample-rows-per-block)
+    as_is: AsIsReads | None = None  # per draw, the table as is through Pando's planner and Iceberg alone
+    reads: list[np.ndarray] = field(default_factory=list)  # per candidate, per draw, share of the sample read
+    layouts: list[Any] = field(default_factory=list)  # each candidate's layout
+    orders: list[str | None] = field(default_factory=list)  # each candidate's in-block order column
+    evaluations: Any = None  # the sample's ``layout.Evaluations`` (cut masks shared by the layouts)
+    b_sample: float = 1.0  # min-block-rows on the sample's scale
 
     def rewrite_optimizer_seconds(self, k: int, validate: bool) -> float:
         """The optimizer seconds a rewrite learning ``k`` trees would take (``optimizer_seconds``)."""
         return optimizer_seconds(self.seconds, self.labels[-1], self.rewrite_sample_rows / max(1, self.sample.num_rows),
                                  k, validate)
+
+
+@dataclass(frozen=True)
+class AsIsReads:
+    """Per draw, the shares of the table's rows and bytes in the data files it opens today:
+    through Pando's planner (``planner.scan.plan_scan``: Iceberg's partition and min/max pruning,
+    the join pruning of key sets on the files' bounds, the table's current Pando layout) and by
+    Iceberg alone (its partition and min/max pruning of the filter's own predicates: what a
+    plain Spark read of the table opens)."""
+
+    rows: np.ndarray
+    bytes: np.ndarray
+    iceberg_rows: np.ndarray
+    iceberg_bytes: np.ndarray
+
+
+def reads_as_is(static: Any, snapshot_id: int | None, queries: Sequence[tuple[Any, float]]) -> AsIsReads:
+    """``AsIsReads`` of ``queries`` on ``snapshot_id`` of ``static`` (``static_table``), one plan each."""
+    from ..planner.scan import plan_scan
+
+    out = np.ones((4, len(queries)))
+    for i, (f, _) in enumerate(queries):
+        ex = plan_scan(static, f, snapshot_id=snapshot_id).explain
+        if ex.total_rows:
+            out[0, i], out[2, i] = ex.pando_rows / ex.total_rows, ex.iceberg_rows / ex.total_rows
+        if ex.total_bytes:
+            out[1, i], out[3, i] = ex.pando_bytes / ex.total_bytes, ex.iceberg_bytes / ex.total_bytes
+    return AsIsReads(out[0], out[1], out[2], out[3])
 
 
 def optimizer_seconds(parts: dict[str, float], learned_k: int, scale: float, k: int, validate: bool) -> float:
@@ -343,7 +489,6 @@ def learn_candidates(spark: Any, name: str, sources: Sequence[Any], options: Any
     from ..spark.rewrite_common import (
         collect_arrow,
         learning_workload,
-        reads_now,
         sample_fraction,
         sample_rate,
         seeded_sample,
@@ -391,18 +536,21 @@ def learn_candidates(spark: Any, name: str, sources: Sequence[Any], options: Any
     seconds["derived"] = t4 - t3
     validation = [(f, float(w)) for f, w in expected.validation]
     progress(f"advisor: planning {len(validation)} held-out draws on the table as it is and on {k} layouts")
-    now, now_bytes = reads_now(static_table(jtable, io_properties), snapshot_id, validation)
+    as_is = reads_as_is(static_table(jtable, io_properties), snapshot_id, validation)
     guard: dict[str, Any] = {}
     if bound is not None:
-        guard = {"now": now, "now_bytes": now_bytes, "bound": bound,
+        guard = {"now": as_is.rows, "now_bytes": as_is.bytes, "bound": bound,
                  "file_fraction": min(1.0, options.min_block_rows / max(1, table_rows))}
-    choice = select_layout([(lay, getattr(o, "column", None)) for lay, o in zip(layouts, orders, strict=True)],
-                           sample, validation, b_sample, evaluations=evaluations, **guard)
+    columns = [getattr(o, "column", None) for o in orders]
+    reads: list[np.ndarray] = []  # filled by the k-selection: each layout's reads per draw
+    choice = select_layout(list(zip(layouts, columns, strict=True)), sample, validation, b_sample,
+                           evaluations=evaluations, measured=reads, **guard)
     seconds["k-selection"] = time.time() - t4
     return PandoCandidates(sample, validation, [(f, float(w)) for f, w in queries], table_rows,
                            list(range(1, k + 1)), [float(c) for c in choice.costs], choice.index,
-                           list(choice.holds) if bound is not None else None, np.asarray(now, dtype=float), seconds,
-                           float(sample_fraction(options, table_rows) * table_rows))
+                           list(choice.holds) if bound is not None else None, np.asarray(as_is.rows, dtype=float),
+                           seconds, float(sample_fraction(options, table_rows) * table_rows), as_is, list(reads),
+                           list(layouts), columns, evaluations, b_sample)
 
 
 def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: Any,
@@ -430,12 +578,29 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
     data = files.filter(pc.equal(files.column("content"), 0))
     table_mb = float(pc.sum(data.column("file_size_in_bytes")).as_py() or 0) / 1e6
     b_sample = max(1.0, options.min_block_rows * sample.num_rows / max(1, rows))
+    weights = prediction_weights(validation, learned.queries, sample)
+    write = WriteProperties.of(dict(table.properties or {}))
+    started_bytes = time.time()
+    # bytes per row: the sample written in each candidate's order against the sample as it stands
+    # (the table's order), in files of the table's own size on the sample's scale
+    base_bpr = parquet_bytes_per_row(sample, None, sample.num_rows / max(1, len(data)), write)
 
-    now_fraction = weighted_mean(learned.now, validation)
-    now = candidate("as is", "none", "", now_fraction, table_mb, rows, now_fraction * table_mb,
-                    why=f"its {len(data)} files planned exactly (min/max, partitions, its current layout)")
+    def ratio(order: np.ndarray) -> float:
+        return parquet_bytes_per_row(sample, order, b_sample, write) / base_bpr if base_bpr > 0 else 1.0
+
+    as_is = learned.as_is
+    if as_is is None:
+        raise ValueError(f"table {name}: the advice planned no query on the table as is")
+    now = candidate("as is", "none", "", weighted_by(as_is.rows, weights), table_mb, rows, 0.0,
+                    mb=weighted_by(as_is.bytes, weights) * table_mb,
+                    why=f"its {len(data)} files planned exactly through Pando's planner (min/max, partitions, "
+                        "join key sets on the files' bounds, its current layout)")
     now_mb = now.mb_per_query
-    others = []
+    alone = candidate("as is (Iceberg alone)", "as is", "", weighted_by(as_is.iceberg_rows, weights), table_mb, rows,
+                      now_mb, mb=weighted_by(as_is.iceberg_bytes, weights) * table_mb,
+                      why=f"its {len(data)} files as a plain Spark read opens them (Iceberg's partition and min/max "
+                          "pruning of the filter's own predicates); never advised: Pando's planner reads the first")
+    others = [alone]
     orders = [sort_spec(c) for c in most_filtered_columns(validation, sample, top=2)]
     zcols = most_filtered_columns(validation, sample, kinds=_ZORDER_KINDS, top=3)
     if len(zcols) >= 2:
@@ -443,13 +608,20 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
     for spec in dict.fromkeys([*orders, *(sort_orders or ())]):
         progress(f"advisor: Iceberg's sort order {spec}")
         positions = order_positions_of(sample, spec)
-        fraction = weighted_mean(ordered_reads(sample, validation, b_sample, positions), validation)
+        fraction = weighted_by(ordered_reads(sample, validation, b_sample, positions), weights)
         label = spec if spec.startswith("zorder(") else f"sort({spec})"
-        others.append(candidate(label, "sort", spec, fraction, table_mb, rows, now_mb,
+        r = ratio(np.argsort(positions, kind="stable"))
+        others.append(candidate(label, "sort", spec, fraction, table_mb, rows, now_mb, bytes_ratio=r,
                                 why="Iceberg's rewrite_data_files with this sort order, files of min-block-rows rows, "
-                                    "estimated on the sample" + (" (asked for)" if spec not in orders else "")))
+                                    f"estimated on the sample ({r:.2f}× the table's bytes per row)"
+                                    + (" (asked for)" if spec not in orders else "")))
     kept = learned.labels[learned.kept]
-    for i, (k, fraction) in enumerate(zip(learned.labels, learned.fractions, strict=True)):
+    ev = learned.evaluations
+    for i, k in enumerate(learned.labels):
+        lay = learned.layouts[i]
+        blocks = lay.route(sample, ev.mask_map(lay.cuts)) if ev is not None else lay.route(sample)
+        r = ratio(block_order(blocks, sample, learned.orders[i]))
+        fraction = weighted_by(learned.reads[i], weights)
         is_kept = i == learned.kept
         optimizer = learned.rewrite_optimizer_seconds(k, validate=False)
         how = "learned on the advisor's sample" if k in (1, learned.labels[-1]) else \
@@ -460,11 +632,14 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
         refused = learned.holds is not None and not learned.holds[i]
         if refused:  # never advised: the rewrite refuses it
             why += "; not advised: a template would read more than max-template-regression × what it reads now"
+        why += f"; its files {r:.2f}× the table's bytes per row (the sample written block by block)"
         others.append(candidate(f"pando k={k}", "pando" if is_kept and not refused else "info", str(k),
-                                float(fraction), table_mb, rows, now_mb, optimizer, why))
+                                float(fraction), table_mb, rows, now_mb, optimizer, why, bytes_ratio=r))
+    parts_bytes = time.time() - started_bytes
     ranked = rank_candidates(now, others)
     advice = Advice(name, rows, table_mb, sample.num_rows, len(validation), tuple(ranked), time.time() - started,
-                    float(sum(w for _, w in learned.queries)), parts=dict(learned.seconds),
+                    float(sum(w for _, w in learned.queries)),
+                    parts={**learned.seconds, "candidates": parts_bytes},
                     learned_k=learned.labels[-1], sample_scale=learned.rewrite_sample_rows / max(1, sample.num_rows))
     return advice, learned
 

@@ -4,9 +4,11 @@ For one table and its workload the advisor predicts, on one sample, the bytes ea
 layout reads per held-out query (the workload templates' validation draws, never only the
 literals the workload used) and what writing it costs, and ranks them:
 
-- **as is**: the table's current files, planned exactly (``planner.scan.plan_scan``, through
-  ``spark/rewrite_common.reads_now``: Iceberg's min/max and partition pruning, a current Pando
-  layout if any);
+- **as is**: the table's current files, planned exactly (``planner.scan.plan_scan``,
+  ``reads_as_is``) two ways: through Pando's planner (Iceberg's min/max and partition pruning,
+  join key sets on the files' bounds, a current Pando layout if any: the baseline savings are
+  counted against) and by Iceberg alone (what a plain Spark read of the table opens; never
+  advised);
 - **Iceberg's sort** on each of the two columns the draws filter most, and **Iceberg's z-order**
   of the (at most three) most filtered columns its Spark z-order accepts: the sample's rows in that
   order (Iceberg's own z-value: ``zorder_words``), cut into files of b rows, each file's min/max
@@ -15,7 +17,13 @@ literals the workload used) and what writing it costs, and ranks them:
 - **Pando with 1..k trees**: the layouts §6 learns on the same sample, measured the same way
   (the k-selection's validation, ``workload.in_block.select_layout``).
 
-Rows read become bytes in proportion to the table's data bytes. A rewrite's cost is predicted in
+The prediction weighs the held-out draws so that each template's spread over the shares of the
+sample its own training literals select (``prediction_weights``: a tail threshold's draws stay
+in the tail); the k-selection keeps its draws as a rewrite weighs them. The table as is reads
+the bytes of the files it opens; a candidate's rows read become bytes at its own bytes per row:
+the table's, times the sample's bytes per row written in the candidate's order (its blocks,
+each in its in-block order, or Iceberg's sort) over the sample's in the table's order, as
+Parquet with the table's codec (``parquet_bytes_per_row``). A rewrite's cost is predicted in
 seconds from per-row rates measured on this kind of machine (``SECONDS_PER_MILLION_ROWS``; Pando
 adds the sampling and optimizer seconds the advice itself measured) and in bytes (the table read
 once and written once); a candidate *repays* its rewrite after as many queries as its bytes
@@ -412,6 +420,7 @@ class PandoCandidates:
     orders: list[str | None] = field(default_factory=list)  # each candidate's in-block order column
     evaluations: Any = None  # the sample's ``layout.Evaluations`` (cut masks shared by the layouts)
     b_sample: float = 1.0  # min-block-rows on the sample's scale
+    table_order: np.ndarray | None = None  # the sample's rows in the order the table's files hold them
 
     def rewrite_optimizer_seconds(self, k: int, validate: bool) -> float:
         """The optimizer seconds a rewrite learning ``k`` trees would take (``optimizer_seconds``)."""
@@ -502,15 +511,19 @@ def learn_candidates(spark: Any, name: str, sources: Sequence[Any], options: Any
     seconds: dict[str, float] = {}
     per_block = min(options.sample_rows_per_block or ADVICE_SAMPLE_ROWS_PER_BLOCK, ADVICE_SAMPLE_ROWS_PER_BLOCK)
     cheap = dataclasses.replace(options, sample_rows_per_block=per_block)
-    df = jv.read_snapshot(spark, name, snapshot_id)
+    where = ("_file", "_pos")  # where each sample row lies now: the table's own order, for its bytes per row
+    df = jv.read_snapshot(spark, name, snapshot_id, metadata=where)
     wl, target, queries, schemas = table_workload(spark, name, sources)
     jtable = jv.load_table(spark, name)
     bound = template_bound(options, jtable)
     fraction = sample_fraction(cheap, table_rows)
     progress(f"advisor: sampling {name} ({fraction:.2%} of {table_rows:,} rows)")
-    sample = seeded_sample(df, fraction, options.seed)
+    sample = seeded_sample(df, fraction, options.seed, skip=where)
     if sample.num_rows == 0:
         sample = collect_arrow(df.limit(options.min_sample_rows))
+    table_order = np.lexsort((sample.column("_pos").to_numpy(zero_copy_only=False),
+                              pc.rank(sample.column("_file"), sort_keys="ascending", tiebreaker="dense").to_numpy()))
+    sample = sample.drop_columns(list(where))
     t1 = time.time()
     seconds["sampling"] = t1 - t0
     expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, cheap,
@@ -550,7 +563,7 @@ def learn_candidates(spark: Any, name: str, sources: Sequence[Any], options: Any
                            list(range(1, k + 1)), [float(c) for c in choice.costs], choice.index,
                            list(choice.holds) if bound is not None else None, np.asarray(as_is.rows, dtype=float),
                            seconds, float(sample_fraction(options, table_rows) * table_rows), as_is, list(reads),
-                           list(layouts), columns, evaluations, b_sample)
+                           list(layouts), columns, evaluations, b_sample, table_order)
 
 
 def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: Any,
@@ -583,7 +596,7 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
     started_bytes = time.time()
     # bytes per row: the sample written in each candidate's order against the sample as it stands
     # (the table's order), in files of the table's own size on the sample's scale
-    base_bpr = parquet_bytes_per_row(sample, None, sample.num_rows / max(1, len(data)), write)
+    base_bpr = parquet_bytes_per_row(sample, learned.table_order, sample.num_rows / max(1, len(data)), write)
 
     def ratio(order: np.ndarray) -> float:
         return parquet_bytes_per_row(sample, order, b_sample, write) / base_bpr if base_bpr > 0 else 1.0

@@ -176,8 +176,8 @@ class HeldOutPatches:
         from pando_iceberg.workload import in_block
         from pando_iceberg.workload.templates import group_templates, template_key
 
-        self.saved = (advisor.reads_as_is, in_block.select_layout)
-        reads_now, select_layout = self.saved
+        self.saved = (advisor.reads_as_is, in_block.select_layout, advisor.prediction_weights)
+        reads_now, select_layout, prediction_weights = self.saved
         keyed, held = self.keyed, self.held
 
         def own_templates(validation):
@@ -207,16 +207,33 @@ class HeldOutPatches:
                                  for key, draws in own_templates(validation)}
             held["pando_held"] = [select_layout(layouts, sample, [q], b_sample, evaluations=ev).costs for q in keyed]
             held["pando_kept"] = out.index
+            held["reads"] = kw.get("measured")
+            return out
+
+        def prediction_weights_too(validation, queries, sample, *args, **kw):
+            out = prediction_weights(validation, queries, sample, *args, **kw)
+            reads = held.get("reads") or []
+            kept = held.get("pando_kept", 0)
+            index = {id(f): i for i, (f, _) in enumerate(validation)}
+            held["predicted"] = {}
+            for key, draws in own_templates(validation):
+                ix = [index[id(f)] for f, _ in draws]
+                w = out[ix]
+                held["predicted"][key] = {
+                    "weight": float(w.sum()),
+                    "pando": float(reads[kept][ix] @ w / w.sum()) if len(reads) > kept and w.sum() > 0 else None,
+                    "kept_draws": int((w > 0).sum()), "draws": len(ix)}
             return out
 
         advisor.reads_as_is, in_block.select_layout = reads_now_too, select_layout_too
+        advisor.prediction_weights = prediction_weights_too
         return self
 
     def __exit__(self, *exc):
         from pando_iceberg.maintenance import advisor
         from pando_iceberg.workload import in_block
 
-        advisor.reads_as_is, in_block.select_layout = self.saved
+        advisor.reads_as_is, in_block.select_layout, advisor.prediction_weights = self.saved
         return False
 
 
@@ -261,7 +278,10 @@ def held_out_row(table: str, held: dict, measured: dict, layouts, advice) -> dic
         own_pando = held.get("pando_own", {}).get(key)
         row["as is"] = {"own": own_now and own_now["rows"],
                         "held": sum(held["now_held"]["rows"][i] for i in idx) / len(idx)}
+        pred = held.get("predicted", {}).get(key)
         row["pando"] = {"own": own_pando and own_pando["costs"][kept],
+                        "predicted": pred and pred["pando"],
+                        "kept_draws": pred and f"{pred['kept_draws']}/{pred['draws']}",
                         "held": sum(held["pando_held"][i][kept] for i in idx) / len(idx)}
         for lay in layouts:
             ms = [by_index[held["tests"][i]["index"]]["layouts"][lay]["tables"][table] for i in idx]
@@ -286,8 +306,8 @@ def print_held_out(h: dict) -> None:
     print(f"\n{h['table']}: share of rows read per query (MB = share × {mb:.1f} MB, the table as is); "
           f"Pando candidate kept: k={h['kept']}")
     print("| template | queries | as is: own draws | as is: held-out | arrival measured rows (MB) "
-          "| Pando: own draws | Pando: held-out | Pando measured rows (MB) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| Pando: own draws | Pando: prediction draws (kept) | Pando: held-out | Pando measured rows (MB) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     pl = next((x for x in lays if x.startswith("pando")), None)
 
     def cell(m):
@@ -298,11 +318,12 @@ def print_held_out(h: dict) -> None:
 
     for r in h["templates"]:
         print(f"| {r['template']} | {r['queries']} | {f(r['as is']['own'])} | {f(r['as is']['held'])} | "
-              f"{cell(r.get('arrival'))} | {f(r['pando']['own'])} | {f(r['pando']['held'])} | {cell(r.get(pl))} |")
+              f"{cell(r.get('arrival'))} | {f(r['pando']['own'])} | {f(r['pando'].get('predicted'))} "
+              f"({r['pando'].get('kept_draws') or '—'}) | {f(r['pando']['held'])} | {cell(r.get(pl))} |")
     m = h["measured"]
     print(f"| all | | {f(h['as is']['own'])} ({h['as is']['own'] * mb:.1f}) | {f(h['as is']['held'])} "
           f"({h['as is']['held'] * mb:.1f}) | {cell(m.get('arrival'))} | {f(h['pando']['own'])} "
-          f"({h['pando']['own'] * mb:.1f}) | {f(h['pando']['held'])} ({h['pando']['held'] * mb:.1f}) "
+          f"({h['pando']['own'] * mb:.1f}) | | {f(h['pando']['held'])} ({h['pando']['held'] * mb:.1f}) "
           f"| {cell(m.get(pl))} |")
 
 

@@ -594,12 +594,14 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
     weights = prediction_weights(validation, learned.queries, sample)
     write = WriteProperties.of(dict(table.properties or {}))
     started_bytes = time.time()
-    # bytes per row: the sample written in each candidate's order against the sample as it stands
-    # (the table's order), in files of the table's own size on the sample's scale
-    base_bpr = parquet_bytes_per_row(sample, learned.table_order, sample.num_rows / max(1, len(data)), write)
+    # bytes per row: the sample written in each candidate's order against the sample in the table's
+    # order, row groups alike (the sample's share of a file as is): a sparse sample cut into files of
+    # b sample rows would pay a dictionary per few hundred rows that a file of b rows pays once
+    group = sample.num_rows / max(1, len(data))
+    base_bpr = parquet_bytes_per_row(sample, learned.table_order, group, write)
 
     def ratio(order: np.ndarray) -> float:
-        return parquet_bytes_per_row(sample, order, b_sample, write) / base_bpr if base_bpr > 0 else 1.0
+        return parquet_bytes_per_row(sample, order, group, write) / base_bpr if base_bpr > 0 else 1.0
 
     as_is = learned.as_is
     if as_is is None:

@@ -92,6 +92,8 @@ def test_a_clustered_candidate_stores_fewer_bytes_per_row_than_the_table_as_is()
     c = candidate("pando k=1", "pando", "1", 0.2, 100.0, 1_000_000, 50.0, bytes_ratio=ratio)
     assert c.mb_per_query == pytest.approx(0.2 * 100.0 * ratio) and c.mb_per_query < 0.2 * 100.0
     assert c.rewrite_mb == pytest.approx(100.0 * (1 + ratio))  # read as is, written at its bytes per row
+    kept = candidate("pando k=1", "pando", "1", 0.2, 100.0, 1_000_000, 50.0, bytes_ratio=ratio, apply_bytes=False)
+    assert kept.mb_per_query == pytest.approx(0.2 * 100.0) and kept.bytes_ratio == ratio and not kept.bytes_applied
     assert WriteProperties.of({}) == WriteProperties("zstd", None)
     assert WriteProperties.of({"write.parquet.compression-codec": "UNCOMPRESSED",
                                "write.parquet.compression-level": "x"}) == WriteProperties("none", None)

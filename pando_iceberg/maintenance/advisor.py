@@ -82,6 +82,8 @@ class Candidate:
     rewrite_mb: float
     repays_after_queries: float | None  # None: it saves nothing against the table as is
     why: str = ""
+    bytes_ratio: float = 1.0  # its bytes per row over the table's, as the sample written in its order says
+    bytes_applied: bool = False  # whether mb_per_query holds bytes_ratio (only on a sample of every row)
 
     def row(self, rank: int, advised: bool) -> tuple:
         return (rank, self.name, round(self.rows_fraction, 6), round(self.mb_per_query, 3),
@@ -254,12 +256,77 @@ class WriteProperties:
             return cls(codec, None)
 
 
+def dictionary_at_scale(rows: pa.Table, scale: float) -> list[str]:
+    """The columns a writer dictionary-encodes in a file of which ``rows`` are a ``scale`` share
+    (a file of the sample): parquet-mr's rule as Pando's writer applies it
+    (``spark.blocks.dictionary_columns``: the dictionary plus its indices smaller than the plain
+    values), on the file's distinct values estimated from the sample's (Haas and Stokes' first-order
+    jackknife: d / (1 − (1 − scale) · f₁ / n), f₁ the values seen once: a key every sample row
+    holds once is unique in the file, one seen many times has all its values seen). A sample's
+    file sees a few hundred of a file's hundred thousand rows: on its own distinct count every
+    key looks unique and would be written plain."""
+    n_sample = rows.num_rows
+    out: list[str] = []
+    if n_sample == 0:
+        return out
+    scale = min(1.0, max(1e-9, float(scale)))
+    for name, column in zip(rows.column_names, rows.columns, strict=True):
+        typ = column.type
+        non_null = n_sample - column.null_count
+        if pa.types.is_boolean(typ) or non_null == 0 or pa.types.is_nested(typ):
+            out.append(name)
+            continue
+        counts = pc.value_counts(column.drop_null()).field("counts").to_numpy()
+        once = int((counts == 1).sum())
+        n = non_null / scale
+        distinct = min(n, len(counts) / max(1e-9, 1.0 - (1.0 - scale) * once / non_null))
+        if pa.types.is_binary(typ) or pa.types.is_string(typ) or pa.types.is_large_string(typ) \
+                or pa.types.is_large_binary(typ):
+            width = 4.0 + float(pc.sum(pc.binary_length(column)).as_py() or 0) / non_null
+        elif pa.types.is_decimal(typ):
+            width = 4.0 if typ.precision <= 9 else 8.0 if typ.precision <= 18 else 16.0
+        else:
+            width = max(1.0, typ.bit_width / 8.0) if hasattr(typ, "bit_width") else 8.0
+        index_bytes = n * max(1, int(np.ceil(np.log2(max(distinct, 2))))) / 8.0
+        if distinct * width + index_bytes < n * width:
+            out.append(name)
+    return out
+
+
+def file_dictionary_columns(table: Any) -> list[str] | None:
+    """The columns the pyiceberg ``table``'s largest data file dictionary-encodes (its Parquet
+    footer's encodings): how the table as is was written (None: no file read)."""
+    import pyarrow.parquet as pq
+
+    files = table.inspect.files()
+    data = files.filter(pc.equal(files.column("content"), 0))
+    if len(data) == 0:
+        return None
+    sizes = data.column("file_size_in_bytes").to_numpy()
+    path = data.column("file_path")[int(np.argmax(sizes))].as_py()
+    try:
+        with table.io.new_input(path).open() as f:
+            meta = pq.ParquetFile(f).metadata
+    except Exception:  # an unreadable footer: the writers' shared rule then (``dictionary_at_scale``)
+        return None
+    out = []
+    for c in range(meta.num_columns):
+        encodings = {e for g in range(meta.num_row_groups) for e in meta.row_group(g).column(c).encodings}
+        if encodings & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}:
+            out.append(meta.row_group(0).column(c).path_in_schema.split(".")[0])
+    return out
+
+
 def parquet_bytes_per_row(sample: pa.Table, order: np.ndarray | None, group_rows: float,
-                          write: WriteProperties = WriteProperties()) -> float:
+                          write: WriteProperties = WriteProperties(), scale: float = 1.0,
+                          dictionary: Sequence[str] | None = None) -> float:
     """Bytes per row of ``sample`` written as Parquet in the row order ``order`` (indices; None:
     as it stands), row groups of ``group_rows`` rows (a file of the layout, on the sample's
-    scale), with the table's codec: the column chunks' compressed bytes over the rows (the
-    footer, the same for every order, left out)."""
+    scale), with the table's codec (zstd at Pando's writer's level 3 unless set) and decimals
+    as integers: the column chunks' compressed bytes over the rows (the footer, the same for
+    every order, left out). ``dictionary``: the columns dictionary-encoded (None: those a file
+    of the table would encode, ``dictionary_at_scale`` of the first row group at ``scale``, the
+    sample's share of the table)."""
     import io
 
     import pyarrow.parquet as pq
@@ -267,9 +334,13 @@ def parquet_bytes_per_row(sample: pa.Table, order: np.ndarray | None, group_rows
     if sample.num_rows == 0:
         return 0.0
     table = sample if order is None else sample.take(pa.array(np.asarray(order, dtype=np.int64)))
+    group = max(MIN_GROUP_ROWS, int(group_rows))
+    if dictionary is None:
+        dictionary = dictionary_at_scale(table.slice(0, group), scale)
+    level = write.level if write.level is not None or write.codec != "zstd" else 3
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression=write.codec, compression_level=write.level,
-                   row_group_size=max(MIN_GROUP_ROWS, int(group_rows)))
+    pq.write_table(table, buf, compression=write.codec, compression_level=level, row_group_size=group,
+                   use_dictionary=list(dictionary), store_decimal_as_integer=True)
     meta = pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata
     size = sum(meta.row_group(g).column(c).total_compressed_size
                for g in range(meta.num_row_groups) for c in range(meta.num_columns))
@@ -287,16 +358,36 @@ def block_order(blocks: np.ndarray, sample: pa.Table, column: str | None) -> np.
     return np.lexsort((rank, blocks))
 
 
+def numeric_literals(f: Any) -> list[float]:
+    """The filter's numeric literals (its own predicates' and its join filters'), in the order
+    the expression holds them: one per parameter site, aligned across a template's draws."""
+    from sqlglot import exp
+
+    out = []
+    nodes = [f.expr] + [getattr(j, "dim_filter", None) for j in getattr(f, "joins", None) or ()]
+    for node in nodes:
+        node = getattr(node, "expr", node)
+        if not isinstance(node, exp.Expression):
+            continue
+        for lit in node.find_all(exp.Literal):
+            if lit.is_number:
+                v = float(lit.this)
+                out.append(-v if isinstance(lit.parent, exp.Neg) else v)
+    return out
+
+
 def prediction_weights(validation: Sequence[tuple[Any, float]], queries: Sequence[tuple[Any, float]],
                        sample: pa.Table, margin: float = 2.0) -> np.ndarray:
-    """The weights the prediction gives the held-out draws: per template, its synthetic draws
-    whose share of the sample's rows (the filter's own predicates; joins not evaluated) lies
-    within the shares its training literals select, widened by a factor ``margin`` each way,
-    plus its training draws, evenly. The draws then spread over the range the template's own
-    literals span, quantile for quantile: a tail threshold's draws stay in the tail (an anchor
-    drawn at a sample row's value can fall in the column's body). A template none of whose
-    synthetic draws lies in that range keeps the one nearest it, so a prediction is never on
-    the workload's own literals only."""
+    """The weights the prediction gives the held-out draws: per template, its training draws
+    and the synthetic draws within the range its training literals span, evenly. A numeric
+    parameter the training draws give two values or more: each of its literals between the
+    training's least and greatest (a tail threshold's draws stay in the tail: an anchor drawn
+    at a sample row's value can fall in the column's body, ``workload/templates.py``); a
+    template whose numeric parameters have one training value each: the draws whose share of
+    the sample's rows (the filter's own predicates) lies within ``margin`` times the shares its
+    training draws select, either way. Templates without numeric parameters keep their draws.
+    A template none of whose synthetic draws lies in range keeps the nearest one, so a
+    prediction is never on the workload's own literals only."""
     from ..workload.templates import template_key
 
     weights = np.array([float(w) for _, w in validation], dtype=np.float64)
@@ -320,12 +411,25 @@ def prediction_weights(validation: Sequence[tuple[Any, float]], queries: Sequenc
         drawn = [i for i in ix if i not in trained]
         if not trained or not drawn:
             continue
-        shares = {i: share(validation[i][0]) for i in ix}
-        known = [np.log(shares[i]) for i in trained if np.isfinite(shares[i])]
-        if not known or any(not np.isfinite(shares[i]) for i in drawn):
+        literals = {i: numeric_literals(validation[i][0]) for i in ix}
+        width = len(literals[trained[0]])
+        if width == 0 or any(len(v) != width for v in literals.values()):
             continue
-        lo, hi = min(known) - np.log(margin), max(known) + np.log(margin)
-        dist = {i: max(0.0, lo - np.log(shares[i]), np.log(shares[i]) - hi) for i in drawn}
+        values = np.array([literals[i] for i in trained])
+        varied = [j for j in range(width) if len(set(values[:, j])) > 1]
+        if varied:
+            lo, hi = values[:, varied].min(axis=0), values[:, varied].max(axis=0)
+            span = np.maximum(hi - lo, 1e-12)
+            at = np.array([literals[i] for i in drawn])[:, varied]
+            far = np.max(np.maximum(0.0, np.maximum(lo - at, at - hi)) / span, axis=1)
+        else:
+            shares = np.array([share(validation[i][0]) for i in ix])
+            known = np.log(shares[[ix.index(i) for i in trained]])
+            if not np.all(np.isfinite(shares)):
+                continue
+            x = np.log(shares[[ix.index(i) for i in drawn]])
+            far = np.maximum(0.0, np.maximum(known.min() - np.log(margin) - x, x - known.max() - np.log(margin)))
+        dist = {i: float(d) for i, d in zip(drawn, far, strict=True)}
         kept = [i for i in drawn if dist[i] == 0.0] or [min(drawn, key=lambda i: (dist[i], i))]
         total = float(weights[ix].sum())
         out[ix] = 0.0
@@ -348,21 +452,23 @@ def rank_candidates(now: Candidate, others: Sequence[Candidate]) -> list[tuple[C
 
 def candidate(name: str, strategy: str, spec: str, fraction: float, table_mb: float, table_rows: int,
               now_mb: float, seconds: float | None = None, why: str = "", bytes_ratio: float = 1.0,
-              mb: float | None = None) -> Candidate:
+              mb: float | None = None, apply_bytes: bool = True) -> Candidate:
     """A candidate with its bytes, its rewrite's predicted cost, and when it repays it.
     ``bytes_ratio``: its bytes per row over the table's as is (``parquet_bytes_per_row`` of the
-    sample in its order over the sample in the table's); ``mb``: its MB per query when measured
-    as bytes (the table as is), else ``fraction`` of the rows at that ratio."""
-    mb = fraction * table_mb * bytes_ratio if mb is None else mb
+    sample in its order over the sample in the table's), applied to its MB when ``apply_bytes``
+    (else the table's bytes per row); ``mb``: its MB per query when measured as bytes (the table
+    as is), else ``fraction`` of the rows."""
+    ratio = bytes_ratio if apply_bytes else 1.0
+    mb = fraction * table_mb * ratio if mb is None else mb
     if strategy in ("none", "as is"):
         return Candidate(name, strategy, spec, fraction, mb, 0.0, 0.0, None, why)
     kind = "zorder" if spec.startswith("zorder(") else "sort" if strategy == "sort" else "pando"
     rate = SECONDS_PER_MILLION_ROWS[kind]
     rewrite_seconds = (seconds or 0.0) + rate * table_rows / 1e6
-    rewrite_mb = table_mb * (1 + bytes_ratio)  # read once, written once
+    rewrite_mb = table_mb * (1 + ratio)  # read once, written once
     saved = now_mb - mb
     return Candidate(name, strategy, spec, fraction, mb, rewrite_seconds, rewrite_mb,
-                     rewrite_mb / saved if saved > 1e-12 else None, why)
+                     rewrite_mb / saved if saved > 1e-12 else None, why, bytes_ratio, apply_bytes)
 
 
 @dataclass(frozen=True)
@@ -593,15 +699,25 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
     b_sample = max(1.0, options.min_block_rows * sample.num_rows / max(1, rows))
     weights = prediction_weights(validation, learned.queries, sample)
     write = WriteProperties.of(dict(table.properties or {}))
+    bytes_seconds = 0.0
+    # bytes per row: the sample written in each candidate's order (files of b sample rows, the
+    # dictionaries a file of b rows would have) against the sample in the table's own order and
+    # encodings. Applied only when the sample holds every row: a sample of 1 % sees runs a
+    # hundred times shorter and keys more distinct per file than the files hold (star: 1.02× as
+    # the sample says, 0.74× as Pando's files measure), so the candidate keeps the table's.
+    scale = sample.num_rows / max(1, rows)
+    exact = scale >= 1.0
     started_bytes = time.time()
-    # bytes per row: the sample written in each candidate's order against the sample in the table's
-    # order, row groups alike (the sample's share of a file as is): a sparse sample cut into files of
-    # b sample rows would pay a dictionary per few hundred rows that a file of b rows pays once
-    group = sample.num_rows / max(1, len(data))
-    base_bpr = parquet_bytes_per_row(sample, learned.table_order, group, write)
+    base_bpr = parquet_bytes_per_row(sample, learned.table_order, sample.num_rows / max(1, len(data)), write, scale,
+                                     file_dictionary_columns(table))
+    bytes_seconds += time.time() - started_bytes
 
     def ratio(order: np.ndarray) -> float:
-        return parquet_bytes_per_row(sample, order, group, write) / base_bpr if base_bpr > 0 else 1.0
+        nonlocal bytes_seconds
+        t = time.time()
+        out = parquet_bytes_per_row(sample, order, b_sample, write, scale) / base_bpr if base_bpr > 0 else 1.0
+        bytes_seconds += time.time() - t
+        return out
 
     as_is = learned.as_is
     if as_is is None:
@@ -627,8 +743,10 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
         label = spec if spec.startswith("zorder(") else f"sort({spec})"
         r = ratio(np.argsort(positions, kind="stable"))
         others.append(candidate(label, "sort", spec, fraction, table_mb, rows, now_mb, bytes_ratio=r,
+                                apply_bytes=exact,
                                 why="Iceberg's rewrite_data_files with this sort order, files of min-block-rows rows, "
-                                    f"estimated on the sample ({r:.2f}× the table's bytes per row)"
+                                    f"estimated on the sample (written in its order: {r:.2f}× the table's bytes per "
+                                    "row" + ("" if exact else ", not applied: a sample") + ")"
                                     + (" (asked for)" if spec not in orders else "")))
     kept = learned.labels[learned.kept]
     ev = learned.evaluations
@@ -647,14 +765,15 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
         refused = learned.holds is not None and not learned.holds[i]
         if refused:  # never advised: the rewrite refuses it
             why += "; not advised: a template would read more than max-template-regression × what it reads now"
-        why += f"; its files {r:.2f}× the table's bytes per row (the sample written block by block)"
+        why += (f"; the sample written block by block: {r:.2f}× the table's bytes per row"
+                + ("" if exact else " (not applied: a sample)"))
         others.append(candidate(f"pando k={k}", "pando" if is_kept and not refused else "info", str(k),
-                                float(fraction), table_mb, rows, now_mb, optimizer, why, bytes_ratio=r))
-    parts_bytes = time.time() - started_bytes
+                                float(fraction), table_mb, rows, now_mb, optimizer, why, bytes_ratio=r,
+                                apply_bytes=exact))
     ranked = rank_candidates(now, others)
     advice = Advice(name, rows, table_mb, sample.num_rows, len(validation), tuple(ranked), time.time() - started,
                     float(sum(w for _, w in learned.queries)),
-                    parts={**learned.seconds, "candidates": parts_bytes},
+                    parts={**learned.seconds, "bytes per row": bytes_seconds},
                     learned_k=learned.labels[-1], sample_scale=learned.rewrite_sample_rows / max(1, sample.num_rows))
     return advice, learned
 

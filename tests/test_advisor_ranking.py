@@ -100,34 +100,40 @@ def test_a_clustered_candidate_stores_fewer_bytes_per_row_than_the_table_as_is()
 
 
 def test_a_tail_thresholds_prediction_draws_stay_in_the_tail():
-    """A template whose training literals are tail thresholds (tip >= 10, tip >= 20) keeps, for
-    the prediction, the draws selecting what its literals select; draws whose anchor fell in the
-    column's body (tip >= 0 | 2) weigh nothing. A template with no draw in that range keeps the
-    nearest one: never the workload's own literals only."""
+    """A template whose training literals are a few tail thresholds (tip >= 10 | 20, repeated)
+    keeps, for the prediction, the draws within them; draws whose anchor fell in the column's
+    body (tip >= 0 | 2) weigh nothing. A threshold with one training value keeps the draws
+    selecting as much as it does, or the nearest one: never the workload's own literals only.
+    A template whose every training draw has its own literal (spread like the data) keeps its
+    draws as they are."""
     from pando_iceberg.expr.filters import TableFilter
     from pando_iceberg.maintenance.advisor import prediction_weights, weighted_by
 
     rng = np.random.default_rng(1)
     sample = pa.table({"tip": pa.array(np.round(rng.exponential(3.0, 20_000), 2)),
-                       "fare": pa.array(np.round(rng.uniform(2, 80, 20_000), 2))})
+                       "fare": pa.array(np.round(rng.uniform(2, 80, 20_000), 2)),
+                       "miles": pa.array(np.round(rng.exponential(2.0, 20_000), 1))})
 
     def f(sql: str) -> TableFilter:
         return TableFilter.from_sql(sql, sample.schema, "trips")
 
-    trained = [(f("tip >= 10"), 1.0), (f("tip >= 20"), 1.0), (f("fare > 70"), 1.0)]
-    drawn = ["tip >= 0", "tip >= 2", "tip >= 12", "tip >= 15", "fare > 5"]
-    validation = [(q, 2.0 / 6) for q, _ in trained[:2]] + [(f(s), 2.0 / 6) for s in drawn[:4]] \
-        + [(trained[2][0], 0.5), (f(drawn[4]), 0.5)]
+    tips = ["tip >= 10", "tip >= 20", "tip >= 10", "tip >= 20"]
+    miles = ["miles BETWEEN 6.8 AND 7.3", "miles BETWEEN 9.3 AND 9.8"]
+    trained = [(f(s), 1.0) for s in tips + miles] + [(f("fare > 70"), 1.0)]
+    validation = [(f(s), 0.25) for s in tips + ["tip >= 0", "tip >= 2", "tip >= 12", "tip >= 15"]] \
+        + [(f(s), 0.5) for s in miles + ["miles BETWEEN 1.1 AND 1.6", "miles BETWEEN 0.2 AND 0.7"]] \
+        + [(f("fare > 70"), 0.5), (f("fare > 5"), 0.5)]
     w = prediction_weights(validation, trained, sample)
-    tip = {q.to_sql(): x for (q, _), x in zip(validation, w, strict=True)}
-    assert [tip[f(s).to_sql()] for s in ("tip >= 0", "tip >= 2")] == [0.0, 0.0]
-    assert all(tip[f(s).to_sql()] == pytest.approx(0.5) for s in ("tip >= 10", "tip >= 20", "tip >= 12",
-                                                                   "tip >= 15"))
+    by = {q.to_sql(): x for (q, _), x in zip(validation, w, strict=True)}
+    assert [by[f(s).to_sql()] for s in ("tip >= 0", "tip >= 2")] == [0.0, 0.0]
+    assert all(by[f(s).to_sql()] == pytest.approx(2.0 / 6) for s in ("tip >= 10", "tip >= 20", "tip >= 12",
+                                                                      "tip >= 15"))
     assert w.sum() == pytest.approx(sum(x for _, x in validation))  # each template keeps its weight
-    assert tip[f("fare > 5").to_sql()] == pytest.approx(0.5)  # the nearest, though far: kept
+    assert by[f("fare > 5").to_sql()] == pytest.approx(0.5)  # the nearest, though far: kept
+    assert all(by[f(s).to_sql()] == 0.5 for s in ("miles BETWEEN 1.1 AND 1.6", "miles BETWEEN 0.2 AND 0.7"))
     share = np.array([np.mean(q.evaluate(sample)) for q, _ in validation])
-    tips = np.array([q.to_sql().startswith("tip") for q, _ in validation], dtype=float)
-    own = weighted_by(share * tips, np.array([x for _, x in validation]) * tips)
-    predicted = weighted_by(share * tips, w * tips)
+    tip = np.array([q.to_sql().startswith("tip") for q, _ in validation], dtype=float)
+    own = weighted_by(share * tip, np.array([x for _, x in validation]) * tip)
+    predicted = weighted_by(share * tip, w * tip)
     held_out = np.mean([np.mean(f(s).evaluate(sample)) for s in ("tip >= 10", "tip >= 20")])
     assert abs(predicted - held_out) < 0.02 < abs(own - held_out)

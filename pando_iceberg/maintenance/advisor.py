@@ -17,13 +17,16 @@ literals the workload used) and what writing it costs, and ranks them:
 - **Pando with 1..k trees**: the layouts §6 learns on the same sample, measured the same way
   (the k-selection's validation, ``workload.in_block.select_layout``).
 
-The prediction weighs the held-out draws so that each template's spread over the shares of the
-sample its own training literals select (``prediction_weights``: a tail threshold's draws stay
-in the tail); the k-selection keeps its draws as a rewrite weighs them. The table as is reads
-the bytes of the files it opens; a candidate's rows read become bytes at its own bytes per row:
-the table's, times the sample's bytes per row written in the candidate's order (its blocks,
-each in its in-block order, or Iceberg's sort) over the sample's in the table's order, as
-Parquet with the table's codec (``parquet_bytes_per_row``). A rewrite's cost is predicted in
+The prediction weighs the held-out draws so that each template's lie within the range of its
+own training literals (``prediction_weights``: a tail threshold's draws stay in the tail); the
+k-selection keeps its draws as a rewrite weighs them. The table as is reads the bytes of the
+files it opens; a candidate's rows read become bytes at the table's bytes per row. Each
+candidate's own bytes per row is estimated too (``parquet_bytes_per_row``: the sample written
+in its order, its blocks each in its in-block order or Iceberg's sort, with the writers'
+codec and dictionaries, over the sample in the table's order and encodings) and applied only
+when the sample holds every row: a sparse sample's runs and per-file distinct keys are not a
+file's, and its figure stays near the table's where the files compress markedly better. A
+rewrite's cost is predicted in
 seconds from per-row rates measured on this kind of machine (``SECONDS_PER_MILLION_ROWS``; Pando
 adds the sampling and optimizer seconds the advice itself measured) and in bytes (the table read
 once and written once); a candidate *repays* its rewrite after as many queries as its bytes
@@ -379,13 +382,15 @@ def numeric_literals(f: Any) -> list[float]:
 def prediction_weights(validation: Sequence[tuple[Any, float]], queries: Sequence[tuple[Any, float]],
                        sample: pa.Table, margin: float = 2.0) -> np.ndarray:
     """The weights the prediction gives the held-out draws: per template, its training draws
-    and the synthetic draws within the range its training literals span, evenly. A numeric
-    parameter the training draws give two values or more: each of its literals between the
-    training's least and greatest (a tail threshold's draws stay in the tail: an anchor drawn
-    at a sample row's value can fall in the column's body, ``workload/templates.py``); a
-    template whose numeric parameters have one training value each: the draws whose share of
-    the sample's rows (the filter's own predicates) lies within ``margin`` times the shares its
-    training draws select, either way. Templates without numeric parameters keep their draws.
+    and the synthetic draws within the range its training literals span, evenly. Numeric
+    parameters whose training values repeat (a few thresholds the workload picks from, e.g.
+    ``tip >= 10 | 20``): each literal between the training's least and greatest (a tail
+    threshold's draws stay in the tail: an anchor drawn at a sample row's value can fall in the
+    column's body, ``workload/templates.py``); numeric parameters with one training value: the
+    draws whose share of the sample's rows (the filter's own predicates) lies within ``margin``
+    times the shares its training draws select, either way. Templates whose every training draw
+    has its own values (literals spread like the data: the generator's draws as they are) and
+    templates without numeric parameters keep their draws.
     A template none of whose synthetic draws lies in range keeps the nearest one, so a
     prediction is never on the workload's own literals only."""
     from ..workload.templates import template_key
@@ -417,6 +422,8 @@ def prediction_weights(validation: Sequence[tuple[Any, float]], queries: Sequenc
             continue
         values = np.array([literals[i] for i in trained])
         varied = [j for j in range(width) if len(set(values[:, j])) > 1]
+        if varied and len({tuple(v) for v in values[:, varied]}) == len(trained):
+            continue  # every training draw its own value: literals spread like the data, drawn as it lies
         if varied:
             lo, hi = values[:, varied].min(axis=0), values[:, varied].max(axis=0)
             span = np.maximum(hi - lo, 1e-12)

@@ -117,17 +117,18 @@ def test_a_tail_thresholds_prediction_draws_stay_in_the_tail():
     def f(sql: str) -> TableFilter:
         return TableFilter.from_sql(sql, sample.schema, "trips")
 
-    tips = ["tip >= 10", "tip >= 20", "tip >= 10", "tip >= 20"]
+    tips = ["tip >= 10", "tip >= 20", "tip >= 30"]
     miles = ["miles BETWEEN 6.8 AND 7.3", "miles BETWEEN 9.3 AND 9.8"]
-    trained = [(f(s), 1.0) for s in tips + miles] + [(f("fare > 70"), 1.0)]
-    validation = [(f(s), 0.25) for s in tips + ["tip >= 0", "tip >= 2", "tip >= 12", "tip >= 15"]] \
+    # the workload asked tip >= 30 twice: one query of weight 2 (a workload merges equal queries)
+    trained = [(f(s), 2.0 if s == "tip >= 30" else 1.0) for s in tips + miles] + [(f("fare > 70"), 1.0)]
+    validation = [(f(s), 0.25) for s in tips + ["tip >= 0", "tip >= 2", "tip >= 12", "tip >= 15", "tip >= 40"]] \
         + [(f(s), 0.5) for s in miles + ["miles BETWEEN 1.1 AND 1.6", "miles BETWEEN 0.2 AND 0.7"]] \
         + [(f("fare > 70"), 0.5), (f("fare > 5"), 0.5)]
     w = prediction_weights(validation, trained, sample)
     by = {q.to_sql(): x for (q, _), x in zip(validation, w, strict=True)}
-    assert [by[f(s).to_sql()] for s in ("tip >= 0", "tip >= 2")] == [0.0, 0.0]
-    assert all(by[f(s).to_sql()] == pytest.approx(2.0 / 6) for s in ("tip >= 10", "tip >= 20", "tip >= 12",
-                                                                      "tip >= 15"))
+    assert [by[f(s).to_sql()] for s in ("tip >= 0", "tip >= 2", "tip >= 40")] == [0.0, 0.0, 0.0]
+    assert all(by[f(s).to_sql()] == pytest.approx(8 * 0.25 / 5) for s in ("tip >= 10", "tip >= 20", "tip >= 30",
+                                                                          "tip >= 12", "tip >= 15"))
     assert w.sum() == pytest.approx(sum(x for _, x in validation))  # each template keeps its weight
     assert by[f("fare > 5").to_sql()] == pytest.approx(0.5)  # the nearest, though far: kept
     assert all(by[f(s).to_sql()] == 0.5 for s in ("miles BETWEEN 1.1 AND 1.6", "miles BETWEEN 0.2 AND 0.7"))
@@ -135,5 +136,5 @@ def test_a_tail_thresholds_prediction_draws_stay_in_the_tail():
     tip = np.array([q.to_sql().startswith("tip") for q, _ in validation], dtype=float)
     own = weighted_by(share * tip, np.array([x for _, x in validation]) * tip)
     predicted = weighted_by(share * tip, w * tip)
-    held_out = np.mean([np.mean(f(s).evaluate(sample)) for s in ("tip >= 10", "tip >= 20")])
+    held_out = np.mean([np.mean(f(s).evaluate(sample)) for s in ("tip >= 10", "tip >= 20", "tip >= 30")])
     assert abs(predicted - held_out) < 0.02 < abs(own - held_out)

@@ -399,7 +399,9 @@ def prediction_weights(validation: Sequence[tuple[Any, float]], queries: Sequenc
     if not len(validation) or sample.num_rows == 0:
         return weights
     floor = 0.5 / sample.num_rows
-    own = {f.to_sql() for f, _ in queries}
+    own: dict[str, float] = {}  # the training queries by SQL, their weights (a workload merges equal ones)
+    for f, w in queries:
+        own[f.to_sql()] = own.get(f.to_sql(), 0.0) + float(w)
 
     def share(f: Any) -> float:
         try:
@@ -422,8 +424,9 @@ def prediction_weights(validation: Sequence[tuple[Any, float]], queries: Sequenc
             continue
         values = np.array([literals[i] for i in trained])
         varied = [j for j in range(width) if len(set(values[:, j])) > 1]
-        if varied and len({tuple(v) for v in values[:, varied]}) == len(trained):
-            continue  # every training draw its own value: literals spread like the data, drawn as it lies
+        times = sum(max(1.0, round(own[validation[i][0].to_sql()])) for i in trained)
+        if varied and len({tuple(v) for v in values[:, varied]}) == times:
+            continue  # every training query its own value: literals spread like the data, drawn as it lies
         if varied:
             lo, hi = values[:, varied].min(axis=0), values[:, varied].max(axis=0)
             span = np.maximum(hi - lo, 1e-12)

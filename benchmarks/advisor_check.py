@@ -312,7 +312,7 @@ def print_held_out(h: dict) -> None:
     lays = [x for x in h["measured"] if x == "arrival" or x.startswith("pando")]
     print(f"\n{h['table']}: share of rows read per query (MB = share × {mb:.1f} MB, the table as is); "
           f"Pando candidate kept: k={h['kept']}")
-    print("| template | queries | as is: own draws | as is: held-out | arrival measured rows (MB) "
+    print("| template | queries | as is, Pando's planner: own draws | held-out | arrival measured rows (MB) "
           "| Pando: own draws | Pando: prediction draws (kept) | Pando: held-out | Pando measured rows (MB) |")
     print("|---|---|---|---|---|---|---|---|---|")
     pl = next((x for x in lays if x.startswith("pando")), None)

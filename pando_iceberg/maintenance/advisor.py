@@ -231,11 +231,6 @@ def ordered_reads(sample: pa.Table, validation: Sequence[tuple[Any, float]], b_s
     return files_read(single, ordered, validation, b_sample, "__pando_order", zones=zone_columns(validation, sample))
 
 
-def weighted_mean(values: np.ndarray, validation: Sequence[tuple[Any, float]]) -> float:
-    w = np.array([float(w) for _, w in validation])
-    return float(values @ w / w.sum()) if len(w) and w.sum() > 0 else 0.0
-
-
 #: Rows of the sample written per row group when its bytes per row are measured: enough for the
 #: codec's dictionaries and runs to form, few enough for files of the sample's size.
 MIN_GROUP_ROWS = 256

@@ -84,7 +84,9 @@ def main() -> None:
             by_spec = {c.spec: c for c, _ in advice.ranked}
             kept = next((c for c, _ in advice.ranked if c.strategy == "pando"), None)
             for x in layouts:
-                if x == "arrival":
+                if x == "arrival":  # read by Spark and Iceberg alone
+                    predicted = next(c for c, _ in advice.ranked if c.strategy == "as is")
+                elif x == "arrival-pando":  # the same files through Pando's planner
                     predicted = next(c for c, _ in advice.ranked if c.strategy == "none")
                 elif x.startswith("pando"):
                     predicted = kept
@@ -103,17 +105,23 @@ def main() -> None:
                     want_s = advice.pando_rewrite_seconds(pk, validate=options.to_rewrite_options().k_selection
                                                           == "validate")
                 else:
-                    want_s = predicted.rewrite_seconds if predicted is not None and x != "arrival" else None
+                    want_s = predicted.rewrite_seconds if predicted is not None and not x.startswith("arrival") \
+                        else None
+                held_mb = held_out_mb(x, held, predicted, advice) if a.held_out and predicted is not None else None
                 rows.append({"table": t, "layout": x, "candidate": predicted.name if predicted else None,
                              "predicted_mb": want, "measured_mb": got, "queries": len(reads),
+                             "held_out_literals_mb": held_mb,
+                             "bytes_ratio": predicted.bytes_ratio if predicted is not None else None,
+                             "bytes_applied": predicted.bytes_applied if predicted is not None else None,
+                             "held_out_error": (held_mb - got) / got if held_mb is not None and got else None,
                              "error": (want - got) / got if want is not None and got else None,
                              "advised": predicted is not None and predicted is advice.advised,
                              "predicted_rewrite_seconds": want_s, "measured_rewrite_seconds": done,
                              "rewrite_error": (want_s - done) / done if want_s is not None and done else None,
                              "advice_seconds": round(seconds, 1), "advice_parts": advice.parts})
     print("| table | layout | advisor's candidate | predicted MB / query | measured MB / query | error | advised "
-          "| predicted rewrite s | measured rewrite s | error |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| predicted rewrite s | measured rewrite s | error | on the held-out literals: MB | error |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def pct(x):
         return "—" if x is None else f"{x:+.0%}"
@@ -125,7 +133,8 @@ def main() -> None:
         meas = "—" if r["measured_mb"] is None else f"{r['measured_mb']:.2f} ({r['queries']} queries)"
         print(f"| {r['table']} | {r['layout']} | {r['candidate'] or '—'} | {num(r['predicted_mb'])} | {meas} | "
               f"{pct(r['error'])} | {'yes' if r['advised'] else ''} | {num(r['predicted_rewrite_seconds'], '{:.1f}')} "
-              f"| {num(r['measured_rewrite_seconds'], '{:.1f}')} | {pct(r['rewrite_error'])} |")
+              f"| {num(r['measured_rewrite_seconds'], '{:.1f}')} | {pct(r['rewrite_error'])} "
+              f"| {num(r['held_out_literals_mb'])} | {pct(r['held_out_error'])} |")
     for t in dict.fromkeys(r["table"] for r in rows):
         got = [r for r in rows if r["table"] == t and r["measured_mb"] is not None]
         best = min(got, key=lambda r: r["measured_mb"], default=None)
@@ -134,6 +143,11 @@ def main() -> None:
             print(f"{t}: the advised candidate reads {num(advised and advised['measured_mb'])} MB measured, the best "
                   f"measured layout ({best['layout']}) {best['measured_mb']:.2f}"
                   + ("" if advised else " (the advised candidate is not among the measured layouts)"))
+    for r in rows:
+        if r["bytes_ratio"] is not None and not r["bytes_applied"] and r["predicted_mb"] and r["measured_mb"]:
+            with_ratio = r["predicted_mb"] * r["bytes_ratio"]
+            print(f"{r['table']} {r['layout']}: at the sample's bytes per row ({r['bytes_ratio']:.2f}× the table's, "
+                  f"not applied) {with_ratio:.2f} MB, {pct((with_ratio - r['measured_mb']) / r['measured_mb'])}")
     seconds = {r["table"]: r["advice_seconds"] for r in rows}
     print("advice seconds: " + ", ".join(f"{t} {s}" for t, s in seconds.items()))
     for h in held_rows:
@@ -146,7 +160,7 @@ def main() -> None:
 class HeldOutPatches:
     """While ``advise`` learns Pando's candidates, each call of the k-selection
     (``workload.in_block.select_layout``) and of the planning of the table as is
-    (``spark.rewrite_common.reads_now``) is also made on the run's held-out queries, one per
+    (``maintenance.advisor.reads_as_is``) is also made on the run's held-out queries, one per
     query, and on the advice's own validation draws, one per template; the results go to
     ``held``. The advice itself is the advice as it is (the originals run first, on its draws)."""
 
@@ -165,19 +179,20 @@ class HeldOutPatches:
         self.keyed, self.held = keyed, held
 
     def __enter__(self):
-        from pando_iceberg.spark import rewrite_common
+        from pando_iceberg.maintenance import advisor
         from pando_iceberg.workload import in_block
         from pando_iceberg.workload.templates import group_templates, template_key
 
-        self.saved = (rewrite_common.reads_now, in_block.select_layout)
-        reads_now, select_layout = self.saved
+        self.saved = (advisor.reads_as_is, in_block.select_layout, advisor.prediction_weights)
+        reads_now, select_layout, prediction_weights = self.saved
         keyed, held = self.keyed, self.held
 
         def own_templates(validation):
             return [(template_key(t.draws[0][0]), t.draws) for t in group_templates(validation)]
 
         def reads_now_too(static, snapshot_id, queries):
-            out = reads_now(static, snapshot_id, queries)
+            got = reads_now(static, snapshot_id, queries)
+            out = (got.rows, got.bytes)
             index = {id(f): i for i, (f, _) in enumerate(queries)}
             held["now_own"] = {key: {"weight": sum(w for _, w in draws),
                                      "rows": float(sum(out[0][index[id(f)]] * w for f, w in draws)
@@ -187,8 +202,9 @@ class HeldOutPatches:
                                      "draws": len(draws)}
                                for key, draws in own_templates(queries)}
             mine = reads_now(static, snapshot_id, keyed)
-            held["now_held"] = {"rows": [float(x) for x in mine[0]], "bytes": [float(x) for x in mine[1]]}
-            return out
+            held["now_held"] = {"rows": [float(x) for x in mine.rows], "bytes": [float(x) for x in mine.bytes],
+                                "iceberg_bytes": [float(x) for x in mine.iceberg_bytes]}
+            return got
 
         def select_layout_too(layouts, sample, validation, b_sample, **kw):
             out = select_layout(layouts, sample, validation, b_sample, **kw)
@@ -198,17 +214,52 @@ class HeldOutPatches:
                                  for key, draws in own_templates(validation)}
             held["pando_held"] = [select_layout(layouts, sample, [q], b_sample, evaluations=ev).costs for q in keyed]
             held["pando_kept"] = out.index
+            held["reads"] = kw.get("measured")
             return out
 
-        rewrite_common.reads_now, in_block.select_layout = reads_now_too, select_layout_too
+        def prediction_weights_too(validation, queries, sample, *args, **kw):
+            out = prediction_weights(validation, queries, sample, *args, **kw)
+            reads = held.get("reads") or []
+            kept = held.get("pando_kept", 0)
+            index = {id(f): i for i, (f, _) in enumerate(validation)}
+            held["predicted"] = {}
+            for key, draws in own_templates(validation):
+                ix = [index[id(f)] for f, _ in draws]
+                w = out[ix]
+                held["predicted"][key] = {
+                    "weight": float(w.sum()),
+                    "pando": float(reads[kept][ix] @ w / w.sum()) if len(reads) > kept and w.sum() > 0 else None,
+                    "kept_draws": int((w > 0).sum()), "draws": len(ix)}
+            return out
+
+        advisor.reads_as_is, in_block.select_layout = reads_now_too, select_layout_too
+        advisor.prediction_weights = prediction_weights_too
         return self
 
     def __exit__(self, *exc):
-        from pando_iceberg.spark import rewrite_common
+        from pando_iceberg.maintenance import advisor
         from pando_iceberg.workload import in_block
 
-        rewrite_common.reads_now, in_block.select_layout = self.saved
+        advisor.reads_as_is, in_block.select_layout, advisor.prediction_weights = self.saved
         return False
+
+
+def held_out_mb(layout: str, held: dict, predicted, advice) -> float | None:
+    """MB per query the advice predicts for ``layout`` on the run's held-out queries themselves:
+    the table as is by its bytes (Iceberg alone for 'arrival', Pando's planner for
+    'arrival-pando'), Pando's kept candidate by its rows at its bytes per row."""
+    if "now_held" not in held or not held["now_held"]["rows"]:
+        return None
+    n = len(held["now_held"]["rows"])
+    if layout == "arrival":
+        return sum(held["now_held"]["iceberg_bytes"]) / n * advice.table_mb
+    if layout == "arrival-pando":
+        return sum(held["now_held"]["bytes"]) / n * advice.table_mb
+    if layout.startswith("pando") and "pando_held" in held and predicted.rows_fraction > 0:
+        per_row = predicted.mb_per_query / predicted.rows_fraction  # the table's MB at the candidate's bytes per row
+        kept = held.get("pando_kept", 0)
+        return sum(c[kept] for c in held["pando_held"]) / len(held["pando_held"]) * per_row
+    return None
 
 
 def held_out_row(table: str, held: dict, measured: dict, layouts, advice) -> dict:
@@ -234,7 +285,10 @@ def held_out_row(table: str, held: dict, measured: dict, layouts, advice) -> dic
         own_pando = held.get("pando_own", {}).get(key)
         row["as is"] = {"own": own_now and own_now["rows"],
                         "held": sum(held["now_held"]["rows"][i] for i in idx) / len(idx)}
+        pred = held.get("predicted", {}).get(key)
         row["pando"] = {"own": own_pando and own_pando["costs"][kept],
+                        "predicted": pred and pred["pando"],
+                        "kept_draws": pred and f"{pred['kept_draws']}/{pred['draws']}",
                         "held": sum(held["pando_held"][i][kept] for i in idx) / len(idx)}
         for lay in layouts:
             ms = [by_index[held["tests"][i]["index"]]["layouts"][lay]["tables"][table] for i in idx]
@@ -258,9 +312,9 @@ def print_held_out(h: dict) -> None:
     lays = [x for x in h["measured"] if x == "arrival" or x.startswith("pando")]
     print(f"\n{h['table']}: share of rows read per query (MB = share × {mb:.1f} MB, the table as is); "
           f"Pando candidate kept: k={h['kept']}")
-    print("| template | queries | as is: own draws | as is: held-out | arrival measured rows (MB) "
-          "| Pando: own draws | Pando: held-out | Pando measured rows (MB) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| template | queries | as is, Pando's planner: own draws | held-out | arrival measured rows (MB) "
+          "| Pando: own draws | Pando: prediction draws (kept) | Pando: held-out | Pando measured rows (MB) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     pl = next((x for x in lays if x.startswith("pando")), None)
 
     def cell(m):
@@ -271,11 +325,12 @@ def print_held_out(h: dict) -> None:
 
     for r in h["templates"]:
         print(f"| {r['template']} | {r['queries']} | {f(r['as is']['own'])} | {f(r['as is']['held'])} | "
-              f"{cell(r.get('arrival'))} | {f(r['pando']['own'])} | {f(r['pando']['held'])} | {cell(r.get(pl))} |")
+              f"{cell(r.get('arrival'))} | {f(r['pando']['own'])} | {f(r['pando'].get('predicted'))} "
+              f"({r['pando'].get('kept_draws') or '—'}) | {f(r['pando']['held'])} | {cell(r.get(pl))} |")
     m = h["measured"]
     print(f"| all | | {f(h['as is']['own'])} ({h['as is']['own'] * mb:.1f}) | {f(h['as is']['held'])} "
           f"({h['as is']['held'] * mb:.1f}) | {cell(m.get('arrival'))} | {f(h['pando']['own'])} "
-          f"({h['pando']['own'] * mb:.1f}) | {f(h['pando']['held'])} ({h['pando']['held'] * mb:.1f}) "
+          f"({h['pando']['own'] * mb:.1f}) | | {f(h['pando']['held'])} ({h['pando']['held'] * mb:.1f}) "
           f"| {cell(m.get(pl))} |")
 
 

@@ -63,3 +63,78 @@ def test_a_pando_rewrite_is_predicted_from_the_advice_parts():
     rest = SECONDS_PER_MILLION_ROWS["pando"] * 2
     assert a.pando_rewrite_seconds(3, validate=True) == pytest.approx(5.0 + 6.0 * 6 + rest)  # 6 s a tree, 1+2+3
     assert a.pando_rewrite_seconds(2, validate=False) == pytest.approx(5.0 + 6.0 * 2 + rest)
+
+
+def test_a_clustered_candidate_stores_fewer_bytes_per_row_than_the_table_as_is():
+    """The sample written in a layout's order (block by block, each block in its in-block order)
+    compresses its clustered columns: its bytes per row fall below the sample in arrival order,
+    and the candidate's MB per query with them."""
+    from pando_iceberg.maintenance.advisor import WriteProperties, block_order, parquet_bytes_per_row
+
+    rng = np.random.default_rng(0)
+    n = 20_000
+    region = rng.integers(0, 40, n)  # arrival order: regions interleaved
+    sample = pa.table({"region": pa.array(region, pa.int64()),
+                       "city": pa.array([f"city-{r:03d}-{r * 7 % 13}" for r in region]),
+                       "day": pa.array(region * 100 + rng.integers(0, 5, n), pa.int64()),
+                       "amount": pa.array(rng.normal(100, 20, n).round(2))})
+    write = WriteProperties.of({"write.parquet.compression-codec": "zstd"})
+    as_is = parquet_bytes_per_row(sample, None, n / 4, write)
+    blocks = region // 10  # four blocks of ten regions each
+    clustered = parquet_bytes_per_row(sample, block_order(blocks, sample, "day"), n / 4, write)
+    blocks_only = parquet_bytes_per_row(sample, block_order(blocks, sample, None), n / 4, write)
+    assert clustered < 0.9 * as_is and clustered < blocks_only <= 1.01 * as_is
+    order = block_order(blocks, sample, "day")
+    assert np.all(np.diff(blocks[order]) >= 0)  # block by block
+    days = sample.column("day").to_numpy()[order]
+    assert all(np.all(np.diff(days[blocks[order] == b]) >= 0) for b in range(4))  # each block in day order
+    ratio = clustered / as_is
+    c = candidate("pando k=1", "pando", "1", 0.2, 100.0, 1_000_000, 50.0, bytes_ratio=ratio)
+    assert c.mb_per_query == pytest.approx(0.2 * 100.0 * ratio) and c.mb_per_query < 0.2 * 100.0
+    assert c.rewrite_mb == pytest.approx(100.0 * (1 + ratio))  # read as is, written at its bytes per row
+    kept = candidate("pando k=1", "pando", "1", 0.2, 100.0, 1_000_000, 50.0, bytes_ratio=ratio, apply_bytes=False)
+    assert kept.mb_per_query == pytest.approx(0.2 * 100.0) and kept.bytes_ratio == ratio and not kept.bytes_applied
+    assert WriteProperties.of({}) == WriteProperties("zstd", None)
+    assert WriteProperties.of({"write.parquet.compression-codec": "UNCOMPRESSED",
+                               "write.parquet.compression-level": "x"}) == WriteProperties("none", None)
+
+
+def test_a_tail_thresholds_prediction_draws_stay_in_the_tail():
+    """A template whose training literals are a few tail thresholds (tip >= 10 | 20, repeated)
+    keeps, for the prediction, the draws within them; draws whose anchor fell in the column's
+    body (tip >= 0 | 2) weigh nothing. A threshold with one training value keeps the draws
+    selecting as much as it does, or the nearest one: never the workload's own literals only.
+    A template whose every training draw has its own literal (spread like the data) keeps its
+    draws as they are."""
+    from pando_iceberg.expr.filters import TableFilter
+    from pando_iceberg.maintenance.advisor import prediction_weights, weighted_by
+
+    rng = np.random.default_rng(1)
+    sample = pa.table({"tip": pa.array(np.round(rng.exponential(3.0, 20_000), 2)),
+                       "fare": pa.array(np.round(rng.uniform(2, 80, 20_000), 2)),
+                       "miles": pa.array(np.round(rng.exponential(2.0, 20_000), 1))})
+
+    def f(sql: str) -> TableFilter:
+        return TableFilter.from_sql(sql, sample.schema, "trips")
+
+    tips = ["tip >= 10", "tip >= 20", "tip >= 30"]
+    miles = ["miles BETWEEN 6.8 AND 7.3", "miles BETWEEN 9.3 AND 9.8"]
+    # the workload asked tip >= 30 twice: one query of weight 2 (a workload merges equal queries)
+    trained = [(f(s), 2.0 if s == "tip >= 30" else 1.0) for s in tips + miles] + [(f("fare > 70"), 1.0)]
+    validation = [(f(s), 0.25) for s in tips + ["tip >= 0", "tip >= 2", "tip >= 12", "tip >= 15", "tip >= 40"]] \
+        + [(f(s), 0.5) for s in miles + ["miles BETWEEN 1.1 AND 1.6", "miles BETWEEN 0.2 AND 0.7"]] \
+        + [(f("fare > 70"), 0.5), (f("fare > 5"), 0.5)]
+    w = prediction_weights(validation, trained, sample)
+    by = {q.to_sql(): x for (q, _), x in zip(validation, w, strict=True)}
+    assert [by[f(s).to_sql()] for s in ("tip >= 0", "tip >= 2", "tip >= 40")] == [0.0, 0.0, 0.0]
+    assert all(by[f(s).to_sql()] == pytest.approx(8 * 0.25 / 5) for s in ("tip >= 10", "tip >= 20", "tip >= 30",
+                                                                          "tip >= 12", "tip >= 15"))
+    assert w.sum() == pytest.approx(sum(x for _, x in validation))  # each template keeps its weight
+    assert by[f("fare > 5").to_sql()] == pytest.approx(0.5)  # the nearest, though far: kept
+    assert all(by[f(s).to_sql()] == 0.5 for s in ("miles BETWEEN 1.1 AND 1.6", "miles BETWEEN 0.2 AND 0.7"))
+    share = np.array([np.mean(q.evaluate(sample)) for q, _ in validation])
+    tip = np.array([q.to_sql().startswith("tip") for q, _ in validation], dtype=float)
+    own = weighted_by(share * tip, np.array([x for _, x in validation]) * tip)
+    predicted = weighted_by(share * tip, w * tip)
+    held_out = np.mean([np.mean(f(s).evaluate(sample)) for s in ("tip >= 10", "tip >= 20", "tip >= 30")])
+    assert abs(predicted - held_out) < 0.02 < abs(own - held_out)

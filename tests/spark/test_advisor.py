@@ -80,6 +80,14 @@ def test_advise_ranks_candidates_and_applies_the_advised_one(spark, catalog, li)
     assert mbs == sorted(mbs) and all(0 < c.rows_fraction <= 1 for c, _ in a.ranked)
     now = next(c for c, _ in a.ranked if c.strategy == "none")
     assert now.rewrite_seconds == 0 and now.repays_after_queries is None
+    # the table as is also as a plain Spark read opens it: no join here, so Iceberg's pruning is the planner's
+    alone = next(c for c, _ in a.ranked if c.name == "as is (Iceberg alone)")
+    assert alone.strategy == "as is" and alone.mb_per_query == pytest.approx(now.mb_per_query)
+    assert not dict((c.name, adv) for c, adv in a.ranked)["as is (Iceberg alone)"]
+    # each rewrite's bytes per row as the sample written in its order says; on a sample, reported, not applied
+    pando = next(c for c, _ in a.ranked if c.name == "pando k=1")
+    assert "the table's bytes per row" in pando.why and pando.bytes_ratio > 0 and not pando.bytes_applied
+    assert a.parts["bytes per row"] > 0
     best = a.advised
     assert sum(adv for _, adv in a.ranked) == 1
     # order-key order serves none of these filters: a layout reads markedly less and is advised
@@ -193,3 +201,27 @@ def test_advise_tables_ranks_the_tables_by_saving_per_rewrite_second(spark, cata
         call(ctx, f"CALL pando.system.advise_tables(tables => ' , ', workload => '{text}')")
     with pytest.raises(ProcedureError, match=r"table 'adv.nope' does not exist"):
         call(ctx, f"CALL pando.system.advise_tables(tables => 'adv.li, adv.nope', workload => '{text}')")
+
+
+def test_the_table_as_is_is_predicted_for_plain_spark_and_for_pandos_planner(spark, catalog):
+    """A fact in date order, a workload of months through the date dimension: Pando's planner
+    prunes the fact's files by their date-key bounds, Iceberg alone (a plain Spark read) opens
+    them all. The advice says both, each as the plans open them."""
+    from pando_iceberg import PandoTable
+    from pando_iceberg.bench.datasets import load_star
+    from pando_iceberg.planner import plan_scan
+    from pando_iceberg.table import LayoutOptions
+
+    ns = "advstar"
+    load_star(spark, catalog, 0.01, seed=7, namespace=ns, batch_rows=3000)  # 10 files in date order
+    workload = [f"SELECT sum(f.amount) FROM {ns}.sales f JOIN {ns}.dates d ON f.date_key = d.date_key "
+                f"WHERE d.d_year = 2023 AND d.d_month = {m}" for m in (2, 5, 9)]
+    options = LayoutOptions.from_map({"min-block-rows": "3000", "k": "1", "max-template-regression": "off"})
+    a = PandoTable(catalog, f"{ns}.sales", spark=spark).optimize.advise(workload, options=options)
+    by_name = {c.name: c for c, _ in a.ranked}
+    now, alone = by_name["as is"], by_name["as is (Iceberg alone)"]
+    assert alone.mb_per_query == pytest.approx(a.table_mb, rel=0.02)  # no predicate of its own: every file
+    assert now.mb_per_query < 0.5 * alone.mb_per_query  # key sets on the files' date-key bounds
+    month = f"date_key IN (SELECT date_key FROM {ns}.dates WHERE d_year = 2023 AND d_month = 2)"
+    ex = plan_scan(catalog.load_table(f"{ns}.sales"), month).explain
+    assert ex.iceberg_files == ex.total_files == 10 and ex.pando_files <= 3

@@ -111,8 +111,6 @@ def main() -> None:
                 rows.append({"table": t, "layout": x, "candidate": predicted.name if predicted else None,
                              "predicted_mb": want, "measured_mb": got, "queries": len(reads),
                              "held_out_literals_mb": held_mb,
-                             "bytes_ratio": predicted.bytes_ratio if predicted is not None else None,
-                             "bytes_applied": predicted.bytes_applied if predicted is not None else None,
                              "held_out_error": (held_mb - got) / got if held_mb is not None and got else None,
                              "error": (want - got) / got if want is not None and got else None,
                              "advised": predicted is not None and predicted is advice.advised,
@@ -143,11 +141,6 @@ def main() -> None:
             print(f"{t}: the advised candidate reads {num(advised and advised['measured_mb'])} MB measured, the best "
                   f"measured layout ({best['layout']}) {best['measured_mb']:.2f}"
                   + ("" if advised else " (the advised candidate is not among the measured layouts)"))
-    for r in rows:
-        if r["bytes_ratio"] is not None and not r["bytes_applied"] and r["predicted_mb"] and r["measured_mb"]:
-            with_ratio = r["predicted_mb"] * r["bytes_ratio"]
-            print(f"{r['table']} {r['layout']}: at the sample's bytes per row ({r['bytes_ratio']:.2f}× the table's, "
-                  f"not applied) {with_ratio:.2f} MB, {pct((with_ratio - r['measured_mb']) / r['measured_mb'])}")
     seconds = {r["table"]: r["advice_seconds"] for r in rows}
     print("advice seconds: " + ", ".join(f"{t} {s}" for t, s in seconds.items()))
     for h in held_rows:

@@ -65,40 +65,6 @@ def test_a_pando_rewrite_is_predicted_from_the_advice_parts():
     assert a.pando_rewrite_seconds(2, validate=False) == pytest.approx(5.0 + 6.0 * 2 + rest)
 
 
-def test_a_clustered_candidate_stores_fewer_bytes_per_row_than_the_table_as_is():
-    """The sample written in a layout's order (block by block, each block in its in-block order)
-    compresses its clustered columns: its bytes per row fall below the sample in arrival order,
-    and the candidate's MB per query with them."""
-    from pando_iceberg.maintenance.advisor import WriteProperties, block_order, parquet_bytes_per_row
-
-    rng = np.random.default_rng(0)
-    n = 20_000
-    region = rng.integers(0, 40, n)  # arrival order: regions interleaved
-    sample = pa.table({"region": pa.array(region, pa.int64()),
-                       "city": pa.array([f"city-{r:03d}-{r * 7 % 13}" for r in region]),
-                       "day": pa.array(region * 100 + rng.integers(0, 5, n), pa.int64()),
-                       "amount": pa.array(rng.normal(100, 20, n).round(2))})
-    write = WriteProperties.of({"write.parquet.compression-codec": "zstd"})
-    as_is = parquet_bytes_per_row(sample, None, n / 4, write)
-    blocks = region // 10  # four blocks of ten regions each
-    clustered = parquet_bytes_per_row(sample, block_order(blocks, sample, "day"), n / 4, write)
-    blocks_only = parquet_bytes_per_row(sample, block_order(blocks, sample, None), n / 4, write)
-    assert clustered < 0.9 * as_is and clustered < blocks_only <= 1.01 * as_is
-    order = block_order(blocks, sample, "day")
-    assert np.all(np.diff(blocks[order]) >= 0)  # block by block
-    days = sample.column("day").to_numpy()[order]
-    assert all(np.all(np.diff(days[blocks[order] == b]) >= 0) for b in range(4))  # each block in day order
-    ratio = clustered / as_is
-    c = candidate("pando k=1", "pando", "1", 0.2, 100.0, 1_000_000, 50.0, bytes_ratio=ratio)
-    assert c.mb_per_query == pytest.approx(0.2 * 100.0 * ratio) and c.mb_per_query < 0.2 * 100.0
-    assert c.rewrite_mb == pytest.approx(100.0 * (1 + ratio))  # read as is, written at its bytes per row
-    kept = candidate("pando k=1", "pando", "1", 0.2, 100.0, 1_000_000, 50.0, bytes_ratio=ratio, apply_bytes=False)
-    assert kept.mb_per_query == pytest.approx(0.2 * 100.0) and kept.bytes_ratio == ratio and not kept.bytes_applied
-    assert WriteProperties.of({}) == WriteProperties("zstd", None)
-    assert WriteProperties.of({"write.parquet.compression-codec": "UNCOMPRESSED",
-                               "write.parquet.compression-level": "x"}) == WriteProperties("none", None)
-
-
 def test_a_tail_thresholds_prediction_draws_stay_in_the_tail():
     """A template whose training literals are a few tail thresholds (tip >= 10 | 20, repeated)
     keeps, for the prediction, the draws within them; draws whose anchor fell in the column's

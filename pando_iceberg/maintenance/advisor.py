@@ -20,12 +20,9 @@ literals the workload used) and what writing it costs, and ranks them:
 The prediction weighs the held-out draws so that each template's lie within the range of its
 own training literals (``prediction_weights``: a tail threshold's draws stay in the tail); the
 k-selection keeps its draws as a rewrite weighs them. The table as is reads the bytes of the
-files it opens; a candidate's rows read become bytes at the table's bytes per row. Each
-candidate's own bytes per row is estimated too (``parquet_bytes_per_row``: the sample written
-in its order, its blocks each in its in-block order or Iceberg's sort, with the writers'
-codec and dictionaries, over the sample in the table's order and encodings) and applied only
-when the sample holds every row: a sparse sample's runs and per-file distinct keys are not a
-file's, and its figure stays near the table's where the files compress markedly better. A
+files it opens; a candidate's rows read become bytes at the table's bytes per row (the
+sample cannot say how a layout's files compress: its runs are a hundred times shorter and its
+keys more distinct per file than a file's). A
 rewrite's cost is predicted in
 seconds from per-row rates measured on this kind of machine (``SECONDS_PER_MILLION_ROWS``; Pando
 adds the sampling and optimizer seconds the advice itself measured) and in bytes (the table read
@@ -85,8 +82,6 @@ class Candidate:
     rewrite_mb: float
     repays_after_queries: float | None  # None: it saves nothing against the table as is
     why: str = ""
-    bytes_ratio: float = 1.0  # its bytes per row over the table's, as the sample written in its order says
-    bytes_applied: bool = False  # whether mb_per_query holds bytes_ratio (only on a sample of every row)
 
     def row(self, rank: int, advised: bool) -> tuple:
         return (rank, self.name, round(self.rows_fraction, 6), round(self.mb_per_query, 3),
@@ -231,131 +226,6 @@ def ordered_reads(sample: pa.Table, validation: Sequence[tuple[Any, float]], b_s
     return files_read(single, ordered, validation, b_sample, "__pando_order", zones=zone_columns(validation, sample))
 
 
-#: Rows of the sample written per row group when its bytes per row are measured: enough for the
-#: codec's dictionaries and runs to form, few enough for files of the sample's size.
-MIN_GROUP_ROWS = 256
-
-
-@dataclass(frozen=True)
-class WriteProperties:
-    """How the table writes Parquet (its ``write.parquet.*`` properties, Iceberg's defaults)."""
-
-    codec: str = "zstd"
-    level: int | None = None
-
-    @classmethod
-    def of(cls, properties: dict[str, str]) -> WriteProperties:
-        codec = str(properties.get("write.parquet.compression-codec", "zstd")).lower()
-        codec = {"uncompressed": "none"}.get(codec, codec)
-        level = properties.get("write.parquet.compression-level")
-        try:
-            return cls(codec, int(level) if level not in (None, "") else None)
-        except ValueError:
-            return cls(codec, None)
-
-
-def dictionary_at_scale(rows: pa.Table, scale: float) -> list[str]:
-    """The columns a writer dictionary-encodes in a file of which ``rows`` are a ``scale`` share
-    (a file of the sample): parquet-mr's rule as Pando's writer applies it
-    (``spark.blocks.dictionary_columns``: the dictionary plus its indices smaller than the plain
-    values), on the file's distinct values estimated from the sample's (Haas and Stokes' first-order
-    jackknife: d / (1 − (1 − scale) · f₁ / n), f₁ the values seen once: a key every sample row
-    holds once is unique in the file, one seen many times has all its values seen). A sample's
-    file sees a few hundred of a file's hundred thousand rows: on its own distinct count every
-    key looks unique and would be written plain."""
-    n_sample = rows.num_rows
-    out: list[str] = []
-    if n_sample == 0:
-        return out
-    scale = min(1.0, max(1e-9, float(scale)))
-    for name, column in zip(rows.column_names, rows.columns, strict=True):
-        typ = column.type
-        non_null = n_sample - column.null_count
-        if pa.types.is_boolean(typ) or non_null == 0 or pa.types.is_nested(typ):
-            out.append(name)
-            continue
-        counts = pc.value_counts(column.drop_null()).field("counts").to_numpy()
-        once = int((counts == 1).sum())
-        n = non_null / scale
-        distinct = min(n, len(counts) / max(1e-9, 1.0 - (1.0 - scale) * once / non_null))
-        if pa.types.is_binary(typ) or pa.types.is_string(typ) or pa.types.is_large_string(typ) \
-                or pa.types.is_large_binary(typ):
-            width = 4.0 + float(pc.sum(pc.binary_length(column)).as_py() or 0) / non_null
-        elif pa.types.is_decimal(typ):
-            width = 4.0 if typ.precision <= 9 else 8.0 if typ.precision <= 18 else 16.0
-        else:
-            width = max(1.0, typ.bit_width / 8.0) if hasattr(typ, "bit_width") else 8.0
-        index_bytes = n * max(1, int(np.ceil(np.log2(max(distinct, 2))))) / 8.0
-        if distinct * width + index_bytes < n * width:
-            out.append(name)
-    return out
-
-
-def file_dictionary_columns(table: Any) -> list[str] | None:
-    """The columns the pyiceberg ``table``'s largest data file dictionary-encodes (its Parquet
-    footer's encodings): how the table as is was written (None: no file read)."""
-    import pyarrow.parquet as pq
-
-    files = table.inspect.files()
-    data = files.filter(pc.equal(files.column("content"), 0))
-    if len(data) == 0:
-        return None
-    sizes = data.column("file_size_in_bytes").to_numpy()
-    path = data.column("file_path")[int(np.argmax(sizes))].as_py()
-    try:
-        with table.io.new_input(path).open() as f:
-            meta = pq.ParquetFile(f).metadata
-    except Exception:  # an unreadable footer: the writers' shared rule then (``dictionary_at_scale``)
-        return None
-    out = []
-    for c in range(meta.num_columns):
-        encodings = {e for g in range(meta.num_row_groups) for e in meta.row_group(g).column(c).encodings}
-        if encodings & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}:
-            out.append(meta.row_group(0).column(c).path_in_schema.split(".")[0])
-    return out
-
-
-def parquet_bytes_per_row(sample: pa.Table, order: np.ndarray | None, group_rows: float,
-                          write: WriteProperties = WriteProperties(), scale: float = 1.0,
-                          dictionary: Sequence[str] | None = None) -> float:
-    """Bytes per row of ``sample`` written as Parquet in the row order ``order`` (indices; None:
-    as it stands), row groups of ``group_rows`` rows (a file of the layout, on the sample's
-    scale), with the table's codec (zstd at Pando's writer's level 3 unless set) and decimals
-    as integers: the column chunks' compressed bytes over the rows (the footer, the same for
-    every order, left out). ``dictionary``: the columns dictionary-encoded (None: those a file
-    of the table would encode, ``dictionary_at_scale`` of the first row group at ``scale``, the
-    sample's share of the table)."""
-    import io
-
-    import pyarrow.parquet as pq
-
-    if sample.num_rows == 0:
-        return 0.0
-    table = sample if order is None else sample.take(pa.array(np.asarray(order, dtype=np.int64)))
-    group = max(MIN_GROUP_ROWS, int(group_rows))
-    if dictionary is None:
-        dictionary = dictionary_at_scale(table.slice(0, group), scale)
-    level = write.level if write.level is not None or write.codec != "zstd" else 3
-    buf = io.BytesIO()
-    pq.write_table(table, buf, compression=write.codec, compression_level=level, row_group_size=group,
-                   use_dictionary=list(dictionary), store_decimal_as_integer=True)
-    meta = pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata
-    size = sum(meta.row_group(g).column(c).total_compressed_size
-               for g in range(meta.num_row_groups) for c in range(meta.num_columns))
-    return size / table.num_rows
-
-
-def block_order(blocks: np.ndarray, sample: pa.Table, column: str | None) -> np.ndarray:
-    """The sample's rows as a Pando layout writes them: block by block, each block's rows in
-    the order of its in-block ``column`` (None: as they stand)."""
-    blocks = np.asarray(blocks, dtype=np.int64)
-    if column is None:
-        return np.argsort(blocks, kind="stable")
-    rank = _positions(pc.array_sort_indices(sample.column(column).combine_chunks(),
-                                            null_placement="at_end").to_numpy())
-    return np.lexsort((rank, blocks))
-
-
 def numeric_literals(f: Any) -> list[float]:
     """The filter's numeric literals (its own predicates' and its join filters'), in the order
     the expression holds them: one per parameter site, aligned across a template's draws."""
@@ -456,24 +326,19 @@ def rank_candidates(now: Candidate, others: Sequence[Candidate]) -> list[tuple[C
 
 
 def candidate(name: str, strategy: str, spec: str, fraction: float, table_mb: float, table_rows: int,
-              now_mb: float, seconds: float | None = None, why: str = "", bytes_ratio: float = 1.0,
-              mb: float | None = None, apply_bytes: bool = True) -> Candidate:
-    """A candidate with its bytes, its rewrite's predicted cost, and when it repays it.
-    ``bytes_ratio``: its bytes per row over the table's as is (``parquet_bytes_per_row`` of the
-    sample in its order over the sample in the table's), applied to its MB when ``apply_bytes``
-    (else the table's bytes per row); ``mb``: its MB per query when measured as bytes (the table
-    as is), else ``fraction`` of the rows."""
-    ratio = bytes_ratio if apply_bytes else 1.0
-    mb = fraction * table_mb * ratio if mb is None else mb
+              now_mb: float, seconds: float | None = None, why: str = "", mb: float | None = None) -> Candidate:
+    """A candidate with its bytes, its rewrite's predicted cost, and when it repays it. ``mb``:
+    its MB per query when measured as bytes (the table as is), else ``fraction`` of the table's."""
+    mb = fraction * table_mb if mb is None else mb
     if strategy in ("none", "as is"):
         return Candidate(name, strategy, spec, fraction, mb, 0.0, 0.0, None, why)
     kind = "zorder" if spec.startswith("zorder(") else "sort" if strategy == "sort" else "pando"
     rate = SECONDS_PER_MILLION_ROWS[kind]
     rewrite_seconds = (seconds or 0.0) + rate * table_rows / 1e6
-    rewrite_mb = table_mb * (1 + ratio)  # read once, written once
+    rewrite_mb = 2 * table_mb  # read once, written once
     saved = now_mb - mb
     return Candidate(name, strategy, spec, fraction, mb, rewrite_seconds, rewrite_mb,
-                     rewrite_mb / saved if saved > 1e-12 else None, why, bytes_ratio, apply_bytes)
+                     rewrite_mb / saved if saved > 1e-12 else None, why)
 
 
 @dataclass(frozen=True)
@@ -527,11 +392,6 @@ class PandoCandidates:
     rewrite_sample_rows: float  # the rows a rewrite's sample would hold (its sample-rows-per-block)
     as_is: AsIsReads | None = None  # per draw, the table as is through Pando's planner and Iceberg alone
     reads: list[np.ndarray] = field(default_factory=list)  # per candidate, per draw, share of the sample read
-    layouts: list[Any] = field(default_factory=list)  # each candidate's layout
-    orders: list[str | None] = field(default_factory=list)  # each candidate's in-block order column
-    evaluations: Any = None  # the sample's ``layout.Evaluations`` (cut masks shared by the layouts)
-    b_sample: float = 1.0  # min-block-rows on the sample's scale
-    table_order: np.ndarray | None = None  # the sample's rows in the order the table's files hold them
 
     def rewrite_optimizer_seconds(self, k: int, validate: bool) -> float:
         """The optimizer seconds a rewrite learning ``k`` trees would take (``optimizer_seconds``)."""
@@ -622,19 +482,15 @@ def learn_candidates(spark: Any, name: str, sources: Sequence[Any], options: Any
     seconds: dict[str, float] = {}
     per_block = min(options.sample_rows_per_block or ADVICE_SAMPLE_ROWS_PER_BLOCK, ADVICE_SAMPLE_ROWS_PER_BLOCK)
     cheap = dataclasses.replace(options, sample_rows_per_block=per_block)
-    where = ("_file", "_pos")  # where each sample row lies now: the table's own order, for its bytes per row
-    df = jv.read_snapshot(spark, name, snapshot_id, metadata=where)
+    df = jv.read_snapshot(spark, name, snapshot_id)
     wl, target, queries, schemas = table_workload(spark, name, sources)
     jtable = jv.load_table(spark, name)
     bound = template_bound(options, jtable)
     fraction = sample_fraction(cheap, table_rows)
     progress(f"advisor: sampling {name} ({fraction:.2%} of {table_rows:,} rows)")
-    sample = seeded_sample(df, fraction, options.seed, skip=where)
+    sample = seeded_sample(df, fraction, options.seed)
     if sample.num_rows == 0:
         sample = collect_arrow(df.limit(options.min_sample_rows))
-    table_order = np.lexsort((sample.column("_pos").to_numpy(zero_copy_only=False),
-                              pc.rank(sample.column("_file"), sort_keys="ascending", tiebreaker="dense").to_numpy()))
-    sample = sample.drop_columns(list(where))
     t1 = time.time()
     seconds["sampling"] = t1 - t0
     expected, cuts = learning_workload(spark, wl, target, schemas, queries, sample, cheap,
@@ -673,8 +529,7 @@ def learn_candidates(spark: Any, name: str, sources: Sequence[Any], options: Any
     return PandoCandidates(sample, validation, [(f, float(w)) for f, w in queries], table_rows,
                            list(range(1, k + 1)), [float(c) for c in choice.costs], choice.index,
                            list(choice.holds) if bound is not None else None, np.asarray(as_is.rows, dtype=float),
-                           seconds, float(sample_fraction(options, table_rows) * table_rows), as_is, list(reads),
-                           list(layouts), columns, evaluations, b_sample, table_order)
+                           seconds, float(sample_fraction(options, table_rows) * table_rows), as_is, list(reads))
 
 
 def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: Any,
@@ -703,27 +558,6 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
     table_mb = float(pc.sum(data.column("file_size_in_bytes")).as_py() or 0) / 1e6
     b_sample = max(1.0, options.min_block_rows * sample.num_rows / max(1, rows))
     weights = prediction_weights(validation, learned.queries, sample)
-    write = WriteProperties.of(dict(table.properties or {}))
-    bytes_seconds = 0.0
-    # bytes per row: the sample written in each candidate's order (files of b sample rows, the
-    # dictionaries a file of b rows would have) against the sample in the table's own order and
-    # encodings. Applied only when the sample holds every row: a sample of 1 % sees runs a
-    # hundred times shorter and keys more distinct per file than the files hold (star: 1.02× as
-    # the sample says, 0.74× as Pando's files measure), so the candidate keeps the table's.
-    scale = sample.num_rows / max(1, rows)
-    exact = scale >= 1.0
-    started_bytes = time.time()
-    base_bpr = parquet_bytes_per_row(sample, learned.table_order, sample.num_rows / max(1, len(data)), write, scale,
-                                     file_dictionary_columns(table))
-    bytes_seconds += time.time() - started_bytes
-
-    def ratio(order: np.ndarray) -> float:
-        nonlocal bytes_seconds
-        t = time.time()
-        out = parquet_bytes_per_row(sample, order, b_sample, write, scale) / base_bpr if base_bpr > 0 else 1.0
-        bytes_seconds += time.time() - t
-        return out
-
     as_is = learned.as_is
     if as_is is None:
         raise ValueError(f"table {name}: the advice planned no query on the table as is")
@@ -746,19 +580,11 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
         positions = order_positions_of(sample, spec)
         fraction = weighted_by(ordered_reads(sample, validation, b_sample, positions), weights)
         label = spec if spec.startswith("zorder(") else f"sort({spec})"
-        r = ratio(np.argsort(positions, kind="stable"))
-        others.append(candidate(label, "sort", spec, fraction, table_mb, rows, now_mb, bytes_ratio=r,
-                                apply_bytes=exact,
+        others.append(candidate(label, "sort", spec, fraction, table_mb, rows, now_mb,
                                 why="Iceberg's rewrite_data_files with this sort order, files of min-block-rows rows, "
-                                    f"estimated on the sample (written in its order: {r:.2f}× the table's bytes per "
-                                    "row" + ("" if exact else ", not applied: a sample") + ")"
-                                    + (" (asked for)" if spec not in orders else "")))
+                                    "estimated on the sample" + (" (asked for)" if spec not in orders else "")))
     kept = learned.labels[learned.kept]
-    ev = learned.evaluations
     for i, k in enumerate(learned.labels):
-        lay = learned.layouts[i]
-        blocks = lay.route(sample, ev.mask_map(lay.cuts)) if ev is not None else lay.route(sample)
-        r = ratio(block_order(blocks, sample, learned.orders[i]))
         fraction = weighted_by(learned.reads[i], weights)
         is_kept = i == learned.kept
         optimizer = learned.rewrite_optimizer_seconds(k, validate=False)
@@ -770,15 +596,12 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
         refused = learned.holds is not None and not learned.holds[i]
         if refused:  # never advised: the rewrite refuses it
             why += "; not advised: a template would read more than max-template-regression × what it reads now"
-        why += (f"; the sample written block by block: {r:.2f}× the table's bytes per row"
-                + ("" if exact else " (not applied: a sample)"))
         others.append(candidate(f"pando k={k}", "pando" if is_kept and not refused else "info", str(k),
-                                float(fraction), table_mb, rows, now_mb, optimizer, why, bytes_ratio=r,
-                                apply_bytes=exact))
+                                float(fraction), table_mb, rows, now_mb, optimizer, why))
     ranked = rank_candidates(now, others)
     advice = Advice(name, rows, table_mb, sample.num_rows, len(validation), tuple(ranked), time.time() - started,
                     float(sum(w for _, w in learned.queries)),
-                    parts={**learned.seconds, "bytes per row": bytes_seconds},
+                    parts=dict(learned.seconds),
                     learned_k=learned.labels[-1], sample_scale=learned.rewrite_sample_rows / max(1, sample.num_rows))
     return advice, learned
 

@@ -16,7 +16,11 @@ no copy: the workload is read against the table's own namespace), and pickle wha
 learned from into ``--out``/``optimizer-inputs.pkl`` (the sample, the template draws, the candidate
 cuts with their key sets, the guard's reads of the table now): ``optimizer_timing.py --replay``
 runs the optimizer again on it without Spark, so that two versions of the code are timed on the
-same sample in the same run.
+same sample in the same run. ``learn.txt`` also holds ``learning_workload``'s steps (the template
+draws, the dimension samples, the attribute weights, the key sets, the candidate cuts): per step
+its calls, seconds, Spark jobs and rows read, and hashes of the draws, key sets and cuts it
+returned and of the layout learned (``--fingerprint PKL``: the first ones of a recorded run), so
+that two versions of the code are shown to learn the same. ``--learning-only``: stop there.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ def main() -> None:
                    "sample-rate=0.01,seed=0, as the bench gives them)")
     p.add_argument("--fingerprint", default=None, metavar="PKL",
                    help="print the hashes of what learning_workload answered in an optimizer-inputs.pkl and exit")
+    p.add_argument("--learning-only", action="store_true",
+                   help="with --optimizer-only: stop after learning_workload (the draws and candidate cuts, "
+                   "'draws+cuts'), no trees; its steps, Spark jobs and fingerprint")
     p.add_argument("--optimizer-only", action="store_true",
                    help="profile learn_layout only and pickle its inputs for optimizer_timing.py --replay")
     args = p.parse_args()
@@ -74,7 +81,7 @@ def main() -> None:
                                        **dict(kv.split("=", 1) for kv in args.options.split(",") if kv)})
     cfg = load_config(home=args.home, overrides={"spark": {"master": args.master}} if args.master else None)
     if args.optimizer_only:
-        optimizer_only(cfg, args.table, workload, options, out, args.top)
+        optimizer_only(cfg, args.table, workload, options, out, args.top, args.learning_only)
         return
     with spark_session(cfg) as spark:
         spark.sql("CREATE NAMESPACE IF NOT EXISTS prof")
@@ -104,7 +111,8 @@ def main() -> None:
 
 # The steps of ``learning_workload`` (module, function) timed by ``optimizer_only``, with the Spark
 # jobs each ran and the rows they read; a step inside another is counted in both.
-STEPS = (("pando_iceberg.spark.rewrite_common", "dimension_samples"),
+STEPS = (("pando_iceberg.spark.rewrite", "learning_workload"),
+         ("pando_iceberg.spark.rewrite_common", "dimension_samples"),
          ("pando_iceberg.workload.templates", "expected_workload"),
          ("pando_iceberg.workload.top_k_learning", "top_k_learning_queries"),
          ("pando_iceberg.workload.attribute_ranges", "attribute_range_filters"),
@@ -200,8 +208,13 @@ RECORDED = ("table_workload", "template_bound", "row_count", "seeded_sample", "l
             "reads_now", "file_bounds")
 
 
-def optimizer_only(cfg, table: str, workload: str, options, out: Path, top: int) -> None:
-    """``learn_layout`` under cProfile, its Spark answers recorded (``RECORDED``) and pickled."""
+class LearningDone(Exception):
+    """``--learning-only``: ``learning_workload`` has returned; learn no trees."""
+
+
+def optimizer_only(cfg, table: str, workload: str, options, out: Path, top: int, learning_only: bool = False) -> None:
+    """``learn_layout`` under cProfile, its Spark answers recorded (``RECORDED``) and pickled;
+    ``learning_only``: up to ``learning_workload`` (the draws and cuts), no trees."""
     from types import SimpleNamespace
 
     from pando_iceberg.spark import rewrite
@@ -220,6 +233,8 @@ def optimizer_only(cfg, table: str, workload: str, options, out: Path, top: int)
                     SimpleNamespace(sql=q.sql, weight=q.weight, filters=dict.fromkeys(q.filters))
                     for q in wl.queries]), target, queries, schemas)
             answers[name].append(pickle.dumps(kept))  # as it was answered (before the optimizer's caches)
+            if learning_only and name == "learning_workload":
+                raise LearningDone
             return got
         return call
 
@@ -236,8 +251,11 @@ def optimizer_only(cfg, table: str, workload: str, options, out: Path, top: int)
         job0 = jobs.now()
         prof = cProfile.Profile()
         prof.enable()
-        learned = rewrite.learn_layout(spark, table, workload, options, progress=progress,
-                                       io_properties=cfg.pyiceberg_properties())
+        try:
+            learned = rewrite.learn_layout(spark, table, workload, options, progress=progress,
+                                           io_properties=cfg.pyiceberg_properties())
+        except LearningDone:
+            learned = None
         prof.disable()
         job1 = jobs.now()
     prof.dump_stats(str(out / "learn.pstats"))
@@ -245,10 +263,15 @@ def optimizer_only(cfg, table: str, workload: str, options, out: Path, top: int)
         pickle.dump({"table": table, "workload": workload, "options": options.to_map(), "answers": answers}, fh)
     listing = io.StringIO()
     pstats.Stats(prof, stream=listing).sort_stats("cumulative").print_stats(top)
-    summary = {"sampling_s": round(learned.seconds_sampling, 1), "optimizing_s": round(learned.seconds_optimizing, 1),
-               "parts_s": {k: round(v, 1) for k, v in learned.seconds_parts.items()}, "k": learned.layout.k,
-               "blocks": learned.layout.num_blocks, "spark_jobs": job1[0] - job0[0], "rows_read": job1[1] - job0[1],
-               "fingerprint": learned_fingerprint(learned, answers)}
+    summary: dict = {"spark_jobs": job1[0] - job0[0], "rows_read": job1[1] - job0[1],
+                     "learning_workload_s": round(sum(c["s"] for c in calls if c["step"] == "learning_workload"), 1)}
+    if learned is None:
+        summary["fingerprint"] = workload_fingerprint(answers)
+    else:
+        summary.update({"sampling_s": round(learned.seconds_sampling, 1),
+                        "optimizing_s": round(learned.seconds_optimizing, 1),
+                        "parts_s": {k: round(v, 1) for k, v in learned.seconds_parts.items()}, "k": learned.layout.k,
+                        "blocks": learned.layout.num_blocks, "fingerprint": learned_fingerprint(learned, answers)})
     steps = step_table(calls)
     (out / "learn.txt").write_text(json.dumps(summary) + "\n\n" + steps + "\n\n" + listing.getvalue())
     print(json.dumps(summary))

@@ -41,11 +41,13 @@ DRIVER_DIMENSION_ROWS = 1_000_000  # a dimension of at most this many rows is ag
 
 
 def spark_weights(spark, collect: Callable[..., pa.Table], rows: Callable[[str], int] | None = None,
-                  driver_rows: int = DRIVER_DIMENSION_ROWS) -> DimensionWeights:
+                  driver_rows: int = DRIVER_DIMENSION_ROWS,
+                  keys_read: Callable[[str, str, pa.Array], None] | None = None) -> DimensionWeights:
     """``DimensionWeights`` of the session's tables (module docstring); ``collect``: a small
     DataFrame to Arrow (``rewrite_common.collect_arrow``); ``rows``: a table's row count
     (``rewrite_common.row_count``; None: every dimension aggregated by Spark); a dimension of at
-    most ``driver_rows`` rows is aggregated on the driver."""
+    most ``driver_rows`` rows is aggregated on the driver; ``keys_read(dimension, pk, keys)``
+    is then handed its whole key column (e.g. ``SparkKeyProvider.keys_read``: whether it is unique)."""
     follows: dict[tuple[str, str, str], bool] = {}  # a dimension joined by several foreign keys: once
     read: dict[tuple[str, ...], pa.Table | None] = {}  # (dimension, pk, attributes) read to the driver
 
@@ -56,7 +58,10 @@ def spark_weights(spark, collect: Callable[..., pa.Table], rows: Callable[[str],
             names = (dim, pk, *dict.fromkeys(attrs))
             if names not in read:
                 small = rows is not None and rows(dim) <= driver_rows
-                read[names] = collect(df.select(*[_quoted(c) for c in names[1:]])) if small else None
+                whole = collect(df.select(*[_quoted(c) for c in names[1:]])) if small else None
+                if whole is not None and keys_read is not None:
+                    keys_read(dim, pk, whole.column(pk))
+                read[names] = whole
             if read[names] is not None:
                 got = _driver_weights(read[names], pk, attrs, fact_keys, groups)
                 if got is not None:

@@ -376,6 +376,16 @@ class SparkKeyProvider:
             self._unique[key] = row.n == row.d
         return self._unique[key]
 
+    def keys_read(self, table: str, column: str, keys: pa.Array | pa.ChunkedArray) -> None:
+        """``table``'s whole ``column`` read by another step (``attribute_weights.spark_weights``):
+        whether it is unique, as ``is_unique`` would count it (non-NULL values against distinct
+        ones), without another Spark job; integer and string columns only."""
+        if not (pa.types.is_integer(keys.type) or pa.types.is_string(keys.type)) or (table, column) in self._unique:
+            return
+        distinct = int(pc.count_distinct(keys, mode="only_valid").as_py())
+        for name in dict.fromkeys([column, column.lower()]):
+            self._unique.setdefault((table, name), len(keys) - keys.null_count == distinct)
+
     def __call__(self, dim_table: str, pk_column: str, dim_filter) -> np.ndarray:
         hit = self._cache.get((dim_table, pk_column, dim_filter.to_sql()))
         if hit is not None:
@@ -608,7 +618,8 @@ def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], que
     expected = dataclasses.replace(expected, queries=ranged(expected.queries), validation=ranged(expected.validation))
     provider = SparkKeyProvider(spark, schemas, semantics.DEFAULT, track_snapshots=True)  # key sets read once
     blocks = sample.num_rows / max(rate, 1e-9) / max(1, options.min_block_rows)
-    weights = spark_weights(spark, collect_arrow, rows=lambda dim: row_count(spark, dim, None))
+    weights = spark_weights(spark, collect_arrow, rows=lambda dim: row_count(spark, dim, None),
+                            keys_read=provider.keys_read)  # a dimension read whole: its key's uniqueness
     groups = attribute_range_filters([f for f, _ in expected.queries], sample, weights,
                                      group_count(blocks))  # they read no key set
     recorder = _RecordingKeyProvider(provider)  # the cuts' key sets, read with the draws' (one read per dimension)

@@ -376,6 +376,16 @@ class SparkKeyProvider:
             self._unique[key] = row.n == row.d
         return self._unique[key]
 
+    def keys_read(self, table: str, column: str, keys: pa.Array | pa.ChunkedArray) -> None:
+        """``table``'s whole ``column`` read by another step (``attribute_weights.spark_weights``):
+        whether it is unique, as ``is_unique`` would count it (non-NULL values against distinct
+        ones), without another Spark job; integer and string columns only."""
+        if not (pa.types.is_integer(keys.type) or pa.types.is_string(keys.type)) or (table, column) in self._unique:
+            return
+        distinct = int(pc.count_distinct(keys, mode="only_valid").as_py())
+        for name in dict.fromkeys([column, column.lower()]):
+            self._unique.setdefault((table, name), len(keys) - keys.null_count == distinct)
+
     def __call__(self, dim_table: str, pk_column: str, dim_filter) -> np.ndarray:
         hit = self._cache.get((dim_table, pk_column, dim_filter.to_sql()))
         if hit is not None:
@@ -437,6 +447,9 @@ class SparkKeyProvider:
                 read = collect_arrow(self.spark.table(dim).selectExpr(*select))
             frames[dim] = (read, {p: len(cols) + i for i, p in enumerate(preds)})
         ordered: dict[tuple[str, str], tuple[np.ndarray, np.ndarray, bool] | None] = {}
+        # (table, join column, the inner filter's memo) → its rows whose join column is in the
+        # inner filter's key set, as packed bits
+        joined: dict[tuple[str, str, tuple[str, str, str]], np.ndarray] = {}
 
         def keys(dim: str, pk: str, flt) -> np.ndarray:
             memo = memo_of(dim, pk, flt)
@@ -447,8 +460,11 @@ class SparkKeyProvider:
                     own = table.column(pred_col[flt.expr.sql(dialect="spark")])
                     mask &= pc.fill_null(own, False).to_numpy(zero_copy_only=False)
                 for j in flt.joins if flt is not None else ():
-                    inner = keyset.normalize_keys(keys(j.dim_table, j.dim_pk, j.dim_filter))
-                    mask &= keyset.member_mask(table.column(j.column), inner)
+                    at = (dim, j.column, memo_of(j.dim_table, j.dim_pk, j.dim_filter))
+                    if at not in joined:  # once per inner key set: the draws repeat a few of them
+                        inner = keyset.normalize_keys(keys(j.dim_table, j.dim_pk, j.dim_filter))
+                        joined[at] = np.packbits(keyset.member_mask(table.column(j.column), inner))
+                    mask &= np.unpackbits(joined[at], count=table.num_rows).view(bool)
                 if (dim, pk) not in ordered:
                     ordered[(dim, pk)] = _key_order(table.column(pk))
                 by_key = ordered[(dim, pk)]
@@ -602,7 +618,9 @@ def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], que
     expected = dataclasses.replace(expected, queries=ranged(expected.queries), validation=ranged(expected.validation))
     provider = SparkKeyProvider(spark, schemas, semantics.DEFAULT, track_snapshots=True)  # key sets read once
     blocks = sample.num_rows / max(rate, 1e-9) / max(1, options.min_block_rows)
-    groups = attribute_range_filters([f for f, _ in expected.queries], sample, spark_weights(spark, collect_arrow),
+    weights = spark_weights(spark, collect_arrow, rows=lambda dim: row_count(spark, dim, None),
+                            keys_read=provider.keys_read)  # a dimension read whole: its key's uniqueness
+    groups = attribute_range_filters([f for f, _ in expected.queries], sample, weights,
                                      group_count(blocks))  # they read no key set
     recorder = _RecordingKeyProvider(provider)  # the cuts' key sets, read with the draws' (one read per dimension)
     wl.join_induced_cuts(target, recorder, filters=[f for f, _ in expected.queries] + groups)
@@ -744,7 +762,7 @@ def dimension_samples(spark, filters: Sequence[Any], options: RewriteOptions) ->
         if not cols:
             continue
         df = spark.table(dim).select(*[sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in sorted(cols)])
-        rows = int(df.count())
+        rows = row_count(spark, dim, None)
         out[dim] = seeded_sample(df, min(1.0, DIMENSION_SAMPLE_ROWS / max(1, rows)), options.seed)
     return out
 
@@ -794,8 +812,27 @@ def schema_key(table_name: str, schemas: dict[str, pa.Schema]) -> str:
 
 
 def row_count(spark, table_name: str, snapshot_id: int | None) -> int:
-    """Live rows of the table at ``snapshot_id`` (None: the current snapshot), counted by Spark."""
+    """Live rows of the table at ``snapshot_id`` (None: the current snapshot): the snapshot
+    summary's ``total-records`` when it records no delete files (Iceberg keeps it exact then: no
+    Spark job), else counted by Spark."""
+    summary = snapshot_summary(spark, table_name, snapshot_id)
+    records, deletes = summary.get("total-records"), summary.get("total-delete-files")
+    if records is not None and deletes is not None and int(deletes) == 0:
+        return int(records)
     return int(jv.read_snapshot(spark, table_name, snapshot_id).count())
+
+
+def snapshot_summary(spark, table_name: str, snapshot_id: int | None) -> dict[str, str]:
+    """The summary of the Iceberg table's snapshot ``snapshot_id`` (None: the current one); {}
+    when there is none (an empty table, a name that is no Iceberg table)."""
+    try:
+        table = jv.load_table(spark, table_name)
+    except Exception:
+        return {}
+    snap = table.currentSnapshot() if snapshot_id is None else table.snapshot(int(snapshot_id))
+    if snap is None or snap.summary() is None:
+        return {}
+    return {str(k): str(v) for k, v in dict(snap.summary()).items()}
 
 
 # ---- writing --------------------------------------------------------------------------------

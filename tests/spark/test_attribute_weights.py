@@ -104,3 +104,62 @@ def test_keys_follow_decided_by_the_partitions_and_by_the_distinct_values(spark)
     want = arrow_weights(lambda _, cols: stored.select(list(cols)))(f"{NS}.follow", "pk", attrs, fact_keys, 4)
     assert [got[a].follows for a in attrs] == [want[a].follows for a in attrs]
     assert [got[a].follows for a in attrs][:3] == [False, True, True]
+
+
+def _jobs_of(spark, group: str, fn):
+    sc = spark.sparkContext
+    sc.setJobGroup(group, "attribute weights")
+    try:
+        got = fn()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+    return got, len(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def _same(a, b) -> bool:
+    return ((a.follows, a.count, a.total) == (b.follows, b.count, b.total) and a.values.type == b.values.type
+            and a.values.to_pylist() == b.values.to_pylist() and a.below.tolist() == b.below.tolist())
+
+
+def test_a_small_dimension_aggregated_on_the_driver_equals_the_spark_jobs(spark):
+    """A dimension of at most ``driver_rows`` rows is read once (one Spark job for every
+    attribute and foreign key) and aggregated on the driver: the Spark jobs' weights exactly;
+    a key with duplicates, a -0.0 attribute or a dimension above the bound: the Spark jobs."""
+    dim = _dimension()
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NS}")
+    spark.sql(f"DROP TABLE IF EXISTS {NS}.small")
+    spark.createDataFrame(dim.to_pandas()).writeTo(f"{NS}.small").create()
+    rng = np.random.default_rng(8)
+    fks = rng.integers(1, 340, 3000).astype(object)
+    fks[::40] = None
+    fact_keys = pa.array(fks.tolist(), pa.int64())
+    attrs = ["brand", "price", "day", "band", "code"]
+    jobs_side = spark_weights(spark, collect_arrow)  # no row counts: always the Spark jobs
+    driver_side = spark_weights(spark, collect_arrow, rows=lambda _: dim.num_rows, driver_rows=dim.num_rows)
+    for groups in (4, 64):
+        want = jobs_side(f"{NS}.small", "pk", attrs, fact_keys, groups)
+        got, jobs = _jobs_of(spark, f"driver-weights-{groups}", lambda g=groups: driver_side(f"{NS}.small", "pk", attrs,
+                                                                                               fact_keys, g))
+        assert jobs == (1 if groups == 4 else 0), jobs  # read once, then from the driver's copy
+        assert set(got) == set(attrs) and all(_same(got[a], want[a]) for a in attrs), groups
+    other = pa.array(rng.integers(1, 60, 500).tolist(), pa.int32())  # another key type: cast as Spark joins
+    assert _same(driver_side(f"{NS}.small", "pk", ["brand"], other, 8)["brand"],
+                 jobs_side(f"{NS}.small", "pk", ["brand"], other, 8)["brand"])
+    # above the bound: the Spark jobs (several)
+    _, jobs = _jobs_of(spark, "driver-weights-big", lambda: spark_weights(
+        spark, collect_arrow, rows=lambda _: dim.num_rows, driver_rows=dim.num_rows - 1)(
+        f"{NS}.small", "pk", ["brand"], fact_keys, 4))
+    assert jobs > 1
+    # a duplicated key or a -0.0 value: the driver's copy is read, then the Spark jobs decide
+    odd = dim.set_column(2, "price", pa.array([-0.0 if i % 7 == 0 else v for i, v in
+                                               enumerate(dim.column("price").to_pylist())], pa.float64()))
+    odd = pa.concat_tables([odd, odd.slice(0, 3)])  # keys 3 rows twice
+    for table, a in ((odd.slice(0, dim.num_rows), "price"), (odd, "brand")):
+        name = f"{NS}.odd_{a}"
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+        spark.createDataFrame(table.to_pandas()).writeTo(name).create()
+        got, jobs = _jobs_of(spark, f"driver-weights-{a}", lambda n=name, a=a: spark_weights(
+            spark, collect_arrow, rows=lambda _: odd.num_rows, driver_rows=odd.num_rows)(n, "pk", [a], fact_keys, 4))
+        assert jobs > 1, a
+        assert _same(got[a], jobs_side(name, "pk", [a], fact_keys, 4)[a]), a

@@ -69,3 +69,34 @@ def test_a_second_prefetch_reads_only_what_is_missing(spark, tpch):
         sc.setLocalProperty("spark.job.description", None)
     assert len(sc.statusTracker().getJobIdsForGroup(group)) == 0
     assert all(provider(*r) is keys for r, keys in first.items())
+
+
+@pytest.mark.parametrize("column", ["o_orderkey", "o_custkey", "o_orderpriority", "o_comment"])
+def test_a_key_column_read_whole_decides_uniqueness_as_spark_counts(spark, tpch, column):
+    """``keys_read`` (a dimension's key column another step read whole) gives ``is_unique`` Spark's
+    answer (non-NULL values against distinct ones) without a job; NULLs are not duplicates."""
+    import pyarrow as pa
+
+    from pando_iceberg.spark.rewrite_common import collect_arrow
+
+    schemas = namespace_schemas(spark, "tpch.orders")
+    want = SparkKeyProvider(spark, schemas).is_unique("tpch.orders", column)
+    provider = SparkKeyProvider(spark, schemas)
+    keys = collect_arrow(spark.table("tpch.orders").select(column)).column(0)
+    provider.keys_read("tpch.orders", column, keys)
+    sc = spark.sparkContext
+    sc.setJobGroup(f"unique-{column}", "uniqueness from a column read whole")
+    try:
+        got = provider.is_unique("tpch.orders", column)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+    assert got == want and len(sc.statusTracker().getJobIdsForGroup(f"unique-{column}")) == 0
+    assert want == (column == "o_orderkey")
+    if column == "o_orderkey":  # NULLs added: still unique, as count(col) = count(DISTINCT col) says
+        nulls = SparkKeyProvider(spark, schemas)
+        nulls.keys_read("tpch.orders", column, pa.concat_arrays([keys.combine_chunks(), pa.nulls(3, keys.type)]))
+        assert nulls.is_unique("tpch.orders", column)
+        dup = SparkKeyProvider(spark, schemas)
+        dup.keys_read("tpch.orders", column, pa.concat_arrays([keys.combine_chunks(), keys.combine_chunks()[:1]]))
+        assert not dup.is_unique("tpch.orders", column)

@@ -69,6 +69,7 @@ __all__ = [
     "files_per_block",
     "files_read",
     "guard_multipliers",
+    "matching_draws",
     "merged_layout",
     "order_cuts",
     "order_trees",
@@ -672,15 +673,33 @@ class TemplateGuard:
                 "the workload more weight on those templates")
 
 
-def template_reads(per_query: np.ndarray, queries: Sequence[tuple[TableFilter, float]]) -> dict[str, float]:
-    """Per template (``templates.template_key``), the weighted mean of ``per_query`` over its queries."""
+def template_reads(per_query: np.ndarray, queries: Sequence[tuple[TableFilter, float]],
+                   among: np.ndarray | None = None) -> dict[str, float]:
+    """Per template (``templates.template_key``), the weighted mean of ``per_query`` over its queries;
+    ``among`` (a mask of the queries): over those of them only, for a template that has any."""
+    keys = [template_key(f) for f, _ in queries]
+    live = set() if among is None else {k for k, a in zip(keys, np.asarray(among, dtype=bool), strict=True) if a}
     num: dict[str, float] = {}
     den: dict[str, float] = {}
-    for (f, w), v in zip(queries, per_query, strict=True):
-        key = template_key(f)
-        num[key] = num.get(key, 0.0) + float(w) * float(v)
-        den[key] = den.get(key, 0.0) + float(w)
+    for n, ((_, w), v, key) in enumerate(zip(queries, per_query, keys, strict=True)):
+        num.setdefault(key, 0.0)
+        den.setdefault(key, 0.0)
+        if key in live and not among[n]:  # type: ignore[index]
+            continue
+        num[key] += float(w) * float(v)
+        den[key] += float(w)
     return {k: num[k] / den[k] if den[k] > 0 else 0.0 for k in num}
+
+
+def matching_draws(now: np.ndarray) -> np.ndarray:
+    """The draws the guard averages a template's reads over: those that open a file of the table
+    now (``now > 0``). A draw the planner proves matches no row of the table today (a window
+    before the first sale) reads nothing on any layout; counted, it would pull a template's
+    reads now and with the layout toward 0 alike — the ratio the guard bounds is the same, but
+    the template looks small and gets ``allowed_reads``' slack of a small template — and no
+    query of the template that users run does that when its training draws do not. A template
+    none of whose draws opens a file keeps them all."""
+    return np.asarray(now, dtype=np.float64) > 0
 
 
 def allowed_reads(now: dict[str, float], bound: float, file_fraction: float) -> dict[str, float]:
@@ -763,12 +782,13 @@ def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
     free = pick(list(range(len(layouts))))
     if bound is None or now is None:
         return LayoutChoice(free, costs)
-    now_t = template_reads(np.asarray(now), validation)
-    bytes_t = template_reads(np.asarray(now_bytes), validation) if now_bytes is not None else {}
+    live = matching_draws(np.asarray(now))
+    now_t = template_reads(np.asarray(now), validation, live)
+    bytes_t = template_reads(np.asarray(now_bytes), validation, live) if now_bytes is not None else {}
     allowed = allowed_reads(now_t, bound, file_fraction)
     guards = []
     for r in reads:
-        with_t = template_reads(r, validation)
+        with_t = template_reads(r, validation, live)
         guards.append(TemplateGuard(bound, [TemplateRead(t, now_t[t], with_t[t], allowed[t], bytes_t.get(t))
                                             for t in now_t]))
     holds = [g.holds for g in guards]

@@ -105,7 +105,7 @@ def _validation(spark, a):
 
 def _report(spark, a, cur, sample, order, queries, scale, b_sample) -> None:
     """The table of planned reads (as loaded, laid out) and estimates, per template (the guard's
-    weighted mean over the draws that open a file now, ``in_block.matching_draws``) and overall."""
+    weighted mean over the draws a sample row matches, ``in_block.matching_draws``) and overall."""
     import numpy as np
 
     from pando_iceberg.spark import iceberg_jvm as jv
@@ -116,10 +116,10 @@ def _report(spark, a, cur, sample, order, queries, scale, b_sample) -> None:
     laid, _ = reads_now(static_table(jv.load_table(spark, a.laid), None), None, queries)
     raw = files_read(cur.layout, sample, queries, b_sample, order, fraction=1.0)
     widened = files_read(cur.layout, sample, queries, b_sample, order, fraction=scale)
-    live = matching_draws(now)
+    live = matching_draws(queries, sample)
     cols = [template_reads(v, queries, live) for v in (now, laid, raw, widened)]
     print(f"{a.laid}: {cur.layout.num_blocks} blocks, in-block order {order}, {sample.num_rows:,} sample rows, "
-          f"{len(queries)} {a.draws} queries ({int(live.sum())} open a file now)")
+          f"{len(queries)} {a.draws} queries ({int(live.sum())} match a sample row)")
     print("| template | as loaded (planned) | laid out (planned) | estimate, sample bounds | estimate, widened |")
     print("|---|---|---|---|---|")
     for k in cols[0]:

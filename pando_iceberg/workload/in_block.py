@@ -691,15 +691,32 @@ def template_reads(per_query: np.ndarray, queries: Sequence[tuple[TableFilter, f
     return {k: num[k] / den[k] if den[k] > 0 else 0.0 for k in num}
 
 
-def matching_draws(now: np.ndarray) -> np.ndarray:
-    """The draws the guard averages a template's reads over: those that open a file of the table
-    now (``now > 0``). A draw the planner proves matches no row of the table today (a window
-    before the first sale) reads nothing on any layout; counted, it would pull a template's
-    reads now and with the layout toward 0 alike — the ratio the guard bounds is the same, but
-    the template looks small and gets ``allowed_reads``' slack of a small template — and no
-    query of the template that users run does that when its training draws do not. A template
-    none of whose draws opens a file keeps them all."""
-    return np.asarray(now, dtype=np.float64) > 0
+def matching_draws(queries: Sequence[tuple[TableFilter, float]], sample: pa.Table) -> np.ndarray:
+    """The draws the guard averages a template's reads over: those some row of the sample
+    satisfies (the filter's own part, and its joins whose key sets are known: the foreign key
+    among them). A draw no row matches (a window where the table has no row, a year of the date
+    dimension before the first sale) is no query the template's users run when its training draws
+    do match; counted, it pulls what the template reads now and with the layout toward what
+    reading nothing costs on each (0 with a layout whose blocks have bounds, a file of NULL keys
+    on the table as loaded): the ratio the guard bounds is not the template's, and a template
+    made to look small gets ``allowed_reads``' slack. A template none of whose draws matches a
+    sample row (a point lookup the sample is too small for) keeps them all (``template_reads``)."""
+    from pando_iceberg.exceptions import PandoError
+    from pando_iceberg.expr.keys import member_mask
+
+    names = {n.lower(): n for n in sample.schema.names}
+    out = np.zeros(len(queries), dtype=bool)
+    for q, (f, _) in enumerate(queries):
+        try:
+            hit = np.asarray(f.evaluate(sample), dtype=bool)
+            for j in getattr(f, "joins", None) or ():
+                col = names.get(j.column.lower())
+                if j.dim_keys is not None and col is not None and hit.any():
+                    hit &= member_mask(sample.column(col), j.dim_keys)
+        except (PandoError, ValueError, TypeError, pa.ArrowException):  # the sample cannot decide it: it counts
+            hit = np.ones(1, dtype=bool)
+        out[q] = bool(hit.any())
+    return out
 
 
 def allowed_reads(now: dict[str, float], bound: float, file_fraction: float) -> dict[str, float]:
@@ -782,7 +799,7 @@ def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
     free = pick(list(range(len(layouts))))
     if bound is None or now is None:
         return LayoutChoice(free, costs)
-    live = matching_draws(np.asarray(now))
+    live = matching_draws(validation, sample)
     now_t = template_reads(np.asarray(now), validation, live)
     bytes_t = template_reads(np.asarray(now_bytes), validation, live) if now_bytes is not None else {}
     allowed = allowed_reads(now_t, bound, file_fraction)

@@ -69,6 +69,7 @@ __all__ = [
     "files_per_block",
     "files_read",
     "guard_multipliers",
+    "matching_draws",
     "merged_layout",
     "order_cuts",
     "order_trees",
@@ -672,15 +673,50 @@ class TemplateGuard:
                 "the workload more weight on those templates")
 
 
-def template_reads(per_query: np.ndarray, queries: Sequence[tuple[TableFilter, float]]) -> dict[str, float]:
-    """Per template (``templates.template_key``), the weighted mean of ``per_query`` over its queries."""
+def template_reads(per_query: np.ndarray, queries: Sequence[tuple[TableFilter, float]],
+                   among: np.ndarray | None = None) -> dict[str, float]:
+    """Per template (``templates.template_key``), the weighted mean of ``per_query`` over its queries;
+    ``among`` (a mask of the queries): over those of them only, for a template that has any."""
+    keys = [template_key(f) for f, _ in queries]
+    live = set() if among is None else {k for k, a in zip(keys, np.asarray(among, dtype=bool), strict=True) if a}
     num: dict[str, float] = {}
     den: dict[str, float] = {}
-    for (f, w), v in zip(queries, per_query, strict=True):
-        key = template_key(f)
-        num[key] = num.get(key, 0.0) + float(w) * float(v)
-        den[key] = den.get(key, 0.0) + float(w)
+    for n, ((_, w), v, key) in enumerate(zip(queries, per_query, keys, strict=True)):
+        num.setdefault(key, 0.0)
+        den.setdefault(key, 0.0)
+        if key in live and not among[n]:  # type: ignore[index]
+            continue
+        num[key] += float(w) * float(v)
+        den[key] += float(w)
     return {k: num[k] / den[k] if den[k] > 0 else 0.0 for k in num}
+
+
+def matching_draws(queries: Sequence[tuple[TableFilter, float]], sample: pa.Table) -> np.ndarray:
+    """The draws the guard averages a template's reads over: those some row of the sample
+    satisfies (the filter's own part, and its joins whose key sets are known: the foreign key
+    among them). A draw no row matches (a window where the table has no row, a year of the date
+    dimension before the first sale) is no query the template's users run when its training draws
+    do match; counted, it pulls what the template reads now and with the layout toward what
+    reading nothing costs on each (0 with a layout whose blocks have bounds, a file of NULL keys
+    on the table as loaded): the ratio the guard bounds is not the template's, and a template
+    made to look small gets ``allowed_reads``' slack. A template none of whose draws matches a
+    sample row (a point lookup the sample is too small for) keeps them all (``template_reads``)."""
+    from pando_iceberg.exceptions import PandoError
+    from pando_iceberg.expr.keys import member_mask
+
+    names = {n.lower(): n for n in sample.schema.names}
+    out = np.zeros(len(queries), dtype=bool)
+    for q, (f, _) in enumerate(queries):
+        try:
+            hit = np.asarray(f.evaluate(sample), dtype=bool)
+            for j in getattr(f, "joins", None) or ():
+                col = names.get(j.column.lower())
+                if j.dim_keys is not None and col is not None and hit.any():
+                    hit &= member_mask(sample.column(col), j.dim_keys)
+        except (PandoError, ValueError, TypeError, pa.ArrowException):  # the sample cannot decide it: it counts
+            hit = np.ones(1, dtype=bool)
+        out[q] = bool(hit.any())
+    return out
 
 
 def allowed_reads(now: dict[str, float], bound: float, file_fraction: float) -> dict[str, float]:
@@ -763,12 +799,13 @@ def select_layout(layouts: Sequence[tuple[Any, str | None]], sample: pa.Table,
     free = pick(list(range(len(layouts))))
     if bound is None or now is None:
         return LayoutChoice(free, costs)
-    now_t = template_reads(np.asarray(now), validation)
-    bytes_t = template_reads(np.asarray(now_bytes), validation) if now_bytes is not None else {}
+    live = matching_draws(validation, sample)
+    now_t = template_reads(np.asarray(now), validation, live)
+    bytes_t = template_reads(np.asarray(now_bytes), validation, live) if now_bytes is not None else {}
     allowed = allowed_reads(now_t, bound, file_fraction)
     guards = []
     for r in reads:
-        with_t = template_reads(r, validation)
+        with_t = template_reads(r, validation, live)
         guards.append(TemplateGuard(bound, [TemplateRead(t, now_t[t], with_t[t], allowed[t], bytes_t.get(t))
                                             for t in now_t]))
     holds = [g.holds for g in guards]

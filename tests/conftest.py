@@ -43,6 +43,23 @@ def spark(lakehouse_cfg):
     stop_spark(session)
 
 
+@pytest.fixture
+def spark_jobs(spark):
+    """``spark_jobs(group, fn)``: ``fn()``'s result and how many Spark jobs it ran (its job group)."""
+    sc = spark.sparkContext
+
+    def run(group: str, fn):
+        sc.setJobGroup(group, group)
+        try:
+            got = fn()
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+            sc.setLocalProperty("spark.job.description", None)
+        return got, len(sc.statusTracker().getJobIdsForGroup(group))
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def catalog(lakehouse_cfg):
     from pando_iceberg.catalog import load_catalog

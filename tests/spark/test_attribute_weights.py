@@ -106,23 +106,12 @@ def test_keys_follow_decided_by_the_partitions_and_by_the_distinct_values(spark)
     assert [got[a].follows for a in attrs][:3] == [False, True, True]
 
 
-def _jobs_of(spark, group: str, fn):
-    sc = spark.sparkContext
-    sc.setJobGroup(group, "attribute weights")
-    try:
-        got = fn()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
-    return got, len(sc.statusTracker().getJobIdsForGroup(group))
-
-
 def _same(a, b) -> bool:
     return ((a.follows, a.count, a.total) == (b.follows, b.count, b.total) and a.values.type == b.values.type
             and a.values.to_pylist() == b.values.to_pylist() and a.below.tolist() == b.below.tolist())
 
 
-def test_a_small_dimension_aggregated_on_the_driver_equals_the_spark_jobs(spark):
+def test_a_small_dimension_aggregated_on_the_driver_equals_the_spark_jobs(spark, spark_jobs):
     """A dimension of at most ``driver_rows`` rows is read once (one Spark job for every
     attribute and foreign key) and aggregated on the driver: the Spark jobs' weights exactly;
     a key with duplicates, a -0.0 attribute or a dimension above the bound: the Spark jobs."""
@@ -139,7 +128,7 @@ def test_a_small_dimension_aggregated_on_the_driver_equals_the_spark_jobs(spark)
     driver_side = spark_weights(spark, collect_arrow, rows=lambda _: dim.num_rows, driver_rows=dim.num_rows)
     for groups in (4, 64):
         want = jobs_side(f"{NS}.small", "pk", attrs, fact_keys, groups)
-        got, jobs = _jobs_of(spark, f"driver-weights-{groups}", lambda g=groups: driver_side(f"{NS}.small", "pk", attrs,
+        got, jobs = spark_jobs(f"driver-weights-{groups}", lambda g=groups: driver_side(f"{NS}.small", "pk", attrs,
                                                                                                fact_keys, g))
         assert jobs == (1 if groups == 4 else 0), jobs  # read once, then from the driver's copy
         assert set(got) == set(attrs) and all(_same(got[a], want[a]) for a in attrs), groups
@@ -147,7 +136,7 @@ def test_a_small_dimension_aggregated_on_the_driver_equals_the_spark_jobs(spark)
     assert _same(driver_side(f"{NS}.small", "pk", ["brand"], other, 8)["brand"],
                  jobs_side(f"{NS}.small", "pk", ["brand"], other, 8)["brand"])
     # above the bound: the Spark jobs (several)
-    _, jobs = _jobs_of(spark, "driver-weights-big", lambda: spark_weights(
+    _, jobs = spark_jobs("driver-weights-big", lambda: spark_weights(
         spark, collect_arrow, rows=lambda _: dim.num_rows, driver_rows=dim.num_rows - 1)(
         f"{NS}.small", "pk", ["brand"], fact_keys, 4))
     assert jobs > 1
@@ -159,7 +148,7 @@ def test_a_small_dimension_aggregated_on_the_driver_equals_the_spark_jobs(spark)
         name = f"{NS}.odd_{a}"
         spark.sql(f"DROP TABLE IF EXISTS {name}")
         spark.createDataFrame(table.to_pandas()).writeTo(name).create()
-        got, jobs = _jobs_of(spark, f"driver-weights-{a}", lambda n=name, a=a: spark_weights(
+        got, jobs = spark_jobs(f"driver-weights-{a}", lambda n=name, a=a: spark_weights(
             spark, collect_arrow, rows=lambda _: odd.num_rows, driver_rows=odd.num_rows)(n, "pk", [a], fact_keys, 4))
         assert jobs > 1, a
         assert _same(got[a], jobs_side(name, "pk", [a], fact_keys, 4)[a]), a

@@ -13,18 +13,7 @@ pytestmark = pytest.mark.spark
 NS = "rowcount"
 
 
-def _jobs(spark, group: str, fn):
-    sc = spark.sparkContext
-    sc.setJobGroup(group, "row_count")
-    try:
-        got = fn()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
-    return got, len(sc.statusTracker().getJobIdsForGroup(group))
-
-
-def test_row_count_from_the_summary_unless_rows_are_deleted(spark):
+def test_row_count_from_the_summary_unless_rows_are_deleted(spark, spark_jobs):
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NS}")
     name = f"{NS}.t"
     spark.sql(f"DROP TABLE IF EXISTS {name}")
@@ -34,14 +23,14 @@ def test_row_count_from_the_summary_unless_rows_are_deleted(spark):
     first = int(jv.load_table(spark, name).currentSnapshot().snapshotId())
     spark.sql(f"INSERT INTO {name} SELECT id, 'x' FROM range(1000, 1250)")
 
-    got, jobs = _jobs(spark, "rowcount-summary", lambda: rc.row_count(spark, name, None))
+    got, jobs = spark_jobs("rowcount-summary", lambda: rc.row_count(spark, name, None))
     assert (got, jobs) == (1250, 0)
-    got, jobs = _jobs(spark, "rowcount-old", lambda: rc.row_count(spark, name, first))
+    got, jobs = spark_jobs("rowcount-old", lambda: rc.row_count(spark, name, first))
     assert (got, jobs) == (1000, 0)
 
     spark.sql(f"DELETE FROM {name} WHERE id % 10 = 0")  # position delete files: the summary's records overcount
     summary = rc.snapshot_summary(spark, name, None)
     assert int(summary["total-delete-files"]) > 0 and int(summary["total-records"]) == 1250
-    got, jobs = _jobs(spark, "rowcount-deletes", lambda: rc.row_count(spark, name, None))
+    got, jobs = spark_jobs("rowcount-deletes", lambda: rc.row_count(spark, name, None))
     assert got == spark.table(name).count() == 1125 and jobs > 0
     assert rc.snapshot_summary(spark, f"{NS}.no_such_table", None) == {}

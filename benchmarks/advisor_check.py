@@ -56,7 +56,7 @@ def main() -> None:
     train, _ = split_for(opts)
     source_ns = a.namespace or opts.namespace or dataset_namespace(opts.dataset, opts.sf)
     workload = [qualify(sql, source_ns) for _, sql in train]
-    k = max([int(x.split("k")[-1]) for x in layouts if x.startswith("pando-k")] or [3])
+    k = max([pando_k(x) for x in layouts if x.startswith("pando-k")] or [3])
     options = LayoutOptions.from_map({"k": str(k), "min-block-rows": str(opts.b), "sample-rate": str(opts.sample_rate),
                                       "seed": str(opts.seed), **opts.pando_options})
     cfg = load_config(home=a.home, overrides={"spark": {"master": a.master}})
@@ -101,7 +101,7 @@ def main() -> None:
                 # the rewrite the run timed: Pando learning 1..k trees under 'validate', Iceberg's sort as predicted
                 done = (cp.layout(x) or {}).get("tables", {}).get(t, {}).get("rewrite_seconds")
                 if x.startswith("pando-k"):
-                    pk = int(x.split("k")[-1])
+                    pk = pando_k(x)
                     want_s = advice.pando_rewrite_seconds(pk, validate=options.to_rewrite_options().k_selection
                                                           == "validate")
                 else:
@@ -148,6 +148,11 @@ def main() -> None:
     if a.json:
         Path(a.json).write_text(json.dumps({"rows": rows, "held_out": held_rows} if a.held_out else rows, indent=2,
                                            default=float))
+
+
+def pando_k(layout: str) -> int:
+    """The trees of a bench layout named 'pando-k3' (or 'pando-k3-unguarded')."""
+    return int(layout[len("pando-k"):].split("-")[0])
 
 
 class HeldOutPatches:

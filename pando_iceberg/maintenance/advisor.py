@@ -52,6 +52,10 @@ SECONDS_PER_MILLION_ROWS = {"sort": 4.1, "zorder": 6.4, "pando": 5.3}
 #: ``min-sample-rows``.
 ADVICE_SAMPLE_ROWS_PER_BLOCK = 250
 
+#: Whole blocks of Pando's kept candidate the advice writes to measure its files' bytes per row
+#: (``written_blocks``; 0: none, the table's bytes per row).
+WRITTEN_BLOCKS = 3
+
 #: A layout is advised over the table as is only when it reads at least this share less.
 MIN_SAVING = 0.05
 
@@ -358,6 +362,7 @@ class Advice:
     parts: dict[str, float] = field(default_factory=dict)  # seconds of Pando's learning (``PandoCandidates.seconds``)
     learned_k: int = 0  # the trees Pando's learning learned at most
     sample_scale: float = 1.0  # a rewrite's sample rows over the advisor's
+    written: WrittenBlocks | None = None  # the blocks of Pando's kept candidate written (``written_blocks``)
 
     def pando_rewrite_seconds(self, k: int, validate: bool) -> float:
         """Predicted seconds of a Pando rewrite learning ``k`` trees (1..k under 'validate'): its
@@ -392,6 +397,8 @@ class PandoCandidates:
     rewrite_sample_rows: float  # the rows a rewrite's sample would hold (its sample-rows-per-block)
     as_is: AsIsReads | None = None  # per draw, the table as is through Pando's planner and Iceberg alone
     reads: list[np.ndarray] = field(default_factory=list)  # per candidate, per draw, share of the sample read
+    layouts: list[Any] = field(default_factory=list)  # per candidate, its layout (``layout.Layout``)
+    order_columns: list[str | None] = field(default_factory=list)  # per candidate, its in-block order column
 
     def rewrite_optimizer_seconds(self, k: int, validate: bool) -> float:
         """The optimizer seconds a rewrite learning ``k`` trees would take (``optimizer_seconds``)."""
@@ -529,12 +536,102 @@ def learn_candidates(spark: Any, name: str, sources: Sequence[Any], options: Any
     return PandoCandidates(sample, validation, [(f, float(w)) for f, w in queries], table_rows,
                            list(range(1, k + 1)), [float(c) for c in choice.costs], choice.index,
                            list(choice.holds) if bound is not None else None, np.asarray(as_is.rows, dtype=float),
-                           seconds, float(sample_fraction(options, table_rows) * table_rows), as_is, list(reads))
+                           seconds, float(sample_fraction(options, table_rows) * table_rows), as_is, list(reads),
+                           list(layouts), list(columns))
+
+
+def blocks_to_write(layout: Any, validation: Sequence[tuple[Any, float]], weights: np.ndarray, count: int) -> list[int]:
+    """``count`` blocks of ``layout`` drawn with probability proportional to the rows the weighted
+    draws read in them (the blocks each draw scans, ``Layout.scanned``, × the block's sample
+    rows), systematically (the blocks at the midpoints of ``count`` equal steps of the cumulative
+    share): a block read twice as much is drawn twice as often, so the plain mean of the drawn
+    blocks' bytes per row estimates the bytes per row of what the queries read. A block may
+    repeat."""
+    rows = np.asarray(layout.block_rows, dtype=np.float64)
+    if count <= 0 or not len(rows):
+        return []
+    read = rows.copy()
+    if len(validation) and float(np.sum(weights)) > 0:
+        scanned = np.asarray(layout.scanned(list(validation)), dtype=np.float64)
+        read = (np.asarray(weights, dtype=np.float64) @ scanned) * rows
+        if not read.sum() > 0:
+            read = rows.copy()
+    cumulative = np.cumsum(read) / read.sum()
+    at = (np.arange(count) + 0.5) / count
+    return [int(b) for b in np.minimum(np.searchsorted(cumulative, at, side="left"), len(rows) - 1)]
+
+
+@dataclass(frozen=True)
+class WrittenBlocks:
+    """Whole blocks of a Pando candidate written as a rewrite writes them (``written_blocks``):
+    their files' bytes per row against the table's as it is."""
+
+    blocks: tuple[int, ...]  # the blocks drawn (``blocks_to_write``; a block may repeat)
+    rows: tuple[int, ...]  # per block drawn, the table's rows routed to it
+    bytes: tuple[int, ...]  # per block drawn, the bytes of its files
+    table_bytes_per_row: float  # the table's data files as they are
+    seconds: float  # routing the table and writing the blocks
+
+    @property
+    def bytes_per_row(self) -> float:
+        """The mean of the drawn blocks' bytes per row (the draw weighs them already)."""
+        per = [b / r for b, r in zip(self.bytes, self.rows, strict=True) if r > 0]
+        return float(np.mean(per)) if per else self.table_bytes_per_row
+
+    @property
+    def ratio(self) -> float:
+        """The candidate's bytes per row over the table's."""
+        return self.bytes_per_row / self.table_bytes_per_row if self.table_bytes_per_row > 0 else 1.0
+
+
+def written_blocks(spark: Any, name: str, snapshot_id: int, layout: Any, order_column: str | None,
+                   blocks: Sequence[int], table_rows: int, table_bytes: float, options: Any) -> WrittenBlocks:
+    """The ``blocks`` of ``layout`` written as a rewrite writes them, to a temporary directory
+    deleted after: the table at ``snapshot_id`` routed (``blocks.route_batches``, one read of the
+    table), the rows of those blocks collected, and each block written by the rewrite's own
+    writer (``blocks.write_blocks`` under the table's ``write_spec``: its codec and level, files
+    of about min-block-rows rows cut along ``order_column``, the table's row order inside a
+    file). A layout clusters values, so its files compress otherwise than the table's: this
+    measures by how much, on whole blocks (a sample written in the candidate's order cannot: its
+    runs are a hundred times shorter)."""
+    import tempfile
+    import time
+
+    from pyspark.sql import functions as F
+
+    from ..spark import iceberg_jvm as jv
+    from ..spark.blocks import BLOCK_COL, ROW_COL, LayoutPayload, route_batches, write_blocks
+    from ..spark.pipeline import routed_rows
+    from ..spark.rewrite import plan_block_files
+    from ..spark.rewrite_common import collect_arrow, write_spec
+
+    started = time.time()
+    wanted = sorted(set(int(b) for b in blocks))
+    literal_keys = {c.key: c.keys_to_bytes() for c in layout.cuts if hasattr(c, "keys_to_bytes")}
+    df = jv.read_snapshot(spark, name, snapshot_id).withColumn(ROW_COL, F.monotonically_increasing_id())
+    routed = routed_rows(df, route_batches(LayoutPayload(layout.to_bytes(), literal_keys)))
+    rows = collect_arrow(routed.where(F.col(BLOCK_COL).isin(wanted)))
+    keys = [(BLOCK_COL, "ascending")] + ([(order_column, "ascending")] if order_column else []) \
+        + [(ROW_COL, "ascending")]
+    rows = rows.sort_by(keys)
+    per_block: dict[int, list[int]] = {b: [0, 0] for b in wanted}
+    with tempfile.TemporaryDirectory(prefix="pando-advice-") as tmp:
+        spec = write_spec(spark, jv.load_table(spark, name), f"file://{tmp}", {}, options.target_file_size_bytes,
+                          order_column=order_column,
+                          files=plan_block_files(layout, table_rows, options.min_block_rows))
+        for out in write_blocks(spec)(iter(rows.to_batches())):
+            for b, n, size in zip(out.column(0).to_pylist(), out.column(2).to_pylist(), out.column(3).to_pylist(),
+                                  strict=True):
+                per_block[int(b)][0] += int(n)
+                per_block[int(b)][1] += int(size)
+    return WrittenBlocks(tuple(int(b) for b in blocks), tuple(per_block[int(b)][0] for b in blocks),
+                         tuple(per_block[int(b)][1] for b in blocks), table_bytes / max(1, table_rows),
+                         time.time() - started)
 
 
 def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: Any,
            io_properties: dict[str, str] | None = None, progress: Any = lambda m: None,
-           sort_orders: Sequence[str] = ()) -> tuple[Advice, PandoCandidates]:
+           sort_orders: Sequence[str] = (), written_count: int = WRITTEN_BLOCKS) -> tuple[Advice, PandoCandidates]:
     """Rank the candidates of the pyiceberg ``table`` (Spark name ``name``) for the workload
     ``sources`` under the rewrite ``options`` (``RewriteOptions``; Pando's candidates are 1..k
     trees, ``learn_candidates``), Iceberg's ``sort_orders`` (``order_positions_of``) among them.
@@ -584,6 +681,18 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
                                 why="Iceberg's rewrite_data_files with this sort order, files of min-block-rows rows, "
                                     "estimated on the sample" + (" (asked for)" if spec not in orders else "")))
     kept = learned.labels[learned.kept]
+    written = None
+    if written_count > 0 and learned.layouts:
+        chosen = blocks_to_write(learned.layouts[learned.kept], validation, weights, written_count)
+        progress(f"advisor: writing blocks {sorted(set(chosen))} of pando k={kept} to measure its bytes per row")
+        written = written_blocks(spark, name, snapshot.snapshot_id, learned.layouts[learned.kept],
+                                 learned.order_columns[learned.kept], chosen, rows, table_mb * 1e6,
+                                 options)
+        learned.seconds["written blocks"] = written.seconds
+    ratio = written.ratio if written is not None else 1.0
+    per_row = (f"; bytes at {written.bytes_per_row:.1f} B/row ({ratio:.2f}× the table's), measured on "
+               f"{len(set(written.blocks))} whole blocks of k={kept} written as a rewrite writes them"
+               if written is not None else "; bytes at the table's bytes per row")
     for i, k in enumerate(learned.labels):
         fraction = weighted_by(learned.reads[i], weights)
         is_kept = i == learned.kept
@@ -597,12 +706,14 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
         if refused:  # never advised: the rewrite refuses it
             why += "; not advised: a template would read more than max-template-regression × what it reads now"
         others.append(candidate(f"pando k={k}", "pando" if is_kept and not refused else "info", str(k),
-                                float(fraction), table_mb, rows, now_mb, optimizer, why))
+                                float(fraction), table_mb, rows, now_mb, optimizer, why + per_row,
+                                mb=float(fraction) * table_mb * ratio))
     ranked = rank_candidates(now, others)
     advice = Advice(name, rows, table_mb, sample.num_rows, len(validation), tuple(ranked), time.time() - started,
                     float(sum(w for _, w in learned.queries)),
                     parts=dict(learned.seconds),
-                    learned_k=learned.labels[-1], sample_scale=learned.rewrite_sample_rows / max(1, sample.num_rows))
+                    learned_k=learned.labels[-1], sample_scale=learned.rewrite_sample_rows / max(1, sample.num_rows),
+                    written=written)
     return advice, learned
 
 

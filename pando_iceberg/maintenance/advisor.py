@@ -584,37 +584,57 @@ class WrittenBlocks:
         return self.bytes_per_row / self.table_bytes_per_row if self.table_bytes_per_row > 0 else 1.0
 
 
-def written_blocks(spark: Any, name: str, snapshot_id: int, layout: Any, order_column: str | None,
+def block_rows_of(table: Any, snapshot_id: int, layout: Any, blocks: Sequence[int]) -> pa.Table:
+    """The rows of the pyiceberg ``table`` at ``snapshot_id`` that ``layout`` routes to ``blocks``
+    (``Layout.route``, batch by batch as pyiceberg reads the data files, deletes applied), with
+    the routing columns a rewrite's writer takes (``blocks.BLOCK_COL``, ``KTUPLE_COL``: zeros, no
+    sidecar is written) and ``ROW_COL``, the row's position in the table as read."""
+    from ..spark.blocks import BLOCK_COL, KTUPLE_COL, ROW_COL
+
+    wanted = np.asarray(sorted({int(b) for b in blocks}), dtype=np.int32)
+    parts = []
+    offset = 0
+    for batch in table.scan(snapshot_id=snapshot_id).to_arrow_batch_reader():
+        data = pa.Table.from_batches([batch])
+        if data.num_rows == 0:
+            continue
+        routed = layout.route(data)
+        idx = np.flatnonzero(np.isin(routed, wanted))
+        if len(idx):
+            part = data.take(pa.array(idx))
+            parts.append(part.append_column(BLOCK_COL, pa.array(routed[idx], pa.int32()))
+                         .append_column(KTUPLE_COL, pa.array(np.zeros(len(idx), np.int64)))
+                         .append_column(ROW_COL, pa.array(offset + idx, pa.int64())))
+        offset += data.num_rows
+    if not parts:
+        raise ValueError("no row of the table routes to the blocks to write: nothing to measure")
+    return pa.concat_tables(parts, promote_options="permissive")
+
+
+def written_blocks(spark: Any, table: Any, name: str, snapshot_id: int, layout: Any, order_column: str | None,
                    blocks: Sequence[int], table_rows: int, table_bytes: float, options: Any) -> WrittenBlocks:
     """The ``blocks`` of ``layout`` written as a rewrite writes them, to a temporary directory
-    deleted after: the table at ``snapshot_id`` routed (``blocks.route_batches``, one read of the
-    table), the rows of those blocks collected, and each block written by the rewrite's own
-    writer (``blocks.write_blocks`` under the table's ``write_spec``: its codec and level, files
-    of about min-block-rows rows cut along ``order_column``, the table's row order inside a
-    file). A layout clusters values, so its files compress otherwise than the table's: this
-    measures by how much, on whole blocks (a sample written in the candidate's order cannot: its
-    runs are a hundred times shorter)."""
+    deleted after: the pyiceberg ``table`` at ``snapshot_id`` read once and routed
+    (``block_rows_of``), and each block written by the rewrite's own writer
+    (``blocks.write_blocks`` under the table's ``write_spec``: its codec and level, files of about
+    min-block-rows rows cut along ``order_column``, the table's row order inside a file). A
+    layout clusters values, so its files compress otherwise than the table's: this measures by
+    how much, on whole blocks (a sample written in the candidate's order cannot: its runs are a
+    hundred times shorter)."""
     import tempfile
     import time
 
-    from pyspark.sql import functions as F
-
     from ..spark import iceberg_jvm as jv
-    from ..spark.blocks import BLOCK_COL, ROW_COL, LayoutPayload, route_batches, write_blocks
-    from ..spark.pipeline import routed_rows
+    from ..spark.blocks import BLOCK_COL, ROW_COL, write_blocks
     from ..spark.rewrite import plan_block_files
-    from ..spark.rewrite_common import collect_arrow, write_spec
+    from ..spark.rewrite_common import write_spec
 
     started = time.time()
-    wanted = sorted(set(int(b) for b in blocks))
-    literal_keys = {c.key: c.keys_to_bytes() for c in layout.cuts if hasattr(c, "keys_to_bytes")}
-    df = jv.read_snapshot(spark, name, snapshot_id).withColumn(ROW_COL, F.monotonically_increasing_id())
-    routed = routed_rows(df, route_batches(LayoutPayload(layout.to_bytes(), literal_keys)))
-    rows = collect_arrow(routed.where(F.col(BLOCK_COL).isin(wanted)))
+    rows = block_rows_of(table, snapshot_id, layout, blocks)
     keys = [(BLOCK_COL, "ascending")] + ([(order_column, "ascending")] if order_column else []) \
         + [(ROW_COL, "ascending")]
     rows = rows.sort_by(keys)
-    per_block: dict[int, list[int]] = {b: [0, 0] for b in wanted}
+    per_block: dict[int, list[int]] = {int(b): [0, 0] for b in blocks}
     with tempfile.TemporaryDirectory(prefix="pando-advice-") as tmp:
         spec = write_spec(spark, jv.load_table(spark, name), f"file://{tmp}", {}, options.target_file_size_bytes,
                           order_column=order_column,
@@ -685,7 +705,7 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
     if written_count > 0 and learned.layouts:
         chosen = blocks_to_write(learned.layouts[learned.kept], validation, weights, written_count)
         progress(f"advisor: writing blocks {sorted(set(chosen))} of pando k={kept} to measure its bytes per row")
-        written = written_blocks(spark, name, snapshot.snapshot_id, learned.layouts[learned.kept],
+        written = written_blocks(spark, table, name, snapshot.snapshot_id, learned.layouts[learned.kept],
                                  learned.order_columns[learned.kept], chosen, rows, table_mb * 1e6,
                                  options)
         learned.seconds["written blocks"] = written.seconds

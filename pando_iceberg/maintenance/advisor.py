@@ -20,10 +20,13 @@ literals the workload used) and what writing it costs, and ranks them:
 The prediction weighs the held-out draws so that each template's lie within the range of its
 own training literals (``prediction_weights``: a tail threshold's draws stay in the tail); the
 k-selection keeps its draws as a rewrite weighs them. The table as is reads the bytes of the
-files it opens; a candidate's rows read become bytes at the table's bytes per row (the
-sample cannot say how a layout's files compress: its runs are a hundred times shorter and its
-keys more distinct per file than a file's). A
-rewrite's cost is predicted in
+files it opens. Pando's rows read become bytes at the bytes per row of a few whole blocks of the
+kept candidate written as a rewrite writes them (``written_blocks``: the blocks drawn by the rows
+the draws read in them, routed from the whole table, through the rewrite's own writer to a
+temporary directory): a layout clusters values, so its files compress otherwise than the
+table's, and a sample written in its order cannot say by how much (its runs are a hundred times
+shorter, its keys more distinct per file than a file's). Iceberg's sort and z-order keep the
+table's bytes per row. A rewrite's cost is predicted in
 seconds from per-row rates measured on this kind of machine (``SECONDS_PER_MILLION_ROWS``; Pando
 adds the sampling and optimizer seconds the advice itself measured) and in bytes (the table read
 once and written once); a candidate *repays* its rewrite after as many queries as its bytes

@@ -658,6 +658,8 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
     """Rank the candidates of the pyiceberg ``table`` (Spark name ``name``) for the workload
     ``sources`` under the rewrite ``options`` (``RewriteOptions``; Pando's candidates are 1..k
     trees, ``learn_candidates``), Iceberg's ``sort_orders`` (``order_positions_of``) among them.
+    Pando's bytes per row are measured on ``written_count`` whole blocks of its kept candidate
+    (``blocks_to_write``, ``written_blocks``; 0, or a table pyiceberg cannot read: the table's).
     Returns the advice and Pando's candidates as learned."""
     import time
 
@@ -705,17 +707,21 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
                                     "estimated on the sample" + (" (asked for)" if spec not in orders else "")))
     kept = learned.labels[learned.kept]
     written = None
+    unwritten = ""
     if written_count > 0 and learned.layouts:
         chosen = blocks_to_write(learned.layouts[learned.kept], validation, weights, written_count)
         progress(f"advisor: writing blocks {sorted(set(chosen))} of pando k={kept} to measure its bytes per row")
-        written = written_blocks(spark, table, name, snapshot.snapshot_id, learned.layouts[learned.kept],
-                                 learned.order_columns[learned.kept], chosen, rows, table_mb * 1e6,
-                                 options)
-        learned.seconds["written blocks"] = written.seconds
+        try:
+            written = written_blocks(spark, table, name, snapshot.snapshot_id, learned.layouts[learned.kept],
+                                     learned.order_columns[learned.kept], chosen, rows, table_mb * 1e6, options)
+            learned.seconds["written blocks"] = written.seconds
+        except (NotImplementedError, ValueError) as e:  # e.g. equality deletes, which pyiceberg cannot read
+            unwritten = f" (no block written: {e})"
+            progress(f"advisor: Pando's bytes per row taken as the table's{unwritten}")
     ratio = written.ratio if written is not None else 1.0
     per_row = (f"; bytes at {written.bytes_per_row:.1f} B/row ({ratio:.2f}× the table's), measured on "
                f"{len(set(written.blocks))} whole blocks of k={kept} written as a rewrite writes them"
-               if written is not None else "; bytes at the table's bytes per row")
+               if written is not None else f"; bytes at the table's bytes per row{unwritten}")
     for i, k in enumerate(learned.labels):
         fraction = weighted_by(learned.reads[i], weights)
         is_kept = i == learned.kept

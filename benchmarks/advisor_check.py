@@ -56,7 +56,7 @@ def main() -> None:
     train, _ = split_for(opts)
     source_ns = a.namespace or opts.namespace or dataset_namespace(opts.dataset, opts.sf)
     workload = [qualify(sql, source_ns) for _, sql in train]
-    k = max([int(x.split("k")[-1]) for x in layouts if x.startswith("pando-k")] or [3])
+    k = max([pando_k(x) for x in layouts if x.startswith("pando-k")] or [3])
     options = LayoutOptions.from_map({"k": str(k), "min-block-rows": str(opts.b), "sample-rate": str(opts.sample_rate),
                                       "seed": str(opts.seed), **opts.pando_options})
     cfg = load_config(home=a.home, overrides={"spark": {"master": a.master}})
@@ -101,14 +101,21 @@ def main() -> None:
                 # the rewrite the run timed: Pando learning 1..k trees under 'validate', Iceberg's sort as predicted
                 done = (cp.layout(x) or {}).get("tables", {}).get(t, {}).get("rewrite_seconds")
                 if x.startswith("pando-k"):
-                    pk = int(x.split("k")[-1])
+                    pk = pando_k(x)
                     want_s = advice.pando_rewrite_seconds(pk, validate=options.to_rewrite_options().k_selection
                                                           == "validate")
                 else:
                     want_s = predicted.rewrite_seconds if predicted is not None and not x.startswith("arrival") \
                         else None
                 held_mb = held_out_mb(x, held, predicted, advice) if a.held_out and predicted is not None else None
+                info = (cp.layout(x) or {}).get("tables", {}).get(t, {})
                 rows.append({"table": t, "layout": x, "candidate": predicted.name if predicted else None,
+                             "layout_bytes_per_row": info["bytes"] / info["rows"] if info.get("rows") else None,
+                             "written_blocks": None if advice.written is None else {
+                                 "blocks": list(advice.written.blocks), "rows": list(advice.written.rows),
+                                 "bytes": list(advice.written.bytes), "bytes_per_row": advice.written.bytes_per_row,
+                                 "table_bytes_per_row": advice.written.table_bytes_per_row,
+                                 "seconds": advice.written.seconds},
                              "predicted_mb": want, "measured_mb": got, "queries": len(reads),
                              "held_out_literals_mb": held_mb,
                              "held_out_error": (held_mb - got) / got if held_mb is not None and got else None,
@@ -141,6 +148,14 @@ def main() -> None:
             print(f"{t}: the advised candidate reads {num(advised and advised['measured_mb'])} MB measured, the best "
                   f"measured layout ({best['layout']}) {best['measured_mb']:.2f}"
                   + ("" if advised else " (the advised candidate is not among the measured layouts)"))
+    for t in dict.fromkeys(r["table"] for r in rows):
+        w = next((r["written_blocks"] for r in rows if r["table"] == t and r["written_blocks"]), None)
+        files = ", ".join(f"{r['layout']} {r['layout_bytes_per_row']:.2f}" for r in rows
+                          if r["table"] == t and r["layout_bytes_per_row"] and r["layout"].startswith("pando"))
+        if w is not None:
+            print(f"{t}: bytes per row, the table as is {w['table_bytes_per_row']:.2f}, the written blocks "
+                  f"{w['bytes_per_row']:.2f} (blocks {w['blocks']}, {sum(w['rows']):,} rows, {w['seconds']:.1f} s); "
+                  f"the run's layouts' files: {files or '—'}")
     seconds = {r["table"]: r["advice_seconds"] for r in rows}
     print("advice seconds: " + ", ".join(f"{t} {s}" for t, s in seconds.items()))
     for h in held_rows:
@@ -148,6 +163,11 @@ def main() -> None:
     if a.json:
         Path(a.json).write_text(json.dumps({"rows": rows, "held_out": held_rows} if a.held_out else rows, indent=2,
                                            default=float))
+
+
+def pando_k(layout: str) -> int:
+    """The trees of a bench layout named 'pando-k3' (or 'pando-k3-unguarded')."""
+    return int(layout[len("pando-k"):].split("-")[0])
 
 
 class HeldOutPatches:

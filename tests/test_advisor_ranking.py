@@ -104,3 +104,31 @@ def test_a_tail_thresholds_prediction_draws_stay_in_the_tail():
     predicted = weighted_by(share * tip, w * tip)
     held_out = np.mean([np.mean(f(s).evaluate(sample)) for s in ("tip >= 10", "tip >= 20", "tip >= 30")])
     assert abs(predicted - held_out) < 0.02 < abs(own - held_out)
+
+
+class _Blocks:
+    """The two things ``blocks_to_write`` asks of a layout: its blocks' sample rows and the
+    blocks each query scans."""
+
+    def __init__(self, block_rows, scanned):
+        self.block_rows = np.asarray(block_rows)
+        self._scanned = np.asarray(scanned, dtype=bool)
+
+    def scanned(self, queries):
+        assert len(queries) == len(self._scanned)
+        return self._scanned
+
+
+def test_blocks_written_are_drawn_by_the_rows_the_draws_read_in_them():
+    from pando_iceberg.maintenance.advisor import WrittenBlocks, blocks_to_write
+
+    # block 0 is read by every draw, block 2 by one, blocks 1 and 3 by none
+    lay = _Blocks([100, 100, 100, 100], [[1, 0, 0, 0], [1, 0, 1, 0], [1, 0, 0, 0]])
+    draws = [("q0", 1.0), ("q1", 1.0), ("q2", 1.0)]
+    assert blocks_to_write(lay, draws, np.ones(3), 4) == [0, 0, 0, 2]  # 3 : 1 of the rows read
+    assert blocks_to_write(lay, draws, np.array([0.0, 1.0, 0.0]), 2) == [0, 2]  # only q1 weighs
+    assert blocks_to_write(lay, draws, np.ones(3), 0) == []
+    # no draw reads anything: the blocks by their rows
+    assert blocks_to_write(_Blocks([300, 100], [[0, 0]]), [("q", 1.0)], np.ones(1), 4) == [0, 0, 0, 1]
+    w = WrittenBlocks((0, 0, 2), (1000, 1000, 500), (8000, 8000, 5000), 12.0, 1.0)
+    assert w.bytes_per_row == pytest.approx((8 + 8 + 10) / 3) and w.ratio == pytest.approx(26 / 3 / 12)

@@ -20,10 +20,13 @@ literals the workload used) and what writing it costs, and ranks them:
 The prediction weighs the held-out draws so that each template's lie within the range of its
 own training literals (``prediction_weights``: a tail threshold's draws stay in the tail); the
 k-selection keeps its draws as a rewrite weighs them. The table as is reads the bytes of the
-files it opens; a candidate's rows read become bytes at the table's bytes per row (the
-sample cannot say how a layout's files compress: its runs are a hundred times shorter and its
-keys more distinct per file than a file's). A
-rewrite's cost is predicted in
+files it opens. Pando's rows read become bytes at the bytes per row of a few whole blocks of the
+kept candidate written as a rewrite writes them (``written_blocks``: the blocks drawn by the rows
+the draws read in them, routed from the whole table, through the rewrite's own writer to a
+temporary directory): a layout clusters values, so its files compress otherwise than the
+table's, and a sample written in its order cannot say by how much (its runs are a hundred times
+shorter, its keys more distinct per file than a file's). Iceberg's sort and z-order keep the
+table's bytes per row. A rewrite's cost is predicted in
 seconds from per-row rates measured on this kind of machine (``SECONDS_PER_MILLION_ROWS``; Pando
 adds the sampling and optimizer seconds the advice itself measured) and in bytes (the table read
 once and written once); a candidate *repays* its rewrite after as many queries as its bytes
@@ -51,6 +54,10 @@ SECONDS_PER_MILLION_ROWS = {"sort": 4.1, "zorder": 6.4, "pando": 5.3}
 #: block of min-block-rows (the rewrite's ``sample-rows-per-block`` when smaller), at least
 #: ``min-sample-rows``.
 ADVICE_SAMPLE_ROWS_PER_BLOCK = 250
+
+#: Whole blocks of Pando's kept candidate the advice writes to measure its files' bytes per row
+#: (``written_blocks``; 0: none, the table's bytes per row).
+WRITTEN_BLOCKS = 3
 
 #: A layout is advised over the table as is only when it reads at least this share less.
 MIN_SAVING = 0.05
@@ -358,6 +365,7 @@ class Advice:
     parts: dict[str, float] = field(default_factory=dict)  # seconds of Pando's learning (``PandoCandidates.seconds``)
     learned_k: int = 0  # the trees Pando's learning learned at most
     sample_scale: float = 1.0  # a rewrite's sample rows over the advisor's
+    written: WrittenBlocks | None = None  # the blocks of Pando's kept candidate written (``written_blocks``)
 
     def pando_rewrite_seconds(self, k: int, validate: bool) -> float:
         """Predicted seconds of a Pando rewrite learning ``k`` trees (1..k under 'validate'): its
@@ -392,6 +400,8 @@ class PandoCandidates:
     rewrite_sample_rows: float  # the rows a rewrite's sample would hold (its sample-rows-per-block)
     as_is: AsIsReads | None = None  # per draw, the table as is through Pando's planner and Iceberg alone
     reads: list[np.ndarray] = field(default_factory=list)  # per candidate, per draw, share of the sample read
+    layouts: list[Any] = field(default_factory=list)  # per candidate, its layout (``layout.Layout``)
+    order_columns: list[str | None] = field(default_factory=list)  # per candidate, its in-block order column
 
     def rewrite_optimizer_seconds(self, k: int, validate: bool) -> float:
         """The optimizer seconds a rewrite learning ``k`` trees would take (``optimizer_seconds``)."""
@@ -529,15 +539,127 @@ def learn_candidates(spark: Any, name: str, sources: Sequence[Any], options: Any
     return PandoCandidates(sample, validation, [(f, float(w)) for f, w in queries], table_rows,
                            list(range(1, k + 1)), [float(c) for c in choice.costs], choice.index,
                            list(choice.holds) if bound is not None else None, np.asarray(as_is.rows, dtype=float),
-                           seconds, float(sample_fraction(options, table_rows) * table_rows), as_is, list(reads))
+                           seconds, float(sample_fraction(options, table_rows) * table_rows), as_is, list(reads),
+                           list(layouts), list(columns))
+
+
+def blocks_to_write(layout: Any, validation: Sequence[tuple[Any, float]], weights: np.ndarray, count: int) -> list[int]:
+    """``count`` blocks of ``layout`` drawn with probability proportional to the rows the weighted
+    draws read in them (the blocks each draw scans, ``Layout.scanned``, × the block's sample
+    rows), systematically (the blocks at the midpoints of ``count`` equal steps of the cumulative
+    share): a block read twice as much is drawn twice as often, so the plain mean of the drawn
+    blocks' bytes per row estimates the bytes per row of what the queries read. A block may
+    repeat."""
+    rows = np.asarray(layout.block_rows, dtype=np.float64)
+    if count <= 0 or not len(rows):
+        return []
+    read = rows.copy()
+    if len(validation) and float(np.sum(weights)) > 0:
+        scanned = np.asarray(layout.scanned(list(validation)), dtype=np.float64)
+        read = (np.asarray(weights, dtype=np.float64) @ scanned) * rows
+        if not read.sum() > 0:
+            read = rows.copy()
+    cumulative = np.cumsum(read) / read.sum()
+    at = (np.arange(count) + 0.5) / count
+    return [int(b) for b in np.minimum(np.searchsorted(cumulative, at, side="left"), len(rows) - 1)]
+
+
+@dataclass(frozen=True)
+class WrittenBlocks:
+    """Whole blocks of a Pando candidate written as a rewrite writes them (``written_blocks``):
+    their files' bytes per row against the table's as it is."""
+
+    blocks: tuple[int, ...]  # the blocks drawn (``blocks_to_write``; a block may repeat)
+    rows: tuple[int, ...]  # per block drawn, the table's rows routed to it
+    bytes: tuple[int, ...]  # per block drawn, the bytes of its files
+    table_bytes_per_row: float  # the table's data files as they are
+    seconds: float  # routing the table and writing the blocks
+
+    @property
+    def bytes_per_row(self) -> float:
+        """The mean of the drawn blocks' bytes per row (the draw weighs them already)."""
+        per = [b / r for b, r in zip(self.bytes, self.rows, strict=True) if r > 0]
+        return float(np.mean(per)) if per else self.table_bytes_per_row
+
+    @property
+    def ratio(self) -> float:
+        """The candidate's bytes per row over the table's."""
+        return self.bytes_per_row / self.table_bytes_per_row if self.table_bytes_per_row > 0 else 1.0
+
+
+def block_rows_of(table: Any, snapshot_id: int, layout: Any, blocks: Sequence[int]) -> pa.Table:
+    """The rows of the pyiceberg ``table`` at ``snapshot_id`` that ``layout`` routes to ``blocks``
+    (``Layout.route``, batch by batch as pyiceberg reads the data files, deletes applied), with
+    the routing columns a rewrite's writer takes (``blocks.BLOCK_COL``, ``KTUPLE_COL``: zeros, no
+    sidecar is written) and ``ROW_COL``, the row's position in the table as read."""
+    from ..spark.blocks import BLOCK_COL, KTUPLE_COL, ROW_COL
+
+    wanted = np.asarray(sorted({int(b) for b in blocks}), dtype=np.int32)
+    parts = []
+    offset = 0
+    for batch in table.scan(snapshot_id=snapshot_id).to_arrow_batch_reader():
+        data = pa.Table.from_batches([batch])
+        if data.num_rows == 0:
+            continue
+        routed = layout.route(data)
+        idx = np.flatnonzero(np.isin(routed, wanted))
+        if len(idx):
+            part = data.take(pa.array(idx))
+            parts.append(part.append_column(BLOCK_COL, pa.array(routed[idx], pa.int32()))
+                         .append_column(KTUPLE_COL, pa.array(np.zeros(len(idx), np.int64)))
+                         .append_column(ROW_COL, pa.array(offset + idx, pa.int64())))
+        offset += data.num_rows
+    if not parts:
+        raise ValueError("no row of the table routes to the blocks to write: nothing to measure")
+    return pa.concat_tables(parts, promote_options="permissive")
+
+
+def written_blocks(spark: Any, table: Any, name: str, snapshot_id: int, layout: Any, order_column: str | None,
+                   blocks: Sequence[int], table_rows: int, table_bytes: float, options: Any) -> WrittenBlocks:
+    """The ``blocks`` of ``layout`` written as a rewrite writes them, to a temporary directory
+    deleted after: the pyiceberg ``table`` at ``snapshot_id`` read once and routed
+    (``block_rows_of``), and each block written by the rewrite's own writer
+    (``blocks.write_blocks`` under the table's ``write_spec``: its codec and level, files of about
+    min-block-rows rows cut along ``order_column``, the table's row order inside a file). A
+    layout clusters values, so its files compress otherwise than the table's: this measures by
+    how much, on whole blocks (a sample written in the candidate's order cannot: its runs are a
+    hundred times shorter)."""
+    import tempfile
+    import time
+
+    from ..spark import iceberg_jvm as jv
+    from ..spark.blocks import BLOCK_COL, ROW_COL, write_blocks
+    from ..spark.rewrite import plan_block_files
+    from ..spark.rewrite_common import write_spec
+
+    started = time.time()
+    rows = block_rows_of(table, snapshot_id, layout, blocks)
+    keys = [(BLOCK_COL, "ascending")] + ([(order_column, "ascending")] if order_column else []) \
+        + [(ROW_COL, "ascending")]
+    rows = rows.sort_by(keys)
+    per_block: dict[int, list[int]] = {int(b): [0, 0] for b in blocks}
+    with tempfile.TemporaryDirectory(prefix="pando-advice-") as tmp:
+        spec = write_spec(spark, jv.load_table(spark, name), f"file://{tmp}", {}, options.target_file_size_bytes,
+                          order_column=order_column,
+                          files=plan_block_files(layout, table_rows, options.min_block_rows))
+        for out in write_blocks(spec)(iter(rows.to_batches())):
+            for b, n, size in zip(out.column(0).to_pylist(), out.column(2).to_pylist(), out.column(3).to_pylist(),
+                                  strict=True):
+                per_block[int(b)][0] += int(n)
+                per_block[int(b)][1] += int(size)
+    return WrittenBlocks(tuple(int(b) for b in blocks), tuple(per_block[int(b)][0] for b in blocks),
+                         tuple(per_block[int(b)][1] for b in blocks), table_bytes / max(1, table_rows),
+                         time.time() - started)
 
 
 def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: Any,
            io_properties: dict[str, str] | None = None, progress: Any = lambda m: None,
-           sort_orders: Sequence[str] = ()) -> tuple[Advice, PandoCandidates]:
+           sort_orders: Sequence[str] = (), written_count: int = WRITTEN_BLOCKS) -> tuple[Advice, PandoCandidates]:
     """Rank the candidates of the pyiceberg ``table`` (Spark name ``name``) for the workload
     ``sources`` under the rewrite ``options`` (``RewriteOptions``; Pando's candidates are 1..k
     trees, ``learn_candidates``), Iceberg's ``sort_orders`` (``order_positions_of``) among them.
+    Pando's bytes per row are measured on ``written_count`` whole blocks of its kept candidate
+    (``blocks_to_write``, ``written_blocks``; 0, or a table pyiceberg cannot read: the table's).
     Returns the advice and Pando's candidates as learned."""
     import time
 
@@ -584,6 +706,22 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
                                 why="Iceberg's rewrite_data_files with this sort order, files of min-block-rows rows, "
                                     "estimated on the sample" + (" (asked for)" if spec not in orders else "")))
     kept = learned.labels[learned.kept]
+    written = None
+    unwritten = ""
+    if written_count > 0 and learned.layouts:
+        chosen = blocks_to_write(learned.layouts[learned.kept], validation, weights, written_count)
+        progress(f"advisor: writing blocks {sorted(set(chosen))} of pando k={kept} to measure its bytes per row")
+        try:
+            written = written_blocks(spark, table, name, snapshot.snapshot_id, learned.layouts[learned.kept],
+                                     learned.order_columns[learned.kept], chosen, rows, table_mb * 1e6, options)
+            learned.seconds["written blocks"] = written.seconds
+        except (NotImplementedError, ValueError) as e:  # e.g. equality deletes, which pyiceberg cannot read
+            unwritten = f" (no block written: {e})"
+            progress(f"advisor: Pando's bytes per row taken as the table's{unwritten}")
+    ratio = written.ratio if written is not None else 1.0
+    per_row = (f"; bytes at {written.bytes_per_row:.1f} B/row ({ratio:.2f}× the table's), measured on "
+               f"{len(set(written.blocks))} whole blocks of k={kept} written as a rewrite writes them"
+               if written is not None else f"; bytes at the table's bytes per row{unwritten}")
     for i, k in enumerate(learned.labels):
         fraction = weighted_by(learned.reads[i], weights)
         is_kept = i == learned.kept
@@ -597,12 +735,14 @@ def advise(spark: Any, table: Any, name: str, sources: Sequence[Any], options: A
         if refused:  # never advised: the rewrite refuses it
             why += "; not advised: a template would read more than max-template-regression × what it reads now"
         others.append(candidate(f"pando k={k}", "pando" if is_kept and not refused else "info", str(k),
-                                float(fraction), table_mb, rows, now_mb, optimizer, why))
+                                float(fraction), table_mb, rows, now_mb, optimizer, why + per_row,
+                                mb=float(fraction) * table_mb * ratio))
     ranked = rank_candidates(now, others)
     advice = Advice(name, rows, table_mb, sample.num_rows, len(validation), tuple(ranked), time.time() - started,
                     float(sum(w for _, w in learned.queries)),
                     parts=dict(learned.seconds),
-                    learned_k=learned.labels[-1], sample_scale=learned.rewrite_sample_rows / max(1, sample.num_rows))
+                    learned_k=learned.labels[-1], sample_scale=learned.rewrite_sample_rows / max(1, sample.num_rows),
+                    written=written)
     return advice, learned
 
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from pando_iceberg.maintenance.advisor import ADVICE_COLUMNS, MIN_SAVING, order_positions_of, zorder_words
+from pando_iceberg.maintenance.advisor import (
+    ADVICE_COLUMNS,
+    MIN_SAVING,
+    WRITTEN_BLOCKS,
+    order_positions_of,
+    zorder_words,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -90,6 +96,13 @@ def test_advise_ranks_candidates_and_applies_the_advised_one(spark, catalog, li)
     assert best.strategy in ("pando", "sort") and best.mb_per_query <= (1 - MIN_SAVING) * now.mb_per_query
     assert best.repays_after_queries == pytest.approx(best.rewrite_mb / (now.mb_per_query - best.mb_per_query))
     assert len(a.rows()[0]) == len(ADVICE_COLUMNS)
+    # Pando's bytes: its rows at the bytes per row of whole blocks of the kept candidate, written
+    w = a.written
+    assert w is not None and len(w.blocks) == WRITTEN_BLOCKS and min(w.rows) > 0 and min(w.bytes) > 0
+    assert w.table_bytes_per_row == pytest.approx(a.table_mb * 1e6 / a.table_rows)
+    for c, _ in a.ranked:
+        if c.name.startswith("pando k="):
+            assert c.mb_per_query == pytest.approx(c.rows_fraction * a.table_mb * w.ratio, rel=1e-9)
     before = catalog.load_table(li).current_snapshot().snapshot_id
     assert catalog.load_table(li).current_snapshot().snapshot_id == before  # advising wrote nothing
 
@@ -100,6 +113,12 @@ def test_advise_ranks_candidates_and_applies_the_advised_one(spark, catalog, li)
     assert spark.table(li).count() == spark.table("tpch.lineitem").count()
     if applied.advised.strategy == "pando":
         assert table.properties.get("pando.layout-id")
+        # the blocks written by the advice compress as the rewrite's files do (within 15 %)
+        files = table.inspect.files()
+        written_per_row = sum(files.column("file_size_in_bytes").to_pylist()) / sum(
+            files.column("record_count").to_pylist())
+        assert applied.written is not None
+        assert applied.written.bytes_per_row == pytest.approx(written_per_row, rel=0.15)
     else:  # Iceberg's sort: its files barely overlap on the column now
         column = applied.advised.spec.split()[0]
         assert clustering_information(table, [column])[0].average_depth < 1.5

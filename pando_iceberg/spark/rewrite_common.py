@@ -745,7 +745,9 @@ DIMENSION_SAMPLE_ROWS = 100_000
 
 def dimension_samples(spark, filters: Sequence[Any], options: RewriteOptions) -> dict[str, pa.Table]:
     """A sample (at most ``DIMENSION_SAMPLE_ROWS`` rows, seeded) of every dimension table the
-    filters' joins name (multi-hop), with the columns their dimension filters use."""
+    filters' joins name (multi-hop), with the columns their dimension filters use and, with them,
+    its key and its own joins' foreign keys (``workload/templates.py`` draws a dimension's
+    parameters at the rows the table's sample references)."""
     wanted: dict[str, set[str]] = {}
 
     def visit(flt) -> None:
@@ -753,6 +755,9 @@ def dimension_samples(spark, filters: Sequence[Any], options: RewriteOptions) ->
             cols = wanted.setdefault(j.dim_table, set())
             if not j.dim_filter.is_true_expr():
                 cols |= {c.name.lower() for c in j.dim_filter.expr.find_all(sqlglot.exp.Column)}
+            cols |= {sub.column.lower() for sub in j.dim_filter.joins}
+            if cols:
+                cols.add(j.dim_pk.lower())
             visit(j.dim_filter)
 
     for f in filters:

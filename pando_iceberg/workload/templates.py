@@ -47,7 +47,11 @@ little about `DATE '1996-09-02'`. This module is the one place where we go beyon
    - ``LIKE '%x%'`` and predicates over expressions keep their literals.
    - Sites inside join filters (``fk IN (SELECT pk FROM dim WHERE p)``, multi-hop) are
      parameters too, drawn from a sample of the dimension table: a held-out region, brand or
-     month gets its literal cuts (§7) among the candidates. Range groups whose anchors move in
+     month gets its literal cuts (§7) among the candidates. "As the data lies" is then as the
+     table's rows lie: the dimension's sample rows its sample's foreign keys reference (one per
+     referencing row; ``_Generator._rows``), when the dimension's sample holds its key — a date
+     dimension spans two centuries, the sales five years, and a window drawn at a random row
+     of it reads nothing on any layout. Range groups whose anchors move in
      lockstep in every training draw (TPC-H Q3: ``l_shipdate > ?1 AND o_orderdate < ?1``)
      are shifted together.
 3. **Expected cost.** Each template gets ``draws`` synthetic draws built from randomly chosen
@@ -417,12 +421,46 @@ class _Generator:
                 merged.append(g)
         self.groups = merged + [g for g in self.groups if g.role != "range"]
 
-    def _column(self, path: tuple[int, ...], column: str) -> _Column:
-        table = self.tables[path].table or ""
-        key = (table.split(".")[-1].lower(), column)
+    def _sample_of(self, table: str | None) -> pa.Table | None:
+        key = (table or "").split(".")[-1].lower()
+        return next((t for name, t in self.samples.items() if name.split(".")[-1].lower() == key), None)
+
+    def _rows(self, path: tuple[int, ...]) -> pa.Table | None:
+        """The rows the filter at ``path`` is drawn from: the table's sample at the root; for a
+        join's dimension filter, the dimension's sample rows the parent's rows reference (one per
+        parent row with a match: its key's row), so that a dimension value is drawn as the fact's
+        rows lie (module docstring, item 2) — a date of ``date_dim`` that no sale has makes a
+        draw that reads nothing and teaches nothing. The dimension's own sample when its sample
+        lacks the key column or no parent row finds its key there."""
+        if not path:
+            return self._sample_of(self.tables[path].table)
+        key = ("rows", tuple(self._chain(path)))
         if key not in self.columns:
-            sample = next((t for name, t in self.samples.items() if name.split(".")[-1].lower() == key[0]), None)
-            self.columns[key] = _Column(sample, column)
+            join = self.tables[path[:-1]].joins[path[-1]]
+            dim = self._sample_of(join.dim_table)
+            parent = self._rows(path[:-1])
+            self.columns[key] = dim
+            if dim is not None and parent is not None:
+                fk = {n.lower(): n for n in parent.schema.names}.get(join.column.lower())
+                pk = {n.lower(): n for n in dim.schema.names}.get(join.dim_pk.lower())
+                if fk is not None and pk is not None:
+                    at = pc.index_in(parent.column(fk), value_set=dim.column(pk).combine_chunks())
+                    at = pc.drop_null(at)
+                    if len(at):
+                        self.columns[key] = dim.take(at)
+        return self.columns[key]
+
+    def _chain(self, path: tuple[int, ...]) -> list[str]:
+        out = [(self.tables[()].table or "").split(".")[-1].lower()]
+        for n in range(1, len(path) + 1):
+            j = self.tables[path[:n - 1]].joins[path[n - 1]]
+            out.append(f"{j.column.lower()}->{j.dim_table.split('.')[-1].lower()}.{j.dim_pk.lower()}")
+        return out
+
+    def _column(self, path: tuple[int, ...], column: str) -> _Column:
+        key = (tuple(self._chain(path)), column)
+        if key not in self.columns:
+            self.columns[key] = _Column(self._rows(path), column)
         return self.columns[key]
 
     # -- one synthetic draw

@@ -53,9 +53,7 @@ def main() -> None:
     layouts = cp.measured_layouts()
     opts = BenchOptions(**{**saved, "layouts": layouts, "out": a.out})
     measured = cp.queries(layouts)
-    train, _ = split_for(opts)
     source_ns = a.namespace or opts.namespace or dataset_namespace(opts.dataset, opts.sf)
-    workload = [qualify(sql, source_ns) for _, sql in train]
     k = max([pando_k(x) for x in layouts if x.startswith("pando-k")] or [3])
     options = LayoutOptions.from_map({"k": str(k), "min-block-rows": str(opts.b), "sample-rate": str(opts.sample_rate),
                                       "seed": str(opts.seed), **opts.pando_options})
@@ -64,6 +62,13 @@ def main() -> None:
     rows = []
     held_rows: list[dict] = []
     with spark_session(cfg) as spark:
+        if opts.dataset == "tpcds":  # its draws are made on the loaded data
+            from pando_iceberg.bench.tpcds import bench_split
+
+            train, _, _ = bench_split(spark, catalog, opts, source_ns)
+        else:
+            train, _ = split_for(opts)
+        workload = [qualify(sql, source_ns) for _, sql in train]
         for t in LAID_OUT[opts.dataset]:
             orders = {x: (cp.layout(x) or {}).get("tables", {}).get(t, {}).get("sort_order")
                       for x in layouts if x in ("sort", "zorder", "zorder-ranges")}

@@ -411,9 +411,13 @@ class SparkKeyProvider:
     def prefetch(self, requests: Sequence[tuple[str, str, Any]]) -> None:
         """Key sets of many dimension predicates with ONE Spark job per dimension table, chains
         included (§7, lineitem → orders → customer → nation): each table is read once as
-        ``SELECT <pk and join columns>, (p1) AS _p0, (p2) AS _p1, ... FROM dim``; then, on those
-        columns, a predicate's key set is its rows' pks where its own mask holds (NULL → not in
-        the set, as in WHERE) and every join column is in the inner filter's key set. Key sets
+        ``SELECT <pk and join columns>, <the predicates' masks> FROM dim``, the masks packed
+        ``_MASK_BITS`` to a BIGINT (bit i: ``CASE WHEN (p_i) THEN 1 << i ELSE 0 END``, so NULL →
+        not in the set, as in WHERE): Spark's Arrow writer then converts a few integer columns
+        instead of one boolean column per predicate, which took most of the read (TPC-H SF 1
+        orders: 1.5 M rows × about 100 predicates). On those columns, a predicate's key set is
+        its rows' pks where its own bit is set and every join column is in the inner filter's key
+        set. Key sets
         this provider already holds are not read again (a table none of whose requested key
         sets is missing is not read at all)."""
         columns: dict[str, dict[str, None]] = {}  # dim → columns to read (ordered, unique)
@@ -436,29 +440,34 @@ class SparkKeyProvider:
 
         for dim, pk, flt in requests:
             visit(dim, pk, flt)
-        frames: dict[str, tuple[pa.Table, dict[str, int]]] = {}
+        frames: dict[str, tuple[pa.Table, dict[str, tuple[int, int]]]] = {}  # dim → read, predicate → (column, bit)
         for dim, cols in columns.items():
             preds = list(predicates.get(dim, {}))
             select = [sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in cols]
-            select += [f"({p}) AS `_p{i}`" for i, p in enumerate(preds)]
+            select += [" | ".join(f"(CASE WHEN ({p}) THEN {1 << i}L ELSE 0L END)"
+                                  for i, p in enumerate(preds[w:w + _MASK_BITS])) + f" AS `_p{w // _MASK_BITS}`"
+                       for w in range(0, len(preds), _MASK_BITS)]
             if self.read_snapshots is not None and dim not in self.read_snapshots:
                 self.read_snapshots[dim] = dimension_snapshot(self.spark, dim)
             with session_conf(self.spark, self.conf):
                 read = collect_arrow(self.spark.table(dim).selectExpr(*select))
-            frames[dim] = (read, {p: len(cols) + i for i, p in enumerate(preds)})
-        ordered: dict[tuple[str, str], tuple[np.ndarray, np.ndarray, bool] | None] = {}
+            frames[dim] = (read, {p: (len(cols) + i // _MASK_BITS, i % _MASK_BITS) for i, p in enumerate(preds)})
+        ordered: dict[tuple[str, str], tuple[np.ndarray | None, np.ndarray, bool] | None] = {}
         # (table, join column, the inner filter's memo) → its rows whose join column is in the
         # inner filter's key set, as packed bits
         joined: dict[tuple[str, str, tuple[str, str, str]], np.ndarray] = {}
+        words: dict[tuple[str, int], np.ndarray] = {}  # (table, packed column) → its masks as int64
 
         def keys(dim: str, pk: str, flt) -> np.ndarray:
             memo = memo_of(dim, pk, flt)
             if memo not in self._cache:
-                table, pred_col = frames[dim]
+                table, pred_bit = frames[dim]
                 mask = np.ones(table.num_rows, dtype=bool)
                 if flt is not None and not flt.is_true_expr():
-                    own = table.column(pred_col[flt.expr.sql(dialect="spark")])
-                    mask &= pc.fill_null(own, False).to_numpy(zero_copy_only=False)
+                    at_col, bit = pred_bit[flt.expr.sql(dialect="spark")]
+                    if (dim, at_col) not in words:  # each packed column to numpy once
+                        words[(dim, at_col)] = np.asarray(table.column(at_col).to_numpy(), dtype=np.int64)
+                    mask &= (words[(dim, at_col)] & np.int64(1 << bit)).astype(bool)
                 for j in flt.joins if flt is not None else ():
                     at = (dim, j.column, memo_of(j.dim_table, j.dim_pk, j.dim_filter))
                     if at not in joined:  # once per inner key set: the draws repeat a few of them
@@ -470,7 +479,7 @@ class SparkKeyProvider:
                 by_key = ordered[(dim, pk)]
                 if by_key is not None:  # the keys sorted once per table; a mask picks them in order
                     order, values, unique = by_key
-                    picked = values[mask[order]]
+                    picked = values[mask if order is None else mask[order]]
                     self._cache[memo] = picked if unique else _sorted_unique(picked)
                 else:
                     pks = table.column(pk).filter(pa.array(mask)).drop_null()
@@ -481,15 +490,20 @@ class SparkKeyProvider:
             keys(dim, pk, flt)
 
 
-def _key_order(column) -> tuple[np.ndarray, np.ndarray, bool] | None:
-    """An integer key column without NULLs: the order that sorts it, its values in that order,
+# Predicate masks per packed BIGINT column of the key-set prefetch (bits 0..62: never the sign bit).
+_MASK_BITS = 63
+
+
+def _key_order(column) -> tuple[np.ndarray | None, np.ndarray, bool] | None:
+    """An integer key column without NULLs: the order that sorts it (None: it is sorted already,
+    as a table loaded in key order is, and a mask needs no reordering), its values in that order,
     and whether they are unique (a key set is then the sorted values a mask picks, in order);
     None for any other column (each key set sorted on its own)."""
     if column.null_count or not pa.types.is_integer(column.type):
         return None
     values = np.asarray(column.to_numpy())
-    order = np.argsort(values, kind="stable")
-    values = values[order]
+    order = None if (values[1:] >= values[:-1]).all() else np.argsort(values, kind="stable")
+    values = values if order is None else values[order]
     return order, values, bool(len(values) < 2 or (values[1:] != values[:-1]).all())
 
 

@@ -636,6 +636,7 @@ def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], que
                             keys_read=provider.keys_read)  # a dimension read whole: its key's uniqueness
     groups = attribute_range_filters([f for f, _ in expected.queries], sample, weights,
                                      group_count(blocks))  # they read no key set
+    del weights  # the dimensions it read whole to the driver: not held through the key sets' read
     recorder = _RecordingKeyProvider(provider)  # the cuts' key sets, read with the draws' (one read per dimension)
     wl.join_induced_cuts(target, recorder, filters=[f for f, _ in expected.queries] + groups)
     expected = keyed_draws(spark, wl, expected, schemas, provider=provider, also=recorder.requests)

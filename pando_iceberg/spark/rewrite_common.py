@@ -457,6 +457,20 @@ class SparkKeyProvider:
         # inner filter's key set, as packed bits
         joined: dict[tuple[str, str, tuple[str, str, str]], np.ndarray] = {}
         words: dict[tuple[str, int], np.ndarray] = {}  # (table, packed column) → its masks as int64
+        ints: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}  # (table, join column) → values, valid
+
+        def member(dim: str, column: str, inner: np.ndarray) -> np.ndarray:
+            """``column IN inner`` on ``dim``'s rows (NULL → False): an integer column converted
+            to numpy once per table, asked through a bit table of the inner keys (sorted, unique:
+            a key set ``keys`` returned); other columns through ``expr.keys.member_mask``."""
+            col = frames[dim][0].column(column)
+            if inner.dtype == np.int64 and pa.types.is_integer(col.type) and not pa.types.is_uint64(col.type):
+                if (dim, column) not in ints:
+                    ints[(dim, column)] = (np.asarray(pc.fill_null(col, 0).to_numpy(), dtype=np.int64),
+                                           np.asarray(pc.is_valid(col).to_numpy(zero_copy_only=False), dtype=bool))
+                vals, valid = ints[(dim, column)]
+                return keyset.IntKeyLookup(inner, len(vals))(vals, valid)
+            return keyset.member_mask(col, keyset.normalize_keys(inner))
 
         def keys(dim: str, pk: str, flt) -> np.ndarray:
             memo = memo_of(dim, pk, flt)
@@ -471,8 +485,7 @@ class SparkKeyProvider:
                 for j in flt.joins if flt is not None else ():
                     at = (dim, j.column, memo_of(j.dim_table, j.dim_pk, j.dim_filter))
                     if at not in joined:  # once per inner key set: the draws repeat a few of them
-                        inner = keyset.normalize_keys(keys(j.dim_table, j.dim_pk, j.dim_filter))
-                        joined[at] = np.packbits(keyset.member_mask(table.column(j.column), inner))
+                        joined[at] = np.packbits(member(dim, j.column, keys(j.dim_table, j.dim_pk, j.dim_filter)))
                     mask &= np.unpackbits(joined[at], count=table.num_rows).view(bool)
                 if (dim, pk) not in ordered:
                     ordered[(dim, pk)] = _key_order(table.column(pk))

@@ -456,7 +456,7 @@ class SparkKeyProvider:
         # (table, join column, the inner filter's memo) → its rows whose join column is in the
         # inner filter's key set, as packed bits
         joined: dict[tuple[str, str, tuple[str, str, str]], np.ndarray] = {}
-        words: dict[tuple[str, int], np.ndarray] = {}  # (table, packed column) → its masks as int64
+        words: dict[tuple[str, int], np.ndarray] = {}  # (table, packed column) → its masks, rows × 8 bytes
         ints: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}  # (table, join column) → values, valid
 
         def member(dim: str, column: str, inner: np.ndarray) -> np.ndarray:
@@ -479,9 +479,10 @@ class SparkKeyProvider:
                 mask = np.ones(table.num_rows, dtype=bool)
                 if flt is not None and not flt.is_true_expr():
                     at_col, bit = pred_bit[flt.expr.sql(dialect="spark")]
-                    if (dim, at_col) not in words:  # each packed column to numpy once
-                        words[(dim, at_col)] = np.asarray(table.column(at_col).to_numpy(), dtype=np.int64)
-                    mask &= (words[(dim, at_col)] & np.int64(1 << bit)).astype(bool)
+                    if (dim, at_col) not in words:  # each packed column to numpy once, as its 8 bytes per row
+                        packed = np.asarray(table.column(at_col).to_numpy(), dtype="<i8")  # bit i: byte i // 8
+                        words[(dim, at_col)] = packed.view(np.uint8).reshape(table.num_rows, 8)
+                    mask &= (words[(dim, at_col)][:, bit // 8] & np.uint8(1 << (bit % 8))).astype(bool)
                 for j in flt.joins if flt is not None else ():
                     at = (dim, j.column, memo_of(j.dim_table, j.dim_pk, j.dim_filter))
                     if at not in joined:  # once per inner key set: the draws repeat a few of them

@@ -412,7 +412,7 @@ class SparkKeyProvider:
         """Key sets of many dimension predicates with ONE Spark job per dimension table, chains
         included (§7, lineitem → orders → customer → nation): each table is read once as
         ``SELECT <pk and join columns>, <the predicates' masks> FROM dim``, the masks packed
-        ``_MASK_BITS`` to a BIGINT (bit i: ``CASE WHEN (p_i) THEN 1 << i ELSE 0 END``, so NULL →
+        ``_MASK_BITS`` to a TINYINT (bit i: ``CASE WHEN (p_i) THEN 1 << i ELSE 0 END``, so NULL →
         not in the set, as in WHERE): Spark's Arrow writer then converts a few integer columns
         instead of one boolean column per predicate, which took most of the read (TPC-H SF 1
         orders: 1.5 M rows × about 100 predicates). On those columns, a predicate's key set is
@@ -444,9 +444,9 @@ class SparkKeyProvider:
         for dim, cols in columns.items():
             preds = list(predicates.get(dim, {}))
             select = [sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in cols]
-            select += [" | ".join(f"(CASE WHEN ({p}) THEN {1 << i}L ELSE 0L END)"
-                                  for i, p in enumerate(preds[w:w + _MASK_BITS])) + f" AS `_p{w // _MASK_BITS}`"
-                       for w in range(0, len(preds), _MASK_BITS)]
+            select += ["CAST(" + " | ".join(f"(CASE WHEN ({p}) THEN {1 << i} ELSE 0 END)"
+                                            for i, p in enumerate(preds[w:w + _MASK_BITS]))
+                       + f" AS TINYINT) AS `_p{w // _MASK_BITS}`" for w in range(0, len(preds), _MASK_BITS)]
             if self.read_snapshots is not None and dim not in self.read_snapshots:
                 self.read_snapshots[dim] = dimension_snapshot(self.spark, dim)
             with session_conf(self.spark, {**self.conf, **_MASK_READ_CONF}):
@@ -456,7 +456,7 @@ class SparkKeyProvider:
         # (table, join column, the inner filter's memo) → its rows whose join column is in the
         # inner filter's key set, as packed bits
         joined: dict[tuple[str, str, tuple[str, str, str]], np.ndarray] = {}
-        words: dict[tuple[str, int], np.ndarray] = {}  # (table, packed column) → its masks, rows × 8 bytes
+        words: dict[tuple[str, int], np.ndarray] = {}  # (table, packed column) → its masks, a byte per row
         ints: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}  # (table, join column) → values, valid
 
         def member(dim: str, column: str, inner: np.ndarray) -> np.ndarray:
@@ -479,10 +479,9 @@ class SparkKeyProvider:
                 mask = np.ones(table.num_rows, dtype=bool)
                 if flt is not None and not flt.is_true_expr():
                     at_col, bit = pred_bit[flt.expr.sql(dialect="spark")]
-                    if (dim, at_col) not in words:  # each packed column to numpy once, as its 8 bytes per row
-                        packed = np.asarray(table.column(at_col).to_numpy(), dtype="<i8")  # bit i: byte i // 8
-                        words[(dim, at_col)] = packed.view(np.uint8).reshape(table.num_rows, 8)
-                    mask &= (words[(dim, at_col)][:, bit // 8] & np.uint8(1 << (bit % 8))).astype(bool)
+                    if (dim, at_col) not in words:  # each packed column to numpy once
+                        words[(dim, at_col)] = np.asarray(table.column(at_col).to_numpy(), dtype=np.int8)
+                    mask &= (words[(dim, at_col)] & np.int8(1 << bit)).astype(bool)
                 for j in flt.joins if flt is not None else ():
                     at = (dim, j.column, memo_of(j.dim_table, j.dim_pk, j.dim_filter))
                     if at not in joined:  # once per inner key set: the draws repeat a few of them
@@ -504,12 +503,14 @@ class SparkKeyProvider:
             keys(dim, pk, flt)
 
 
-# Predicate masks per packed BIGINT column of the key-set prefetch (bits 0..62: never the sign bit).
-_MASK_BITS = 63
-# The packed read without whole-stage codegen: with a few output columns Spark fuses the 63 masks
-# of a column into one generated method, too large for the JVM to compile (TPC-H SF 1 part, 115
-# string equalities: 11 s against 2.7 s without it; orders the same either way). Row-at-a-time
-# projection compiles each output column's expression on its own.
+# Predicate masks per packed TINYINT column of the key-set prefetch (bits 0..6: never the sign bit):
+# a predicate's mask is then read from one byte per row on the driver (a BIGINT of 63 masks made
+# each mask a read of 8 bytes per row, slower than the Arrow booleans it replaced).
+_MASK_BITS = 7
+# The packed read without whole-stage codegen: with few output columns Spark fuses every mask into
+# one generated method, which can grow too large for the JVM to compile (TPC-H SF 1 part, 115 string
+# equalities packed 63 to a column: 11 s against 2.7 s without it). Row-at-a-time projection
+# compiles each output column's expression on its own.
 _MASK_READ_CONF = {"spark.sql.codegen.wholeStage": "false"}
 
 

@@ -103,7 +103,7 @@ def test_a_key_column_read_whole_decides_uniqueness_as_spark_counts(spark, tpch,
 
 
 def test_many_predicates_of_one_dimension_packed_into_words(spark, catalog, tpch):
-    """More predicates on one dimension than one packed mask column holds (63): every key set
+    """More predicates on one dimension than one packed mask column holds (_MASK_BITS): every key set
     equals the pure-Python one, a predicate that is NULL on some rows leaves them out (as WHERE
     does), and the dimension is still read in one job."""
     from pando_iceberg.spark.rewrite_common import _MASK_BITS

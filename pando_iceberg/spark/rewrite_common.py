@@ -411,9 +411,13 @@ class SparkKeyProvider:
     def prefetch(self, requests: Sequence[tuple[str, str, Any]]) -> None:
         """Key sets of many dimension predicates with ONE Spark job per dimension table, chains
         included (§7, lineitem → orders → customer → nation): each table is read once as
-        ``SELECT <pk and join columns>, (p1) AS _p0, (p2) AS _p1, ... FROM dim``; then, on those
-        columns, a predicate's key set is its rows' pks where its own mask holds (NULL → not in
-        the set, as in WHERE) and every join column is in the inner filter's key set. Key sets
+        ``SELECT <pk and join columns>, <the predicates' masks> FROM dim``, the masks packed
+        ``_MASK_BITS`` to a TINYINT (bit i: ``CASE WHEN (p_i) THEN 1 << i ELSE 0 END``, so NULL →
+        not in the set, as in WHERE): Spark's Arrow writer then converts a few integer columns
+        instead of one boolean column per predicate, which took most of the read (TPC-H SF 1
+        orders: 1.5 M rows × about 100 predicates). On those columns, a predicate's key set is
+        its rows' pks where its own bit is set and every join column is in the inner filter's key
+        set. Key sets
         this provider already holds are not read again (a table none of whose requested key
         sets is missing is not read at all)."""
         columns: dict[str, dict[str, None]] = {}  # dim → columns to read (ordered, unique)
@@ -436,41 +440,59 @@ class SparkKeyProvider:
 
         for dim, pk, flt in requests:
             visit(dim, pk, flt)
-        frames: dict[str, tuple[pa.Table, dict[str, int]]] = {}
+        frames: dict[str, tuple[pa.Table, dict[str, tuple[int, int]]]] = {}  # dim → read, predicate → (column, bit)
         for dim, cols in columns.items():
             preds = list(predicates.get(dim, {}))
             select = [sqlglot.exp.column(c, quoted=True).sql(dialect="spark") for c in cols]
-            select += [f"({p}) AS `_p{i}`" for i, p in enumerate(preds)]
+            select += ["CAST(" + " | ".join(f"(CASE WHEN ({p}) THEN {1 << i} ELSE 0 END)"
+                                            for i, p in enumerate(preds[w:w + _MASK_BITS]))
+                       + f" AS TINYINT) AS `_p{w // _MASK_BITS}`" for w in range(0, len(preds), _MASK_BITS)]
             if self.read_snapshots is not None and dim not in self.read_snapshots:
                 self.read_snapshots[dim] = dimension_snapshot(self.spark, dim)
-            with session_conf(self.spark, self.conf):
+            with session_conf(self.spark, {**self.conf, **_MASK_READ_CONF}):
                 read = collect_arrow(self.spark.table(dim).selectExpr(*select))
-            frames[dim] = (read, {p: len(cols) + i for i, p in enumerate(preds)})
-        ordered: dict[tuple[str, str], tuple[np.ndarray, np.ndarray, bool] | None] = {}
+            frames[dim] = (read, {p: (len(cols) + i // _MASK_BITS, i % _MASK_BITS) for i, p in enumerate(preds)})
+        ordered: dict[tuple[str, str], tuple[np.ndarray | None, np.ndarray, bool] | None] = {}
         # (table, join column, the inner filter's memo) → its rows whose join column is in the
         # inner filter's key set, as packed bits
         joined: dict[tuple[str, str, tuple[str, str, str]], np.ndarray] = {}
+        words: dict[tuple[str, int], np.ndarray] = {}  # (table, packed column) → its masks, a byte per row
+        ints: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}  # (table, join column) → values, valid
+
+        def member(dim: str, column: str, inner: np.ndarray) -> np.ndarray:
+            """``column IN inner`` on ``dim``'s rows (NULL → False): an integer column converted
+            to numpy once per table, asked through a bit table of the inner keys (sorted, unique:
+            a key set ``keys`` returned); other columns through ``expr.keys.member_mask``."""
+            col = frames[dim][0].column(column)
+            if inner.dtype == np.int64 and pa.types.is_integer(col.type) and not pa.types.is_uint64(col.type):
+                if (dim, column) not in ints:
+                    ints[(dim, column)] = (np.asarray(pc.fill_null(col, 0).to_numpy(), dtype=np.int64),
+                                           np.asarray(pc.is_valid(col).to_numpy(zero_copy_only=False), dtype=bool))
+                vals, valid = ints[(dim, column)]
+                return keyset.IntKeyLookup(inner, len(vals))(vals, valid)
+            return keyset.member_mask(col, keyset.normalize_keys(inner))
 
         def keys(dim: str, pk: str, flt) -> np.ndarray:
             memo = memo_of(dim, pk, flt)
             if memo not in self._cache:
-                table, pred_col = frames[dim]
+                table, pred_bit = frames[dim]
                 mask = np.ones(table.num_rows, dtype=bool)
                 if flt is not None and not flt.is_true_expr():
-                    own = table.column(pred_col[flt.expr.sql(dialect="spark")])
-                    mask &= pc.fill_null(own, False).to_numpy(zero_copy_only=False)
+                    at_col, bit = pred_bit[flt.expr.sql(dialect="spark")]
+                    if (dim, at_col) not in words:  # each packed column to numpy once
+                        words[(dim, at_col)] = np.asarray(table.column(at_col).to_numpy(), dtype=np.int8)
+                    mask &= (words[(dim, at_col)] & np.int8(1 << bit)).astype(bool)
                 for j in flt.joins if flt is not None else ():
                     at = (dim, j.column, memo_of(j.dim_table, j.dim_pk, j.dim_filter))
                     if at not in joined:  # once per inner key set: the draws repeat a few of them
-                        inner = keyset.normalize_keys(keys(j.dim_table, j.dim_pk, j.dim_filter))
-                        joined[at] = np.packbits(keyset.member_mask(table.column(j.column), inner))
+                        joined[at] = np.packbits(member(dim, j.column, keys(j.dim_table, j.dim_pk, j.dim_filter)))
                     mask &= np.unpackbits(joined[at], count=table.num_rows).view(bool)
                 if (dim, pk) not in ordered:
                     ordered[(dim, pk)] = _key_order(table.column(pk))
                 by_key = ordered[(dim, pk)]
                 if by_key is not None:  # the keys sorted once per table; a mask picks them in order
                     order, values, unique = by_key
-                    picked = values[mask[order]]
+                    picked = values[mask if order is None else mask[order]]
                     self._cache[memo] = picked if unique else _sorted_unique(picked)
                 else:
                     pks = table.column(pk).filter(pa.array(mask)).drop_null()
@@ -481,15 +503,27 @@ class SparkKeyProvider:
             keys(dim, pk, flt)
 
 
-def _key_order(column) -> tuple[np.ndarray, np.ndarray, bool] | None:
-    """An integer key column without NULLs: the order that sorts it, its values in that order,
+# Predicate masks per packed TINYINT column of the key-set prefetch (bits 0..6: never the sign bit):
+# a predicate's mask is then read from one byte per row on the driver (a BIGINT of 63 masks made
+# each mask a read of 8 bytes per row, slower than the Arrow booleans it replaced).
+_MASK_BITS = 7
+# The packed read without whole-stage codegen: with few output columns Spark fuses every mask into
+# one generated method, which can grow too large for the JVM to compile (TPC-H SF 1 part, 115 string
+# equalities packed 63 to a column: 11 s against 2.7 s without it). Row-at-a-time projection
+# compiles each output column's expression on its own.
+_MASK_READ_CONF = {"spark.sql.codegen.wholeStage": "false"}
+
+
+def _key_order(column) -> tuple[np.ndarray | None, np.ndarray, bool] | None:
+    """An integer key column without NULLs: the order that sorts it (None: it is sorted already,
+    as a table loaded in key order is, and a mask needs no reordering), its values in that order,
     and whether they are unique (a key set is then the sorted values a mask picks, in order);
     None for any other column (each key set sorted on its own)."""
     if column.null_count or not pa.types.is_integer(column.type):
         return None
     values = np.asarray(column.to_numpy())
-    order = np.argsort(values, kind="stable")
-    values = values[order]
+    order = None if (values[1:] >= values[:-1]).all() else np.argsort(values, kind="stable")
+    values = values if order is None else values[order]
     return order, values, bool(len(values) < 2 or (values[1:] != values[:-1]).all())
 
 
@@ -622,6 +656,7 @@ def learning_workload(spark, wl, target: str, schemas: dict[str, pa.Schema], que
                             keys_read=provider.keys_read)  # a dimension read whole: its key's uniqueness
     groups = attribute_range_filters([f for f, _ in expected.queries], sample, weights,
                                      group_count(blocks))  # they read no key set
+    del weights  # the dimensions it read whole to the driver: not held through the key sets' read
     recorder = _RecordingKeyProvider(provider)  # the cuts' key sets, read with the draws' (one read per dimension)
     wl.join_induced_cuts(target, recorder, filters=[f for f, _ in expected.queries] + groups)
     expected = keyed_draws(spark, wl, expected, schemas, provider=provider, also=recorder.requests)

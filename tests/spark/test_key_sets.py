@@ -100,3 +100,39 @@ def test_a_key_column_read_whole_decides_uniqueness_as_spark_counts(spark, tpch,
         dup = SparkKeyProvider(spark, schemas)
         dup.keys_read("tpch.orders", column, pa.concat_arrays([keys.combine_chunks(), keys.combine_chunks()[:1]]))
         assert not dup.is_unique("tpch.orders", column)
+
+
+def test_many_predicates_of_one_dimension_packed_into_words(spark, catalog, tpch):
+    """More predicates on one dimension than a packed mask column holds (70: several columns): every key set
+    equals the pure-Python one, a predicate that is NULL on some rows leaves them out (as WHERE
+    does), and the dimension is still read in one job."""
+    table = "tpch.lineitem"
+    schemas = namespace_schemas(spark, table)
+    prices = [1_000 + 3_000 * i for i in range(70)]
+    sqls = [f"SELECT count(*) FROM tpch.lineitem JOIN tpch.orders ON l_orderkey = o_orderkey "
+            f"WHERE o_totalprice < {p}" for p in prices]
+    sqls.append("SELECT count(*) FROM tpch.lineitem JOIN tpch.orders ON l_orderkey = o_orderkey "
+                "WHERE NULLIF(o_orderstatus, 'F') = 'O' OR NULLIF(o_orderstatus, 'O') = 'P'")
+    wl = parse_workload(sqls, schemas, primary_keys={f"tpch.{t}": pk for t, pk in TPCH_PRIMARY_KEYS.items()})
+    provider = SparkKeyProvider(spark, schemas)
+    recorder = _RecordingKeyProvider(provider)
+    wl.join_induced_cuts(table, recorder)
+    orders = {f.to_sql() for d, _, f in recorder.requests if d == "tpch.orders"}
+    assert len(orders) > 64, "the workload should need several packed columns of orders"
+    sc = spark.sparkContext
+    group = "key-sets-packed"
+    sc.setJobGroup(group, "many predicates of one dimension")
+    try:
+        provider.prefetch(recorder.requests)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+    assert 0 < len(sc.statusTracker().getJobIdsForGroup(group)) <= 2 + 4
+    arrow = arrow_key_provider({name: catalog.load_table(name).scan().to_arrow() for name in schemas})
+    sizes = set()
+    for dim, pk, flt in recorder.requests:
+        got = provider(dim, pk, flt)
+        want = np.unique(arrow(dim, pk, flt))
+        assert np.array_equal(np.sort(got), want), flt.to_sql()
+        sizes.add(len(want))
+    assert len(sizes) > 64  # the predicates' key sets differ: each bit is its own predicate's

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.mark.parametrize("table", ["tpch.lineitem", "tpch.orders"])
-def test_prefetched_key_sets_equal_arrow_ones(spark, catalog, tpch, table):
+def test_prefetched_key_sets_equal_arrow_ones(spark, catalog, tpch, table, spark_jobs):
     schemas = namespace_schemas(spark, table)
     wl = parse_workload([sql for _, sql in tpch_workload(2, seed=3)], schemas,
                         primary_keys={f"tpch.{t}": pk for t, pk in TPCH_PRIMARY_KEYS.items()})
@@ -25,15 +25,7 @@ def test_prefetched_key_sets_equal_arrow_ones(spark, catalog, tpch, table):
     assert any(flt.joins for _, _, flt in recorder.requests), "the workload should have multi-hop chains"
     # Count the jobs of a group of their own: the ungrouped list is capped by
     # spark.ui.retainedJobs, so after a long session its length can shrink across a call.
-    sc = spark.sparkContext
-    group = f"key-sets-prefetch-{table}"
-    sc.setJobGroup(group, "prefetch of join key sets")
-    try:
-        provider.prefetch(recorder.requests)
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
-    jobs = len(sc.statusTracker().getJobIdsForGroup(group))
+    _, jobs = spark_jobs(f"key-sets-prefetch-{table}", lambda: provider.prefetch(recorder.requests))
     dims = {d for d, _, _ in recorder.requests}
     assert 0 < jobs <= 2 * len(dims) + 4  # a job per dimension table (and Spark's own bookkeeping), not per predicate
 
@@ -45,7 +37,7 @@ def test_prefetched_key_sets_equal_arrow_ones(spark, catalog, tpch, table):
     assert len(provider._cache) >= len({(d, p, f.to_sql()) for d, p, f in recorder.requests})
 
 
-def test_a_second_prefetch_reads_only_what_is_missing(spark, tpch):
+def test_a_second_prefetch_reads_only_what_is_missing(spark, tpch, spark_jobs):
     """Key sets the provider holds are not read again: the same requests a second time run no
     Spark job; with ``track_snapshots`` the provider knows each table's snapshot before it read it."""
     table = "tpch.lineitem"
@@ -59,20 +51,13 @@ def test_a_second_prefetch_reads_only_what_is_missing(spark, tpch):
     first = {r: provider(*r) for r in recorder.requests}
     assert provider.read_snapshots and set(provider.read_snapshots) == {d for d, _, _ in recorder.requests} | \
         set(provider.read_snapshots)
-    sc = spark.sparkContext
-    group = "key-sets-prefetch-again"
-    sc.setJobGroup(group, "the same key sets again")
-    try:
-        provider.prefetch(recorder.requests)
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
-    assert len(sc.statusTracker().getJobIdsForGroup(group)) == 0
+    _, jobs = spark_jobs("key-sets-prefetch-again", lambda: provider.prefetch(recorder.requests))
+    assert jobs == 0
     assert all(provider(*r) is keys for r, keys in first.items())
 
 
 @pytest.mark.parametrize("column", ["o_orderkey", "o_custkey", "o_orderpriority", "o_comment"])
-def test_a_key_column_read_whole_decides_uniqueness_as_spark_counts(spark, tpch, column):
+def test_a_key_column_read_whole_decides_uniqueness_as_spark_counts(spark, tpch, column, spark_jobs):
     """``keys_read`` (a dimension's key column another step read whole) gives ``is_unique`` Spark's
     answer (non-NULL values against distinct ones) without a job; NULLs are not duplicates."""
     import pyarrow as pa
@@ -84,14 +69,8 @@ def test_a_key_column_read_whole_decides_uniqueness_as_spark_counts(spark, tpch,
     provider = SparkKeyProvider(spark, schemas)
     keys = collect_arrow(spark.table("tpch.orders").select(column)).column(0)
     provider.keys_read("tpch.orders", column, keys)
-    sc = spark.sparkContext
-    sc.setJobGroup(f"unique-{column}", "uniqueness from a column read whole")
-    try:
-        got = provider.is_unique("tpch.orders", column)
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
-    assert got == want and len(sc.statusTracker().getJobIdsForGroup(f"unique-{column}")) == 0
+    got, jobs = spark_jobs(f"unique-{column}", lambda: provider.is_unique("tpch.orders", column))
+    assert got == want and jobs == 0
     assert want == (column == "o_orderkey")
     if column == "o_orderkey":  # NULLs added: still unique, as count(col) = count(DISTINCT col) says
         nulls = SparkKeyProvider(spark, schemas)
@@ -102,7 +81,7 @@ def test_a_key_column_read_whole_decides_uniqueness_as_spark_counts(spark, tpch,
         assert not dup.is_unique("tpch.orders", column)
 
 
-def test_many_predicates_of_one_dimension_packed_into_words(spark, catalog, tpch):
+def test_many_predicates_of_one_dimension_packed_into_words(spark, catalog, tpch, spark_jobs):
     """More predicates on one dimension than a packed mask column holds (70: several columns): every key set
     equals the pure-Python one, a predicate that is NULL on some rows leaves them out (as WHERE
     does), and the dimension is still read in one job."""
@@ -119,15 +98,8 @@ def test_many_predicates_of_one_dimension_packed_into_words(spark, catalog, tpch
     wl.join_induced_cuts(table, recorder)
     orders = {f.to_sql() for d, _, f in recorder.requests if d == "tpch.orders"}
     assert len(orders) > 64, "the workload should need several packed columns of orders"
-    sc = spark.sparkContext
-    group = "key-sets-packed"
-    sc.setJobGroup(group, "many predicates of one dimension")
-    try:
-        provider.prefetch(recorder.requests)
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
-    assert 0 < len(sc.statusTracker().getJobIdsForGroup(group)) <= 2 + 4
+    _, jobs = spark_jobs("key-sets-packed", lambda: provider.prefetch(recorder.requests))
+    assert 0 < jobs <= 2 + 4
     arrow = arrow_key_provider({name: catalog.load_table(name).scan().to_arrow() for name in schemas})
     sizes = set()
     for dim, pk, flt in recorder.requests:
